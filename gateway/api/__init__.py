@@ -1,0 +1,1 @@
+"""Endpoint handlers, one module per endpoint family."""

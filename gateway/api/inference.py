@@ -1,0 +1,281 @@
+"""The inference pipeline shared by chat, completions, embeddings, moderations and rerank.
+
+context -> auth -> body (decoded once) -> config -> routing tree -> attempts (adapter builds, upstream client sends,
+adapter turns the answer back) -> JSON or SSE out with the x-gateway-* response headers. A stream's first event is
+read before the status is committed, so an in-band error becomes a real status that retries and fallbacks act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+import aiohttp
+import msgspec
+
+from gateway import _speedups
+from gateway.api.runtime import Runtime
+from gateway.config.resolve import resolve_config
+from gateway.http.body import read_body
+from gateway.http.context import RequestContext, build_context
+from gateway.http.errors import GatewayError, InvalidRequest, UpstreamTimeout, UpstreamUnreachable
+from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
+from gateway.observability.record import RequestRecord
+from gateway.providers.base import UpstreamCall
+from gateway.providers.registry import get_adapter
+from gateway.routing.execute import RunState
+from gateway.routing.params import needs_rewrite, rewrite
+from gateway.routing.plan import Node, plan_for
+from gateway.upstream.client import read_body as read_upstream
+
+_json_decode = msgspec.json.decode
+_json_encode = msgspec.json.encode
+DONE = b"data: [DONE]\n\n"
+
+
+class JsonOutcome:
+    __slots__ = ("body", "usage", "model", "provider")
+
+    def __init__(self, body: bytes, usage: Any, model: str | None, provider: str) -> None:
+        self.body = body
+        self.usage = usage
+        self.model = model
+        self.provider = provider
+
+
+class StreamOutcome:
+    __slots__ = ("response", "transformer", "first", "provider", "model")
+
+    def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
+                 model: str | None) -> None:
+        self.response = response
+        self.transformer = transformer
+        self.first = first
+        self.provider = provider
+        self.model = model
+
+
+def error_event(error: GatewayError) -> bytes:
+    """An in-stream error: ``data: {"error": {...}}``, the form vendorA SDKs raise on."""
+    return b"data: " + error.body() + b"\n\n"
+
+
+def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
+    from gateway.http.errors import Unauthorized
+
+    if not ctx.api_key:
+        raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
+    record = runtime.keys.lookup(ctx.api_key)
+    if record is None:
+        raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
+    ctx.workspace = record.workspace
+
+
+def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None) -> list:
+    headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1"))]
+    if state is not None:
+        headers.append((b"x-gateway-last-used-option-index", state.path.encode()))
+        headers.append((b"x-gateway-retry-attempt-count", str(state.retries).encode()))
+    if provider:
+        headers.append((b"x-gateway-provider", provider.encode()))
+    return headers
+
+
+class Pipeline:
+    """One endpoint's handler: ``endpoint`` name and the body parser for it."""
+
+    def __init__(self, runtime: Runtime, endpoint: str, parse: Callable[[bytes], Any]) -> None:
+        self.runtime = runtime
+        self.endpoint = endpoint
+        self.parse = parse
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        runtime = self.runtime
+        started = time.perf_counter()
+        ctx: RequestContext | None = None
+        state: RunState | None = None
+        record = RequestRecord("", self.endpoint, started)
+        try:
+            ctx = build_context(scope["headers"])
+            record.trace_id = ctx.trace_id
+            authenticate(runtime, ctx)
+            record.workspace = ctx.workspace
+            body = await read_body(scope, receive, runtime.settings.max_body_bytes)
+            request = self.parse(body)
+            stream = bool(getattr(request, "stream", False))
+            record.stream = stream
+            record.model = getattr(request, "model", None)
+            config = resolve_config(ctx)
+            node = plan_for(config)
+            params_cache: list[dict] = []
+
+            def params() -> dict:
+                if not params_cache:
+                    params_cache.append(_json_decode(body))
+                return params_cache[0]
+
+            state = RunState(ctx.request_timeout, ctx.metadata, params)
+            attempt = self._attempt_fn(ctx, body, request, stream, record)
+            outcome = await runtime.router.run(node, attempt, state)
+        except GatewayError as error:
+            record.status = error.status
+            record.error = error.message
+            self._finish(record, ctx, state, started)
+            headers = response_headers(ctx, state, record.provider) if ctx is not None else None
+            await send_error(send, error, headers)
+            return
+        record.provider = outcome.provider
+        headers = response_headers(ctx, state, outcome.provider)
+        if isinstance(outcome, JsonOutcome):
+            record.status = 200
+            record.usage = outcome.usage
+            record.model = outcome.model or record.model
+            await send_json(send, 200, outcome.body, headers)
+            self._finish(record, ctx, state, started)
+            return
+        await self._relay(scope, receive, send, outcome, headers, record)
+        self._finish(record, ctx, state, started)
+
+    def _finish(self, record: RequestRecord, ctx: RequestContext | None, state: RunState | None,
+                started: float) -> None:
+        record.total_s = time.perf_counter() - started
+        if ctx is not None:
+            record.metadata = ctx.metadata or None
+            record.span_id = ctx.span_id
+            record.parent_span_id = ctx.parent_span_id
+            record.span_name = ctx.span_name
+            record.sensitive_headers = ctx.sensitive_headers
+            record.request_headers = ctx.headers
+        if state is not None:
+            record.retries = state.retries
+            record.fallbacks = state.fallbacks
+            record.breaker_opens = state.breaker_opens
+            record.target_path = state.path
+        self.runtime.recorder.record(record)
+
+    def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord):
+        runtime = self.runtime
+        endpoint = self.endpoint
+        parse = self.parse
+        rewritten: dict[int, tuple[bytes, Any]] = {}
+
+        async def attempt(node: Node) -> JsonOutcome | StreamOutcome:
+            config = node.config
+            provider = config.provider
+            if not provider:
+                raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
+            adapter = get_adapter(provider)
+            adapter.check_endpoint(endpoint)
+            call_body, call_request = body, request
+            if needs_rewrite(config):
+                hit = rewritten.get(id(node))
+                if hit is None:
+                    new_body = _json_encode(rewrite(_json_decode(body), config))
+                    hit = (new_body, parse(new_body))
+                    rewritten[id(node)] = hit
+                call_body, call_request = hit
+            call = UpstreamCall(endpoint, config, call_body, call_request, stream, ctx, provider)
+            upstream_request = await adapter.build_request(call)
+            forwarded = ctx.forwarded(config.forward_headers)
+            if forwarded:
+                forwarded.update(upstream_request.headers)
+                upstream_request.headers = forwarded
+            record.provider = provider
+            record.upstream_started = time.perf_counter()
+            response = await runtime.client.open(upstream_request)
+            try:
+                if not 200 <= response.status < 300:
+                    data = await read_upstream(response)
+                    raise adapter.parse_error(call, response.status, response.headers, data)
+                if not stream:
+                    data = await read_upstream(response)
+                    record.upstream_s = time.perf_counter() - record.upstream_started
+                    result = adapter.parse_response(call, response.status, response.headers, data)
+                    return JsonOutcome(result.body, result.usage, result.model, provider)
+                transformer = adapter.stream(call)
+                first = await _first_events(response, transformer)
+                record.ttft_s = time.perf_counter() - record.started
+                return StreamOutcome(response, transformer, first, provider, call.model)
+            except BaseException:
+                response.close()
+                raise
+            finally:
+                if not stream:
+                    response.release()
+
+        return attempt
+
+    async def _relay(self, scope: dict, receive, send, outcome: StreamOutcome, headers: list,
+                     record: RequestRecord) -> None:
+        """Relay the stream event by event; a client that leaves cancels the upstream request."""
+        response = outcome.response
+        transformer = outcome.transformer
+        relay_task = asyncio.current_task()
+        watcher = asyncio.ensure_future(_wait_disconnect(receive, relay_task))
+        record.status = 200
+        try:
+            await start_stream(send, headers)
+            if outcome.first:
+                await send_chunk(send, b"".join(outcome.first))
+            try:
+                async for chunk in response.content.iter_any():
+                    events = transformer.feed(chunk)
+                    if events:
+                        await send_chunk(send, b"".join(events))
+                tail = transformer.close()
+            except GatewayError as error:
+                record.error = error.message
+                await end_stream(send, error_event(error) + DONE)
+                return
+            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+                error: GatewayError = (
+                    UpstreamTimeout("upstream stream timed out")
+                    if isinstance(exc, asyncio.TimeoutError)
+                    else UpstreamUnreachable(f"upstream stream broke off: {exc.__class__.__name__}")
+                )
+                record.error = error.message
+                await end_stream(send, error_event(error) + DONE)
+                return
+            await end_stream(send, (b"".join(tail) if tail else b"") + DONE)
+            record.usage = transformer.usage
+        except asyncio.CancelledError:
+            record.error = "client disconnected"
+            response.close()
+            if watcher.done():  # cancelled by our own disconnect watcher: the request is over, not the worker
+                if relay_task is not None:
+                    relay_task.uncancel()
+                return
+            raise
+        except OSError:
+            record.error = "client disconnected"
+            response.close()
+        finally:
+            watcher.cancel()
+            response.release()
+
+
+async def _first_events(response: aiohttp.ClientResponse, transformer: Any) -> list[bytes]:
+    """Read until the transformer yields its first events (or the stream ends)."""
+    content = response.content
+    while True:
+        try:
+            chunk = await content.readany()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamUnreachable(f"upstream stream broke off: {exc.__class__.__name__}") from None
+        except asyncio.TimeoutError:
+            raise UpstreamTimeout("timed out waiting for the first stream event") from None
+        if not chunk:
+            return transformer.close()
+        events = transformer.feed(chunk)
+        if events:
+            return events
+
+
+async def _wait_disconnect(receive, task: asyncio.Task | None) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if task is not None:
+                task.cancel()
+            return

@@ -1,0 +1,40 @@
+"""Per-worker runtime: the objects every request uses, built once at startup and closed at shutdown."""
+
+from __future__ import annotations
+
+from gateway.controlplane.keys import KeyStore
+from gateway.observability.record import Recorder
+from gateway.routing.breaker import CircuitBreaker
+from gateway.routing.execute import Router
+from gateway.settings import Settings
+from gateway.state.base import StateStore
+from gateway.state.memory import MemoryStateStore
+from gateway.upstream.client import UpstreamClient
+
+
+class Runtime:
+    def __init__(self, settings: Settings, store: StateStore | None = None, recorder: Recorder | None = None,
+                 breaker_clock=None) -> None:
+        self.settings = settings
+        self.store = store or MemoryStateStore()
+        self.keys = KeyStore(settings)
+        self.client = UpstreamClient(settings)
+        self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
+        self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
+        self.recorder = recorder or Recorder()
+        self.ready = False
+
+    async def start(self) -> None:
+        await self.client.start()
+        await self.recorder.start()
+        self.ready = True
+
+    async def close(self) -> None:
+        from gateway.providers.registry import close_all
+
+        self.ready = False
+        await self.recorder.close()
+        await close_all()
+        await self.client.close()
+        await self.store.close()
+        self.keys.close()

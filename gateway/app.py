@@ -1,0 +1,123 @@
+"""The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime."""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway import __version__, _speedups
+from gateway import settings as settings_module
+from gateway.api.inference import Pipeline
+from gateway.api.runtime import Runtime
+from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.http.respond import send_error, send_json
+from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
+
+_encode = msgspec.json.encode
+
+
+class GatewayApp:
+    """Raw ASGI app. ``runtime`` is built at lifespan startup (or injected by tests)."""
+
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self.runtime = runtime
+        self.routes: dict[tuple[str, str], object] = {}
+        self.paths: dict[str, list[str]] = {}
+        if runtime is not None:
+            self._mount(runtime)
+
+    def _mount(self, runtime: Runtime) -> None:
+        from gateway.schema.chat import parse_chat
+        from gateway.schema.completions import parse_completion
+
+        self.routes = {}
+        self.paths = {}
+        self.add("POST", "/v1/chat/completions", Pipeline(runtime, CHAT, parse_chat))
+        self.add("POST", "/v1/completions", Pipeline(runtime, COMPLETIONS, parse_completion))
+        for endpoint, path, module in (
+            (EMBEDDINGS, "/v1/embeddings", "gateway.schema.embeddings:parse_embeddings"),
+            (MODERATIONS, "/v1/moderations", "gateway.schema.moderations:parse_moderation"),
+            (RERANK, "/v1/rerank", "gateway.schema.rerank:parse_rerank"),
+        ):
+            parse = _optional(module)
+            if parse is not None:
+                self.add("POST", path, Pipeline(runtime, endpoint, parse))
+        self.add("GET", "/health", self.health)
+        self.add("GET", "/ready", self.ready)
+
+    def add(self, method: str, path: str, handler) -> None:
+        self.routes[(method, path)] = handler
+        self.paths.setdefault(path, []).append(method)
+
+    async def __call__(self, scope, receive, send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            handler = self.routes.get((scope["method"], scope["path"]))
+            if handler is None:
+                await self._no_route(scope, send)
+                return
+            try:
+                await handler(scope, receive, send)
+            except GatewayError as error:
+                await send_error(send, error)
+            return
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _no_route(self, scope, send) -> None:
+        path = scope["path"]
+        methods = self.paths.get(path) or self.paths.get(path.rstrip("/"))
+        if methods:
+            allow = ", ".join(sorted(methods)).encode()
+            error = MethodNotAllowed(f"{scope['method']} is not allowed on {path}; allowed: {allow.decode()}")
+            await send_error(send, error, [(b"allow", allow)])
+        else:
+            await send_error(send, NotFound(f"no route for {scope['method']} {path}"))
+
+    async def _lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    if self.runtime is None:
+                        self.runtime = Runtime(settings_module.get())
+                        self._mount(self.runtime)
+                    await self.runtime.start()
+                except Exception as exc:  # noqa: BLE001 - reported to the server, which stops
+                    await send({"type": "lifespan.startup.failed", "message": f"{exc.__class__.__name__}: {exc}"})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.runtime is not None:
+                    self.runtime.ready = False
+                    await self.runtime.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def health(self, scope, receive, send) -> None:
+        runtime = self.runtime
+        body = _encode(
+            {
+                "status": "ok",
+                "version": __version__,
+                "state_backend": runtime.store.backend if runtime else "memory",
+                "speedups": _speedups.active(),
+            }
+        )
+        await send_json(send, 200, body)
+
+    async def ready(self, scope, receive, send) -> None:
+        ok = self.runtime is not None and self.runtime.ready
+        await send_json(send, 200 if ok else 503, _encode({"ready": ok}))
+
+
+def _optional(spec: str):
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError):
+        return None
+
+
+app = GatewayApp()

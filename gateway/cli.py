@@ -1,0 +1,87 @@
+"""Command line: ``gateway serve`` and ``gateway mock-upstream``; every serve flag is also a GATEWAY_* variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gateway import __version__
+from gateway import settings as settings_module
+
+
+def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int, log_level: str,
+                   kill_timeout: float | None = None) -> None:
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+
+    server = Granian(
+        target,
+        address=host,
+        port=port,
+        interface=Interfaces.ASGI,
+        workers=workers,
+        loop=Loops.uvloop,
+        backlog=backlog,
+        log_level=log_level,
+        log_access=False,
+        workers_kill_timeout=int(kill_timeout) if kill_timeout else None,
+        respawn_failed_workers=True,
+    )
+    server.serve()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    for flag, var in (("host", "GATEWAY_HOST"), ("port", "GATEWAY_PORT"), ("workers", "GATEWAY_WORKERS")):
+        value = getattr(args, flag)
+        if value is not None:
+            os.environ[var] = str(value)
+    settings_module.reset()
+    try:
+        settings = settings_module.get()
+    except ValueError as exc:
+        print(f"gateway: bad setting: {exc}", file=sys.stderr)
+        return 2
+    from gateway.controlplane.keys import ensure_admin_key
+
+    key = ensure_admin_key(settings)
+    if key is not None:
+        print(f"gateway: generated admin key (shown once, store it now): {key}", flush=True)
+    print(
+        f"gateway {__version__}: serving on http://{settings.host}:{settings.port}/v1 "
+        f"with {settings.workers} worker(s); data in {settings.data_dir}",
+        flush=True,
+    )
+    _serve_granian(
+        "gateway.app:app", settings.host, settings.port, settings.workers, settings.backlog, settings.log_level,
+        settings.shutdown_grace_s,
+    )
+    return 0
+
+
+def cmd_mock(args: argparse.Namespace) -> int:
+    print(f"gateway mock-upstream: serving on http://{args.host}:{args.port}", flush=True)
+    _serve_granian("gateway.mock.app:app", args.host, args.port, args.workers, 2048, "warning")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gateway", description="A fast AI gateway.")
+    parser.add_argument("--version", action="version", version=f"gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the gateway (every flag also reads GATEWAY_<NAME>)")
+    serve.add_argument("--host", default=None, help="bind address (GATEWAY_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (GATEWAY_PORT, default 8787)")
+    serve.add_argument("--workers", type=int, default=None, help="worker processes (GATEWAY_WORKERS, default 1)")
+    serve.set_defaults(func=cmd_serve)
+    mock = sub.add_parser("mock-upstream", help="serve the faithful local provider mock")
+    mock.add_argument("--host", default="127.0.0.1")
+    mock.add_argument("--port", type=int, default=9797)
+    mock.add_argument("--workers", type=int, default=1)
+    mock.set_defaults(func=cmd_mock)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The four ways of identifying a provider -> one validated Config.
+
+1. ``x-gateway-provider`` + ``Authorization: Bearer`` (the token becomes the provider's own auth);
+2. ``x-gateway-provider: @slug`` or the legacy ``x-gateway-virtual-key`` (provider slugs: control plane);
+3. ``x-gateway-config``: a JSON config (starts with ``{``) or a saved config's id (control plane);
+4. ``x-gateway-custom-host`` + ``x-gateway-provider`` + bearer.
+
+Header values fill what a JSON config leaves unset at its root (provider, api_key from the bearer, custom_host,
+cloud headers), so a config with ``provider`` + ``custom_host`` can take its key from ``Authorization``. Configs
+built from headers are cached by their header values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateway.config.schema import Config
+from gateway.config.validate import parse_config
+from gateway.http.context import RequestContext
+from gateway.http.errors import InvalidRequest
+
+#: RequestContext attribute -> Config field, for header-borne provider settings
+_HEADER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("custom_host", "custom_host"),
+    ("cloudB_resource_name", "resource_name"),
+    ("cloudB_deployment_id", "deployment_id"),
+    ("cloudB_api_version", "api_version"),
+    ("cloudC_project_id", "cloudC_project_id"),
+    ("cloudC_region", "cloudC_region"),
+    ("cloudA_access_key_id", "cloudA_access_key_id"),
+    ("cloudA_secret_access_key", "cloudA_secret_access_key"),
+    ("cloudA_session_token", "cloudA_session_token"),
+    ("cloudA_region", "cloudA_region"),
+)
+
+_header_configs: dict[tuple, Config] = {}
+_merged: dict[tuple, Config] = {}
+
+
+def _header_values(ctx: RequestContext) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if ctx.provider:
+        values["provider"] = ctx.provider
+    if ctx.bearer:
+        values["api_key"] = ctx.bearer
+    for attr, field in _HEADER_FIELDS:
+        value = getattr(ctx, attr)
+        if value:
+            values[field] = value
+    return values
+
+
+def _check_slug(provider: str) -> None:
+    if provider.startswith("@"):
+        raise InvalidRequest(f"unknown provider slug '{provider}'", param="x-gateway-provider")
+
+
+def resolve_config(ctx: RequestContext) -> Config:
+    """The request's config; 400 when no way of identifying a provider is given or the given one is invalid."""
+    if ctx.config:
+        text = ctx.config.strip()
+        if not text.startswith("{"):
+            raise InvalidRequest(f"unknown saved config '{text}'", param="x-gateway-config")
+        config = parse_config(text)
+        values = _header_values(ctx)
+        if not values:
+            return config
+        key = (text, tuple(values.items()))
+        merged = _merged.get(key)
+        if merged is None:
+            unset = {k: v for k, v in values.items() if getattr(config, k) is None}
+            if "provider" in unset:
+                _check_slug(unset["provider"])
+            merged = msgspec.structs.replace(config, **unset) if unset else config
+            if len(_merged) > 4096:
+                _merged.clear()
+            _merged[key] = merged
+        return merged
+    if ctx.provider:
+        _check_slug(ctx.provider)
+        key = (ctx.provider, ctx.bearer, ctx.custom_host, *(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:]))
+        config = _header_configs.get(key)
+        if config is None:
+            config = Config(**_header_values(ctx))
+            if len(_header_configs) > 4096:
+                _header_configs.clear()
+            _header_configs[key] = config
+        return config
+    if ctx.virtual_key:
+        raise InvalidRequest(f"unknown virtual key '{ctx.virtual_key}'", param="x-gateway-virtual-key")
+    raise InvalidRequest(
+        "no provider given: send x-gateway-provider with an Authorization bearer token, x-gateway-config, "
+        "or x-gateway-custom-host with x-gateway-provider",
+        param="x-gateway-provider",
+    )

@@ -1,0 +1,1 @@
+"""ASGI edge: request context, body reading, responses, SSE and the one error format."""

@@ -1,0 +1,235 @@
+"""The one place where request headers become a RequestContext (every x-gateway-* spelling, read once).
+
+A gateway header may be spelled as in the spec's table (``x-gateway-api-key``) or with the snake_case or camelCase
+parameter name after the prefix (``x-gateway-api_key``, ``x-gateway-apiKey``): names are compared with dashes and
+underscores removed, case-insensitively. ``X-cloudC-LLM-Request-Type`` (no gateway prefix) is read too. No gateway
+header, and no client header that is not named in ``x-gateway-forward-headers``, is ever sent upstream.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import msgspec
+
+from gateway.http.errors import InvalidRequest
+
+_PREFIX = b"x-gateway-"
+_PREFIX_LEN = len(_PREFIX)
+_json_decode = msgspec.json.decode
+
+#: normalised suffix (lowercase, no dashes or underscores) -> RequestContext attribute
+_GATEWAY_FIELDS: dict[str, str] = {
+    "apikey": "api_key",
+    "provider": "provider",
+    "virtualkey": "virtual_key",
+    "config": "config",
+    "customhost": "custom_host",
+    "traceid": "trace_id",
+    "spanid": "span_id",
+    "parentspanid": "parent_span_id",
+    "spanname": "span_name",
+    "metadata": "metadata",
+    "cacheforcerefresh": "cache_force_refresh",
+    "cachenamespace": "cache_namespace",
+    "requesttimeout": "request_timeout",
+    "forwardheaders": "forward_headers",
+    "sensitiveheaders": "sensitive_headers",
+    "cloudbresourcename": "cloudB_resource_name",
+    "cloudbdeploymentid": "cloudB_deployment_id",
+    "cloudbapiversion": "cloudB_api_version",
+    "cloudbmodelname": "cloudB_model_name",
+    "cloudcprojectid": "cloudC_project_id",
+    "cloudcregion": "cloudC_region",
+    "cloudasessiontoken": "cloudA_session_token",
+    "cloudasecretaccesskey": "cloudA_secret_access_key",
+    "cloudaaccesskeyid": "cloudA_access_key_id",
+    "cloudaregion": "cloudA_region",
+}
+# exact lowercase header names map straight to the attribute (the common, fast case)
+_EXACT: dict[bytes, str] = {}
+
+#: never forwarded, whatever x-gateway-forward-headers says (hop-by-hop and framing headers)
+HOP_BY_HOP = frozenset(
+    {
+        "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
+        "proxy-authorization", "proxy-authenticate", "expect", "accept-encoding",
+    }
+)
+
+
+def header_names(value: str, field: str) -> tuple[str, ...]:
+    """Parse an array-typed header: comma-separated names or a JSON array of strings, lower-cased."""
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            items = _json_decode(text)
+        except msgspec.DecodeError:
+            raise InvalidRequest(f"{field} is not a valid JSON array of header names", param=field) from None
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise InvalidRequest(f"{field} must be an array of header names", param=field)
+        return tuple(i.strip().lower() for i in items if i.strip())
+    return tuple(p.strip().lower() for p in text.split(",") if p.strip())
+
+
+class RequestContext:
+    """Everything the gateway headers say about one request, parsed once."""
+
+    __slots__ = (
+        "api_key", "provider", "virtual_key", "config", "custom_host", "trace_id", "trace_generated",
+        "span_id", "parent_span_id", "span_name", "traceparent", "metadata", "cache_force_refresh",
+        "cache_namespace", "request_timeout", "forward_headers", "sensitive_headers", "bearer",
+        "cloudB_resource_name", "cloudB_deployment_id", "cloudB_api_version", "cloudB_model_name",
+        "cloudC_project_id", "cloudC_region", "cloudC_llm_request_type", "cloudA_session_token",
+        "cloudA_secret_access_key", "cloudA_access_key_id", "cloudA_region", "headers", "workspace",
+    )
+
+    def __init__(self) -> None:
+        self.api_key: str | None = None
+        self.provider: str | None = None
+        self.virtual_key: str | None = None
+        self.config: str | None = None
+        self.custom_host: str | None = None
+        self.trace_id: str = ""
+        self.trace_generated = False
+        self.span_id: str | None = None
+        self.parent_span_id: str | None = None
+        self.span_name: str | None = None
+        self.traceparent: str | None = None
+        self.metadata: dict[str, Any] = {}
+        self.cache_force_refresh = False
+        self.cache_namespace: str | None = None
+        self.request_timeout: int | None = None
+        self.forward_headers: tuple[str, ...] = ()
+        self.sensitive_headers: frozenset[str] = frozenset()
+        self.bearer: str | None = None
+        self.cloudB_resource_name: str | None = None
+        self.cloudB_deployment_id: str | None = None
+        self.cloudB_api_version: str | None = None
+        self.cloudB_model_name: str | None = None
+        self.cloudC_project_id: str | None = None
+        self.cloudC_region: str | None = None
+        self.cloudC_llm_request_type: str | None = None
+        self.cloudA_session_token: str | None = None
+        self.cloudA_secret_access_key: str | None = None
+        self.cloudA_access_key_id: str | None = None
+        self.cloudA_region: str | None = None
+        #: every non-gateway header of the request, lower-cased name -> value (last wins)
+        self.headers: dict[str, str] = {}
+        self.workspace: str | None = None
+
+    def forwarded(self, extra_names: tuple[str, ...] | list[str] | None = None) -> dict[str, str]:
+        """The client headers to send upstream unchanged: those named in forward_headers (header or config),
+        minus sensitive, gateway and hop-by-hop headers."""
+        names = self.forward_headers
+        if extra_names:
+            names = names + tuple(n.lower() for n in extra_names)
+        if not names:
+            return {}
+        out: dict[str, str] = {}
+        headers = self.headers
+        sensitive = self.sensitive_headers | _ORG_MASK
+        for name in names:
+            if name in headers and name not in sensitive and name not in HOP_BY_HOP:
+                out[name] = headers[name]
+        return out
+
+
+_ORG_MASK: frozenset[str] = frozenset(
+    n.strip().lower() for n in os.environ.get("ORGANISATION_HEADERS_TO_MASK", "").split(",") if n.strip()
+)
+
+
+def organisation_masked() -> frozenset[str]:
+    """Header names masked organisation-wide (ORGANISATION_HEADERS_TO_MASK)."""
+    return _ORG_MASK
+
+
+def _set(ctx: RequestContext, attr: str, value: str) -> None:
+    if attr == "metadata":
+        try:
+            doc = _json_decode(value)
+        except msgspec.DecodeError:
+            raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata") from None
+        if not isinstance(doc, dict):
+            raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata")
+        ctx.metadata = doc
+    elif attr == "request_timeout":
+        try:
+            timeout = int(value.strip())
+        except ValueError:
+            raise InvalidRequest(
+                "x-gateway-request-timeout must be an integer number of milliseconds",
+                param="x-gateway-request-timeout",
+            ) from None
+        if timeout <= 0:
+            raise InvalidRequest("x-gateway-request-timeout must be > 0", param="x-gateway-request-timeout")
+        ctx.request_timeout = timeout
+    elif attr == "cache_force_refresh":
+        flag = value.strip().lower()
+        if flag not in ("true", "false"):
+            raise InvalidRequest(
+                "x-gateway-cache-force-refresh must be true or false", param="x-gateway-cache-force-refresh"
+            )
+        ctx.cache_force_refresh = flag == "true"
+    elif attr == "forward_headers":
+        ctx.forward_headers = header_names(value, "x-gateway-forward-headers")
+    elif attr == "sensitive_headers":
+        ctx.sensitive_headers = frozenset(header_names(value, "x-gateway-sensitive-headers"))
+    else:
+        setattr(ctx, attr, value)
+
+
+def _attr_for(suffix: bytes) -> str | None:
+    attr = _EXACT.get(suffix)
+    if attr is None:
+        norm = suffix.decode("latin-1").replace("-", "").replace("_", "").lower()
+        attr = _GATEWAY_FIELDS.get(norm)
+        if attr is not None and len(_EXACT) < 512:
+            _EXACT[suffix] = attr
+    return attr
+
+
+def build_context(raw_headers: list[tuple[bytes, bytes]] | tuple) -> RequestContext:
+    """Read the ASGI header list once into a RequestContext. Bad gateway header values raise InvalidRequest."""
+    ctx = RequestContext()
+    headers = ctx.headers
+    for raw_name, raw_value in raw_headers:
+        name = raw_name.lower()
+        if name.startswith(_PREFIX):
+            attr = _attr_for(name[_PREFIX_LEN:])
+            if attr is not None:
+                _set(ctx, attr, raw_value.decode("latin-1"))
+            continue
+        value = raw_value.decode("latin-1")
+        if name == b"authorization":
+            if value[:7].lower() == "bearer ":
+                ctx.bearer = value[7:].strip()
+            headers["authorization"] = value
+        elif name == b"x-cloudc-llm-request-type":
+            ctx.cloudC_llm_request_type = value
+        elif name == b"traceparent":
+            ctx.traceparent = value
+            headers["traceparent"] = value
+        else:
+            headers[name.decode("latin-1")] = value
+    if not ctx.trace_id:
+        ctx.trace_id = _trace_from_parent(ctx.traceparent) or uuid.uuid4().hex
+        ctx.trace_generated = True
+    return ctx
+
+
+def _trace_from_parent(traceparent: str | None) -> str | None:
+    """The trace id of a W3C traceparent (``00-<32 hex>-<16 hex>-<2 hex>``), when well formed."""
+    if not traceparent:
+        return None
+    parts = traceparent.strip().split("-")
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
+        try:
+            int(parts[1], 16)
+        except ValueError:
+            return None
+        return parts[1].lower()
+    return None

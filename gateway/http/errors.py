@@ -1,0 +1,144 @@
+"""The gateway's one error format: GatewayError subclasses and the vendorA error envelope they render to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+_encoder = msgspec.json.Encoder()
+
+
+class GatewayError(Exception):
+    """An error the client sees: an HTTP status and the vendorA error envelope.
+
+    ``extra`` holds top-level members placed beside ``error`` (for example ``provider``).
+    """
+
+    status: int = 500
+    type: str = "api_error"
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        type: str | None = None,
+        extra: dict[str, Any] | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        if type is not None:
+            self.type = type
+        self.extra = extra
+        self.headers = headers
+
+    def body(self) -> bytes:
+        """The JSON bytes of the vendorA error envelope."""
+        doc: dict[str, Any] = {
+            "error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        }
+        if self.extra:
+            doc.update(self.extra)
+        return _encoder.encode(doc)
+
+
+class InvalidRequest(GatewayError):
+    """400: the request (body, header or config) is not valid."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class Unauthorized(GatewayError):
+    """401: missing or unknown gateway key."""
+
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class Forbidden(GatewayError):
+    """403: the key may not do this, or a custom host is blocked."""
+
+    status = 403
+    type = "permission_error"
+    code = "forbidden"
+
+
+class NotFound(GatewayError):
+    """404: no such route or resource."""
+
+    status = 404
+    type = "not_found_error"
+    code = "not_found"
+
+
+class MethodNotAllowed(GatewayError):
+    """405: the path exists but not with this method."""
+
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
+class RequestTimeout(GatewayError):
+    """408: the request's own request_timeout ran out."""
+
+    status = 408
+    type = "timeout_error"
+    code = "request_timeout"
+
+
+class PayloadTooLarge(GatewayError):
+    """413: the body is larger than GATEWAY_MAX_BODY_BYTES."""
+
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class UpstreamUnreachable(GatewayError):
+    """502: the upstream could not be reached."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_unreachable"
+
+
+class BadUpstreamResponse(GatewayError):
+    """502: the upstream answered something that is not its wire format."""
+
+    status = 502
+    type = "upstream_error"
+    code = "bad_upstream_response"
+
+
+class UpstreamTimeout(GatewayError):
+    """504: an upstream connect or read timeout that no request_timeout governs."""
+
+    status = 504
+    type = "timeout_error"
+    code = "upstream_timeout"
+
+
+class UpstreamError(GatewayError):
+    """An upstream's own error, relayed with its status and message."""
+
+    type = "upstream_error"
+    code = None
+
+
+def field_error(message: str, param: str | None) -> InvalidRequest:
+    """A 400 naming the offending field."""
+    return InvalidRequest(message, param=param)

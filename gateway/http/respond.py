@@ -1,0 +1,51 @@
+"""Writing responses to ASGI: JSON bodies, errors and SSE streams, with the gateway's response headers."""
+
+from __future__ import annotations
+
+from gateway.http.errors import GatewayError
+
+JSON_HEADERS = ((b"content-type", b"application/json"),)
+SSE_HEADERS = (
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+_PLAIN = ((b"content-type", b"text/plain; charset=utf-8"),)
+
+
+async def send_bytes(send, status: int, body: bytes, headers: list | tuple = JSON_HEADERS) -> None:
+    """One complete response."""
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send, status: int, body: bytes, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = list(JSON_HEADERS)
+    if extra_headers:
+        headers.extend(extra_headers)
+    await send_bytes(send, status, body, headers)
+
+
+async def send_error(send, error: GatewayError, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """The vendorA error envelope with the error's status (the only writer of error bodies)."""
+    headers = list(JSON_HEADERS)
+    if error.headers:
+        headers.extend(error.headers)
+    if extra_headers:
+        headers.extend(extra_headers)
+    await send_bytes(send, error.status, error.body(), headers)
+
+
+async def start_stream(send, extra_headers: list[tuple[bytes, bytes]] | None = None, status: int = 200) -> None:
+    headers = list(SSE_HEADERS)
+    if extra_headers:
+        headers.extend(extra_headers)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+
+
+async def send_chunk(send, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def end_stream(send, data: bytes = b"") -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": False})

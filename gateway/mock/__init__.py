@@ -1,0 +1,1 @@
+"""The faithful local provider mock behind ``gateway mock-upstream``: one module per provider wire format."""

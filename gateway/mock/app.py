@@ -1,0 +1,122 @@
+"""The mock upstream's ASGI app: scenario control endpoints and dispatch to each provider module's ROUTES.
+
+Every module in ``gateway.mock`` with a ``ROUTES`` list of ``(method, compiled path regex, handler)`` is served;
+its optional ``error(req, send)`` writes scripted errors in that provider's own format (vendorA's otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import pkgutil
+
+import msgspec
+
+import gateway.mock as mock_package
+from gateway.mock import vendorA
+from gateway.mock.kit import DEFAULT_STEP, SCENARIOS, MockRequest, Scenario, respond, respond_json
+
+_routes: list[tuple[str, object, object, object]] = []
+
+
+def _discover() -> None:
+    for info in pkgutil.iter_modules(mock_package.__path__):
+        if info.name in ("app", "kit"):
+            continue
+        module = importlib.import_module(f"gateway.mock.{info.name}")
+        routes = getattr(module, "ROUTES", None)
+        if not routes:
+            continue
+        error = getattr(module, "error", vendorA.error)
+        for method, pattern, handler in routes:
+            _routes.append((method, pattern, handler, error))
+
+
+_discover()
+
+
+async def _read(receive) -> bytes:
+    parts = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(parts)
+
+
+async def _control(method: str, scenario_id: str, body: bytes, send) -> None:
+    if method == "POST":
+        try:
+            scenario = msgspec.json.decode(body or b"{}", type=Scenario)
+        except msgspec.MsgspecError as exc:
+            await respond_json(send, 400, {"error": {"message": f"bad scenario: {exc}"}})
+            return
+        scenario.calls = 0
+        scenario.requests = []
+        SCENARIOS[scenario_id] = scenario
+        await respond_json(send, 200, {"ok": True})
+    elif method == "GET":
+        scenario = SCENARIOS.get(scenario_id)
+        if scenario is None:
+            await respond_json(send, 404, {"error": {"message": "no such scenario"}})
+            return
+        await respond_json(send, 200, {"calls": scenario.calls, "requests": scenario.requests})
+    elif method == "DELETE":
+        SCENARIOS.pop(scenario_id, None)
+        await respond_json(send, 200, {"ok": True})
+    else:
+        await respond_json(send, 405, {"error": {"message": "method not allowed"}})
+
+
+async def app(scope, receive, send) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    if scope["type"] != "http":
+        return
+    method = scope["method"]
+    path = scope["path"]
+    body = await _read(receive)
+    if path.startswith("/_mock/scenarios/"):
+        await _control(method, path[len("/_mock/scenarios/"):], body, send)
+        return
+    step = DEFAULT_STEP
+    if path.startswith("/s/"):
+        scenario_id, _, rest = path[3:].partition("/")
+        path = "/" + rest
+        scenario = SCENARIOS.get(scenario_id)
+        if scenario is None:
+            scenario = SCENARIOS[scenario_id] = Scenario()
+        step = scenario.next_step()
+        scenario.requests.append({
+            "method": method, "path": path, "query": scope.get("query_string", b"").decode(),
+            "headers": {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]},
+            "body": body.decode("utf-8", "replace"),
+        })
+        del scenario.requests[:-100]
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    req = MockRequest(method, path, scope.get("query_string", b"").decode(), headers, body, step)
+    for route_method, pattern, handler, error in _routes:
+        match = pattern.match(path)
+        if match is None or route_method != method:
+            continue
+        req.match = match
+        if step.delay_ms:
+            await asyncio.sleep(step.delay_ms / 1000)
+        if step.html:
+            await respond(send, 200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", b"text/html")
+        elif step.status >= 400:
+            await error(req, send)
+        else:
+            await handler(req, send)
+        return
+    await respond_json(send, 404, {"error": {"message": f"mock has no route for {method} {path}",
+                                             "type": "invalid_request_error", "param": None, "code": None}})

@@ -1,0 +1,150 @@
+"""Mock plumbing shared by the provider modules: the request object, scripted scenarios and response writers.
+
+Scenarios script a mock "target": ``POST /_mock/scenarios/{id}`` with ``{"steps": [step, ...]}`` and send requests
+under ``/s/{id}/...`` (e.g. custom_host ``http://127.0.0.1:9797/s/flaky/v1``). Each step applies to ``times``
+requests (default 1; the last step repeats forever). A step may hold:
+
+- ``status`` (int, default 200): answer with this status and the provider's own error format;
+- ``message`` (str): the error message; ``error_type`` (str): the provider's error type/code;
+- ``delay_ms`` (int): wait before answering; ``retry_after`` (str) / ``retry_after_ms`` (str): headers to send;
+- ``html`` (bool): answer 200 with an HTML page (a malformed upstream answer);
+- ``chunks`` (int): number of content chunks in a stream; ``chunk_delay_ms`` (int): wait between chunks;
+- ``stream_error`` ("first" | "middle" | "cut"): an in-band error as the first event, one midway, or a connection
+  cut midway;
+- ``reply`` (str): the assistant text to answer with; ``tool_call`` (bool): answer with a tool call.
+
+``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body}]}`` (the last
+100 requests, body as text); ``DELETE`` forgets the scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any, Awaitable, Callable
+
+import msgspec
+
+_encode = msgspec.json.encode
+DEFAULT_REPLY = (
+    "Hello from the gateway mock upstream: this deterministic reply has exactly twenty words so streams have twenty chunks."
+)
+
+
+class Step(msgspec.Struct, omit_defaults=True):
+    times: int = 1
+    status: int = 200
+    message: str | None = None
+    error_type: str | None = None
+    delay_ms: int = 0
+    retry_after: str | None = None
+    retry_after_ms: str | None = None
+    html: bool = False
+    chunks: int | None = None
+    chunk_delay_ms: int = 0
+    stream_error: str | None = None
+    reply: str | None = None
+    tool_call: bool = False
+
+
+class Scenario(msgspec.Struct):
+    steps: list[Step] = msgspec.field(default_factory=lambda: [Step()])
+    calls: int = 0
+    requests: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+    def next_step(self) -> Step:
+        index = self.calls
+        self.calls += 1
+        for step in self.steps:
+            if index < step.times:
+                return step
+            index -= step.times
+        return self.steps[-1]
+
+
+SCENARIOS: dict[str, Scenario] = {}
+DEFAULT_STEP = Step()
+
+
+class MockRequest:
+    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json")
+
+    def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, step: Step) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.step = step
+        self.match: re.Match | None = None
+        self._json: Any = None
+
+    def json(self) -> Any:
+        if self._json is None:
+            self._json = msgspec.json.decode(self.body) if self.body else {}
+        return self._json
+
+    def reply_text(self) -> str:
+        return self.step.reply or DEFAULT_REPLY
+
+    def reply_words(self) -> list[str]:
+        """The reply split into stream pieces (``chunks`` of them when the step says so)."""
+        words = self.reply_text().split(" ")
+        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        want = self.step.chunks
+        if want is None or want == len(pieces):
+            return pieces
+        if want <= 0:
+            return []
+        return [pieces[i % len(pieces)] for i in range(want)]
+
+
+Send = Callable[[dict], Awaitable[None]]
+Handler = Callable[[MockRequest, Send], Awaitable[None]]
+
+
+async def respond(send: Send, status: int, body: bytes, content_type: bytes = b"application/json",
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    all_headers = [(b"content-type", content_type)]
+    if headers:
+        all_headers.extend(headers)
+    await send({"type": "http.response.start", "status": status, "headers": all_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def respond_json(send: Send, status: int, doc: Any, headers: list | None = None) -> None:
+    await respond(send, status, _encode(doc), b"application/json", headers)
+
+
+async def start_stream(send: Send, content_type: bytes = b"text/event-stream") -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", content_type), (b"cache-control", b"no-cache")]})
+
+
+async def stream_part(send: Send, data: bytes, step: Step | None = None) -> None:
+    if step is not None and step.chunk_delay_ms:
+        await asyncio.sleep(step.chunk_delay_ms / 1000)
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def end_stream(send: Send, data: bytes = b"") -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+def sse(doc: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + _encode(doc) + b"\n\n"
+
+
+def retry_headers(step: Step) -> list[tuple[bytes, bytes]]:
+    headers = []
+    if step.retry_after is not None:
+        headers.append((b"retry-after", step.retry_after.encode()))
+    if step.retry_after_ms is not None:
+        headers.append((b"retry-after-ms", step.retry_after_ms.encode()))
+    return headers
+
+
+def count_tokens(text: str) -> int:
+    """A stable, cheap token estimate (about four characters a token)."""
+    return max(1, (len(text) + 3) // 4)

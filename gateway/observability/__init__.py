@@ -1,0 +1,1 @@
+"""Observability: request records, logs with masking, Prometheus metrics, tracing."""

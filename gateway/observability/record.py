@@ -1,0 +1,58 @@
+"""The record of one request, filled by the pipeline and handed off the request path to logs and metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RequestRecord:
+    """Everything logs and metrics want to know about one request."""
+
+    __slots__ = (
+        "trace_id", "span_id", "parent_span_id", "span_name", "workspace", "endpoint", "provider", "model",
+        "status", "stream", "started", "upstream_started", "upstream_s", "ttft_s", "total_s", "usage",
+        "cache_status", "retries", "fallbacks", "breaker_opens", "target_path", "metadata", "error",
+        "request_headers", "sensitive_headers", "request_body", "response_body",
+    )
+
+    def __init__(self, trace_id: str, endpoint: str, started: float) -> None:
+        self.trace_id = trace_id
+        self.span_id: str | None = None
+        self.parent_span_id: str | None = None
+        self.span_name: str | None = None
+        self.workspace: str | None = None
+        self.endpoint = endpoint
+        self.provider: str | None = None
+        self.model: str | None = None
+        self.status = 0
+        self.stream = False
+        self.started = started
+        self.upstream_started = 0.0
+        self.upstream_s = 0.0
+        self.ttft_s: float | None = None
+        self.total_s = 0.0
+        self.usage: Any = None
+        self.cache_status = "DISABLED"
+        self.retries = 0
+        self.fallbacks = 0
+        self.breaker_opens = 0
+        self.target_path: str | None = None
+        self.metadata: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.request_headers: dict[str, str] | None = None
+        self.sensitive_headers: frozenset[str] = frozenset()
+        self.request_body: bytes | None = None
+        self.response_body: bytes | None = None
+
+
+class Recorder:
+    """Takes finished records without blocking; the default keeps nothing (logs and metrics plug in here)."""
+
+    def record(self, record: RequestRecord) -> None:
+        return None
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None

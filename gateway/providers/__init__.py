@@ -1,0 +1,1 @@
+"""Provider adapters: unified (vendorA) requests to each provider's wire format and back."""

@@ -1,0 +1,215 @@
+"""The one provider-adapter interface: build the upstream request, turn answers, stream events and errors back.
+
+An adapter is given an ``UpstreamCall`` (the effective target config, the decoded unified request and its bytes,
+the request context) and
+
+- ``build_request`` returns an ``UpstreamRequest`` (URL, headers with the provider's own auth, body bytes);
+- ``parse_response`` turns a 2xx answer into unified (vendorA) JSON bytes plus usage;
+- ``parse_error`` turns a non-2xx answer into a ``GatewayError`` carrying the provider's status and message;
+- ``stream`` returns a ``StreamTransformer`` that turns upstream body bytes, chunk by chunk as they arrive, into
+  encoded unified SSE events (never ``[DONE]``: the pipeline writes it) and raises a ``GatewayError`` on an
+  in-band error event.
+
+Adapters never touch sockets: the upstream client sends, routing decides. ``custom_host`` replaces the provider's
+base URL and the adapter appends the same path it appends to its default base.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+
+from gateway.http.context import RequestContext
+from gateway.http.errors import BadUpstreamResponse, GatewayError, InvalidRequest, UpstreamError
+from gateway.schema.common import Usage
+
+# endpoint names
+CHAT = "chat"
+COMPLETIONS = "completions"
+EMBEDDINGS = "embeddings"
+MODERATIONS = "moderations"
+RERANK = "rerank"
+
+
+class UpstreamRequest:
+    """What the upstream client sends."""
+
+    __slots__ = ("url", "headers", "body", "method")
+
+    def __init__(self, url: str, headers: dict[str, str], body: bytes, method: str = "POST") -> None:
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.method = method
+
+
+class UpstreamCall:
+    """One attempt's input to an adapter.
+
+    ``target`` is the effective leaf config (``gateway.config.schema.Config``, inheritance applied): provider,
+    api_key, custom_host, cloud credentials, strict_vendorA_compliance, deployments... ``request`` is the decoded
+    unified body Struct (``ChatRequest``, ``CompletionRequest``...) of ``body``, the bytes to send when the wire
+    format is vendorA's.
+    """
+
+    __slots__ = ("endpoint", "target", "body", "request", "stream", "ctx", "model", "provider")
+
+    def __init__(
+        self,
+        endpoint: str,
+        target: Any,
+        body: bytes,
+        request: Any,
+        stream: bool,
+        ctx: RequestContext,
+        provider: str,
+    ) -> None:
+        self.endpoint = endpoint
+        self.target = target
+        self.body = body
+        self.request = request
+        self.stream = stream
+        self.ctx = ctx
+        self.model: str | None = getattr(request, "model", None)
+        self.provider = provider
+
+
+class UpstreamResult:
+    """A unified 2xx answer."""
+
+    __slots__ = ("body", "usage", "model")
+
+    def __init__(self, body: bytes, usage: Usage | None = None, model: str | None = None) -> None:
+        self.body = body
+        self.usage = usage
+        self.model = model
+
+
+class StreamTransformer(Protocol):
+    """Upstream stream bytes in, encoded unified SSE events out (without ``[DONE]``)."""
+
+    usage: Usage | None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Events completed by ``chunk``; raises GatewayError for an in-band upstream error."""
+
+    def close(self) -> list[bytes]:
+        """Events left at the upstream's end of stream (e.g. a final usage chunk)."""
+
+
+class ProviderAdapter:
+    """Base class: every provider adapter implements these; shared helpers live here."""
+
+    #: the provider name in the registry (set per instance for catalogue rows)
+    name: str = ""
+    #: endpoints this provider serves
+    endpoints: frozenset[str] = frozenset()
+
+    async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
+        raise NotImplementedError
+
+    def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
+        raise NotImplementedError
+
+    def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
+        return upstream_error(call.provider, status, body, headers)
+
+    def stream(self, call: UpstreamCall) -> StreamTransformer:
+        raise NotImplementedError
+
+    def check_endpoint(self, endpoint: str) -> None:
+        if endpoint not in self.endpoints:
+            raise InvalidRequest(
+                f"provider '{self.name}' does not support the {endpoint} endpoint", param="provider"
+            )
+
+    async def close(self) -> None:
+        """Release anything the adapter holds (token caches...)."""
+
+
+# --- shared helpers -------------------------------------------------------------------------------------------
+
+class _ErrorDetail(msgspec.Struct):
+    message: str | None = None
+    type: str | None = None
+    code: str | int | None = None
+    param: str | None = None
+
+
+class _ErrorEnvelope(msgspec.Struct):
+    error: _ErrorDetail | str | None = None
+    message: str | None = None
+
+
+_error_decoder = msgspec.json.Decoder(_ErrorEnvelope)
+_RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+
+
+def relayed_headers(headers: Any) -> list[tuple[bytes, bytes]] | None:
+    """Upstream headers worth passing to the client with an error (Retry-After and friends)."""
+    if headers is None:
+        return None
+    out = []
+    for name in _RELAYED_HEADERS:
+        value = headers.get(name)
+        if value is not None:
+            out.append((name.encode(), value.encode("latin-1")))
+    return out or None
+
+
+def snippet(body: bytes, limit: int = 200) -> str:
+    """The start of a body, for messages that say what an upstream sent."""
+    text = body[:limit].decode("utf-8", "replace")
+    return text + ("…" if len(body) > limit else "")
+
+
+def upstream_error(
+    provider: str,
+    status: int,
+    body: bytes,
+    headers: Any = None,
+    message: str | None = None,
+    type_: str | None = None,
+    code: str | int | None = None,
+) -> UpstreamError:
+    """The provider's error relayed with its status and message, in the vendorA envelope, naming the provider.
+
+    With no ``message`` given, the body is read as a vendorA-style ``{"error": {...}}`` (or ``{"message"}``).
+    """
+    param = None
+    if message is None:
+        try:
+            env = _error_decoder.decode(body)
+        except msgspec.DecodeError:
+            env = None
+        if env is not None and isinstance(env.error, _ErrorDetail):
+            message = env.error.message
+            type_ = type_ or env.error.type
+            code = code if code is not None else env.error.code
+            param = env.error.param
+        elif env is not None and isinstance(env.error, str):
+            message = env.error
+        elif env is not None and env.message:
+            message = env.message
+        if not message:
+            message = f"{provider} returned HTTP {status}: {snippet(body)}" if body else f"{provider} returned HTTP {status}"
+    if status < 400 or status > 599:
+        status = 502
+    return UpstreamError(
+        message,
+        status=status,
+        type=type_ or "upstream_error",
+        code=None if code is None else str(code),
+        param=param,
+        extra={"provider": provider},
+        headers=relayed_headers(headers),
+    )
+
+
+def malformed(provider: str, what: str, body: bytes = b"") -> BadUpstreamResponse:
+    """A 502 that says which provider sent what."""
+    detail = f": {snippet(body)}" if body else ""
+    return BadUpstreamResponse(
+        f"{provider} returned a malformed response ({what}){detail}", extra={"provider": provider}
+    )

@@ -1,0 +1,151 @@
+"""vendorA and every vendorA-compatible provider: the unified format on the wire, passed through both ways.
+
+Facts relied on (vendorA's public API reference): bearer auth in ``Authorization``; optional
+``OpenAI-Organization`` and ``OpenAI-Project`` headers; paths ``/chat/completions``, ``/completions``,
+``/embeddings``, ``/moderations`` under the ``/v1`` base; streams are data-only SSE ending with ``data: [DONE]``,
+and an in-band failure arrives as ``data: {"error": {...}}``; with ``stream_options.include_usage`` the last chunk
+carries ``usage`` and empty ``choices``.
+
+The request body is forwarded as the bytes the client sent (or as rewritten by param overrides); the answer is
+checked to be a JSON object (else a 502 naming the provider) and forwarded as received. Stream chunks are re-emitted
+without decoding unless they may carry an error or usage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateway import _speedups
+from gateway.providers.base import (
+    CHAT,
+    COMPLETIONS,
+    EMBEDDINGS,
+    MODERATIONS,
+    RERANK,
+    ProviderAdapter,
+    UpstreamCall,
+    UpstreamRequest,
+    UpstreamResult,
+    malformed,
+    upstream_error,
+)
+from gateway.schema.common import Usage
+
+PATHS = {
+    CHAT: "/chat/completions",
+    COMPLETIONS: "/completions",
+    EMBEDDINGS: "/embeddings",
+    MODERATIONS: "/moderations",
+    RERANK: "/rerank",
+}
+
+
+class _Envelope(msgspec.Struct):
+    usage: Usage | None = None
+    model: str | None = None
+    error: Any = None
+
+
+class _ChunkUsage(msgspec.Struct):
+    usage: Usage | None = None
+    error: Any = None
+
+
+_envelope = msgspec.json.Decoder(_Envelope)
+_chunk = msgspec.json.Decoder(_ChunkUsage)
+
+
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"content-type": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+class VendorAAdapter(ProviderAdapter):
+    """One instance per catalogue row: the name, the default base URL and the endpoints it serves."""
+
+    def __init__(self, name: str, base_url: str, endpoints: frozenset[str] | None = None) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.endpoints = endpoints or frozenset({CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS})
+
+    def url(self, call: UpstreamCall) -> str:
+        base = call.target.custom_host or self.base_url
+        return base.rstrip("/") + PATHS[call.endpoint]
+
+    async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
+        target = call.target
+        headers = bearer_headers(target.api_key)
+        if target.vendorA_organization:
+            headers["openai-organization"] = target.vendorA_organization
+        if target.vendorA_project:
+            headers["openai-project"] = target.vendorA_project
+        return UpstreamRequest(self.url(call), headers, call.body)
+
+    def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
+        try:
+            env = _envelope.decode(body)
+        except msgspec.DecodeError:
+            raise malformed(self.name, "not a JSON object", body) from None
+        if env.error is not None:
+            raise upstream_error(self.name, 502, body, headers)
+        return UpstreamResult(body, env.usage, env.model)
+
+    def stream(self, call: UpstreamCall) -> "VendorAStream":
+        return VendorAStream(self.name)
+
+
+class VendorAStream:
+    """Relays vendorA SSE chunks event by event; swallows the upstream's [DONE] (the pipeline writes one)."""
+
+    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done")
+
+    def __init__(self, provider: str) -> None:
+        sse = _speedups.sse
+        self.provider = provider
+        self.splitter = sse.SseSplitter()
+        self._encode = sse.encode_event
+        self._is_done = sse.is_done
+        self.usage: Usage | None = None
+        self.done = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        return self._events(self.splitter.feed(chunk))
+
+    def close(self) -> list[bytes]:
+        out = self._events(self.splitter.close())
+        if not self.done:
+            raise malformed(self.provider, "stream ended without [DONE]")
+        return out
+
+    def _events(self, events: list) -> list[bytes]:
+        out = []
+        encode = self._encode
+        for name, data in events:
+            if self.done:
+                continue
+            if self._is_done(data):
+                self.done = True
+                continue
+            if b'"error"' in data or b'"usage"' in data:
+                self._inspect(name, data)
+            out.append(encode(data))
+        return out
+
+    def _inspect(self, name: bytes | None, data: bytes) -> None:
+        try:
+            doc = _chunk.decode(data)
+        except msgspec.DecodeError:
+            raise malformed(self.provider, "stream event is not JSON", data) from None
+        if doc.error is not None:
+            status = 500
+            if isinstance(doc.error, dict):
+                code = doc.error.get("code")
+                if isinstance(code, int) and 400 <= code <= 599:
+                    status = code
+            raise upstream_error(self.provider, status, data)
+        if doc.usage is not None:
+            self.usage = doc.usage

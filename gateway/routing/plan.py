@@ -1,0 +1,96 @@
+"""Config -> a routing tree of Nodes with inheritance applied, built once per config object and cached.
+
+Each Node knows its JSON path (``config``, ``config.targets[1]``, ``config.targets[0].targets[2]``: the value of
+``x-gateway-last-used-option-index``), its effective config, its strategy and, per strategy, what it needs at run
+time: cumulative weights (loadbalance), compiled condition queries and the target index of each name
+(conditional), and the status codes on which each target falls back (fallback).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import random
+from typing import Any
+
+import msgspec
+
+from gateway.config.inherit import effective
+from gateway.config.schema import Config
+from gateway.http.errors import InvalidRequest
+
+
+class Node:
+    __slots__ = (
+        "config", "children", "path", "mode", "cumulative", "total_weight", "compiled", "then_index",
+        "default_index", "fallback_codes", "breaker_key", "has_breakers",
+    )
+
+    def __init__(self, config: Config, path: str, root_id: str) -> None:
+        self.config = config
+        self.path = path
+        self.children: list[Node] = []
+        self.mode: str | None = None
+        self.cumulative: list[float] = []
+        self.total_weight = 0.0
+        self.compiled: list[Any] = []
+        self.then_index: list[int] = []
+        self.default_index = -1
+        self.fallback_codes: list[list[int] | None] = []
+        self.breaker_key = f"{root_id}:{path}"
+        self.has_breakers = False
+
+    def pick_weighted(self) -> "Node":
+        """A child drawn by weight (weight 0 is never drawn)."""
+        if self.total_weight <= 0:
+            raise InvalidRequest(f"{self.path}: every target has weight 0", param=f"{self.path}.targets")
+        point = random.random() * self.total_weight
+        index = bisect.bisect_right(self.cumulative, point)
+        return self.children[min(index, len(self.children) - 1)]
+
+
+def _build(raw: Config, parent: Config | None, path: str, root_id: str) -> Node:
+    config = effective(parent, raw) if parent is not None else raw
+    node = Node(config, path, root_id)
+    if not raw.targets:
+        return node
+    strategy = raw.strategy
+    node.mode = strategy.mode if strategy is not None else "single"
+    for i, child_raw in enumerate(raw.targets):
+        child = _build(child_raw, config, f"{path}.targets[{i}]", root_id)
+        node.children.append(child)
+        node.has_breakers = node.has_breakers or child.config.cb_config is not None or child.has_breakers
+    if node.mode == "loadbalance":
+        total = 0.0
+        for child_raw in raw.targets:
+            weight = 1.0 if child_raw.weight is None else float(child_raw.weight)
+            total += weight
+            node.cumulative.append(total)
+        node.total_weight = total
+    elif node.mode == "conditional":
+        from gateway.config.validate import compiled_conditions
+
+        names = {child_raw.name: i for i, child_raw in enumerate(raw.targets) if child_raw.name}
+        node.compiled = list(compiled_conditions(strategy))
+        node.then_index = [names[c.then] for c in strategy.conditions]
+        node.default_index = names[strategy.default]
+    elif node.mode == "fallback":
+        codes = strategy.on_status_codes if strategy is not None else None
+        node.fallback_codes = [c.on_status_codes or codes for c in raw.targets]
+    return node
+
+
+_plans: dict[int, tuple[Config, Node]] = {}
+
+
+def plan_for(config: Config) -> Node:
+    """The routing tree of ``config`` (cached by object identity; configs are themselves cached by text)."""
+    hit = _plans.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    root_id = hashlib.sha1(msgspec.json.encode(config)).hexdigest()[:16]
+    node = _build(config, None, "config", root_id)
+    if len(_plans) > 4096:
+        _plans.clear()
+    _plans[id(config)] = (config, node)
+    return node

@@ -1,0 +1,77 @@
+"""Shared wire types and the one decoder front: msgspec errors become 400s that name the field."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Generic, TypeVar
+
+import msgspec
+
+from gateway.http.errors import InvalidRequest
+
+T = TypeVar("T")
+
+Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]
+Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]
+TopP = Annotated[float, msgspec.Meta(ge=0, le=1)]
+ChoiceCount = Annotated[int, msgspec.Meta(ge=1, le=128)]
+LogitBias = dict[str, Annotated[float, msgspec.Meta(ge=-100, le=100)]]
+Stop = str | Annotated[list[str], msgspec.Meta(max_length=4)]
+Metadata = dict[str, Any]
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_MISSING = re.compile(r"missing required field `([^`]+)`")
+
+
+def field_path(msgspec_path: str) -> str:
+    """``$.messages[0].role`` -> ``messages[0].role``."""
+    path = msgspec_path[1:] if msgspec_path.startswith(".") else msgspec_path
+    return path.replace("[...]", "")
+
+
+def validation_error(exc: msgspec.MsgspecError, what: str = "body") -> InvalidRequest:
+    """A 400 naming the field msgspec complained about."""
+    text = str(exc)
+    match = _AT.match(text)
+    message = match.group("msg") if match else text
+    path = field_path(match.group("path") or "") if match else ""
+    missing = _MISSING.search(message)
+    if missing:
+        field = f"{path}.{missing.group(1)}" if path else missing.group(1)
+        return InvalidRequest(f"{field} is required", param=field)
+    if not isinstance(exc, msgspec.ValidationError) and not path:
+        return InvalidRequest(f"request {what} is not valid JSON: {message}", param=None)
+    if not path:
+        return InvalidRequest(f"invalid request {what}: {message}", param=None)
+    message = message[0].lower() + message[1:] if message else message
+    return InvalidRequest(f"invalid {path}: {message}", param=path)
+
+
+class BodyDecoder(Generic[T]):
+    """A reusable msgspec decoder for one endpoint's body type; errors become 400s naming the field."""
+
+    __slots__ = ("_decoder", "_what")
+
+    def __init__(self, type_: type[T], what: str = "body") -> None:
+        self._decoder = msgspec.json.Decoder(type_)
+        self._what = what
+
+    def decode(self, body: bytes) -> T:
+        if not body:
+            raise InvalidRequest(f"request {self._what} is empty; a JSON object is required")
+        try:
+            return self._decoder.decode(body)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise validation_error(exc, self._what) from None
+
+
+class StreamOptions(msgspec.Struct, frozen=True, gc=False):
+    include_usage: bool | None = None
+
+
+class Usage(msgspec.Struct, gc=False, omit_defaults=True):
+    """Token usage as the unified responses carry it."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0

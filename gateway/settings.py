@@ -1,0 +1,131 @@
+"""Every GATEWAY_* setting in one msgspec Struct, read once from the environment at start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def env_bool(value: str | None) -> bool:
+    """Conventions: 1/true/yes/on are true, anything else (0, false, empty, unset) is false."""
+    return (value or "").strip().lower() in _TRUE
+
+
+def default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "gateway")
+
+
+def split_names(value: str | None) -> tuple[str, ...]:
+    """A comma-separated list, trimmed, empties dropped."""
+    return tuple(p.strip() for p in (value or "").split(",") if p.strip())
+
+
+class Settings(msgspec.Struct, frozen=True):
+    """The gateway's settings. Field ``x`` comes from ``GATEWAY_X`` (see ``ENV``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    workers: int = 1
+    admin_key: str | None = None
+    data_dir: str = ""
+    redis_url: str | None = None
+    allow_private_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 32 * 1024 * 1024
+    # upstream client
+    upstream_connect_timeout_ms: int = 10_000
+    upstream_read_timeout_ms: int = 600_000
+    request_timeout_ms: int | None = None
+    pool_size_per_host: int = 0
+    pool_size: int = 0
+    pool_keepalive_s: float = 60.0
+    retry_after_max_ms: int = 60_000
+    # serving
+    backlog: int = 2048
+    shutdown_grace_s: float = 30.0
+    log_level: str = "info"
+    # observability
+    log_bodies: bool = False
+    metrics_public: bool = False
+    otlp_endpoint: str | None = None
+    organisation_headers_to_mask: tuple[str, ...] = ()
+    no_extensions: bool = False
+
+
+#: field -> environment variable
+ENV: dict[str, str] = {name: f"GATEWAY_{name.upper()}" for name in Settings.__struct_fields__}
+ENV["organisation_headers_to_mask"] = "ORGANISATION_HEADERS_TO_MASK"
+
+
+def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
+    """Read the settings from the environment; bad values raise ValueError naming the variable."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for name, field_type in zip(Settings.__struct_fields__, _field_types()):
+        var = ENV[name]
+        raw = environ.get(var)
+        if name == "request_timeout_ms" and raw is None:
+            raw = environ.get("REQUEST_TIMEOUT")  # the spec's self-hosted setting name
+        if raw is None or raw == "":
+            continue
+        try:
+            values[name] = _convert(raw, field_type)
+        except ValueError as exc:
+            raise ValueError(f"{var}: {exc}") from None
+    values.setdefault("data_dir", default_data_dir())
+    settings = Settings(**values)  # type: ignore[arg-type]
+    if settings.max_body_bytes <= 0:
+        raise ValueError("GATEWAY_MAX_BODY_BYTES: must be > 0")
+    if settings.workers < 1:
+        raise ValueError("GATEWAY_WORKERS: must be >= 1")
+    return settings
+
+
+def _field_types() -> list[str]:
+    hints = Settings.__annotations__
+    return [hints[name] for name in Settings.__struct_fields__]
+
+
+def _convert(raw: str, field_type: str) -> object:
+    if field_type == "bool":
+        return env_bool(raw)
+    if field_type.startswith("int"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+    if field_type.startswith("float"):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"expected a number, got {raw!r}") from None
+    if field_type.startswith("tuple"):
+        return split_names(raw)
+    return raw
+
+
+_current: Settings | None = None
+
+
+def get() -> Settings:
+    """The process's settings, read on first use."""
+    global _current
+    if _current is None:
+        _current = load()
+    return _current
+
+
+def reset() -> None:
+    """Forget the cached settings (tests)."""
+    global _current
+    _current = None
+
+
+def data_path(settings: Settings, *parts: str) -> Path:
+    path = Path(settings.data_dir).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path.joinpath(*parts)

@@ -1,0 +1,1 @@
+"""Shared state behind one interface: in-memory now, Redis and SQLite implementations beside it."""

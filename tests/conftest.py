@@ -1,0 +1,62 @@
+"""Shared fixtures: one mock upstream and one gateway per test session, on free loopback ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.servers import ADMIN_KEY, Mock, start_gateway, start_mock
+
+
+@pytest.fixture(scope="session")
+def mock_server():
+    server = start_mock()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mock(mock_server) -> Mock:
+    return Mock(mock_server)
+
+
+@pytest.fixture(scope="session")
+def gateway(mock_server):
+    server = start_gateway()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gw_headers():
+    """Headers for provider-name + bearer identification through a custom host."""
+
+    def make(custom_host: str, provider: str = "vendorA", token: str = "sk-test", **extra: str) -> dict[str, str]:
+        headers = {
+            "x-gateway-api-key": ADMIN_KEY,
+            "x-gateway-provider": provider,
+            "x-gateway-custom-host": custom_host,
+            "authorization": f"Bearer {token}",
+            "content-type": "application/json",
+        }
+        headers.update(extra)
+        return headers
+
+    return make
+
+
+@pytest.fixture
+def openai_client(gateway, mock):
+    """An official openai SDK client pointed at the gateway, routed to the mock as vendorA."""
+    from openai import OpenAI
+
+    def make(custom_host: str | None = None, provider: str = "vendorA", **headers: str) -> OpenAI:
+        default_headers = {
+            "x-gateway-api-key": ADMIN_KEY,
+            "x-gateway-provider": provider,
+            "x-gateway-custom-host": custom_host or f"{mock.url}/v1",
+        }
+        default_headers.update(headers)
+        return OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-provider-token", default_headers=default_headers,
+                      max_retries=0, timeout=60)
+
+    return make

@@ -1,0 +1,1 @@
+"""Test support: starting the real gateway and mock under Granian on free loopback ports, and raw HTTP."""

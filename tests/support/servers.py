@@ -1,0 +1,124 @@
+"""Start the real gateway (``gateway serve``) and the mock upstream (``gateway mock-upstream``) as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from tests.support.http import request
+
+ADMIN_KEY = "test-admin-key"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open within {timeout}s")
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, port: int, log: Path, env: dict[str, str]) -> None:
+        self.proc = proc
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        self.env = env
+
+    def stop(self, sig_timeout: float = 15.0) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(sig_timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start(args: list[str], env_extra: dict[str, str] | None = None, port: int | None = None,
+          ready_path: str | None = "/health") -> Server:
+    port = port or free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env.update(env_extra or {})
+    log = Path(tempfile.mkstemp(prefix="gw-test-", suffix=".log")[1])
+    cmd = [sys.executable, "-m", "gateway", *args, "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            cwd=str(Path(__file__).resolve().parents[2]))
+    server = Server(proc, port, log, env)
+    try:
+        wait_port(port, proc)
+        if ready_path:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if request("GET", server.url + ready_path).status == 200:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.05)
+    except Exception:
+        server.stop()
+        raise RuntimeError(f"could not start {cmd}:\n{server.output()}") from None
+    return server
+
+
+def start_mock(workers: int = 1) -> Server:
+    return start(["mock-upstream", "--workers", str(workers)], ready_path=None)
+
+
+def start_gateway(env: dict[str, str] | None = None, data_dir: str | None = None, workers: int = 1) -> Server:
+    settings = {
+        "GATEWAY_ADMIN_KEY": ADMIN_KEY,
+        "GATEWAY_DATA_DIR": data_dir or tempfile.mkdtemp(prefix="gw-data-"),
+        "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1,localhost,::1",
+        "GATEWAY_WORKERS": str(workers),
+    }
+    settings.update(env or {})
+    return start(["serve"], settings)
+
+
+class Mock:
+    """Helpers over a running mock upstream: scripted scenarios and what they received."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.url = server.url
+        self._n = 0
+
+    def scenario(self, steps: list[dict] | None = None, name: str | None = None) -> str:
+        """Create a scenario; returns its base (append the provider's base path, e.g. ``+ "/v1"``)."""
+        self._n += 1
+        name = name or f"sc{os.getpid()}-{self._n}-{time.monotonic_ns()}"
+        body = msgspec.json.encode({"steps": steps or [{}]})
+        resp = request("POST", f"{self.url}/_mock/scenarios/{name}", body=body)
+        assert resp.status == 200, resp.text
+        return f"{self.url}/s/{name}"
+
+    def calls(self, base: str) -> dict:
+        name = base.rstrip("/").split("/s/")[1].split("/")[0]
+        resp = request("GET", f"{self.url}/_mock/scenarios/{name}")
+        assert resp.status == 200, resp.text
+        return resp.json()
