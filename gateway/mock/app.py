@@ -14,7 +14,7 @@ import msgspec
 
 import gateway.mock as mock_package
 from gateway.mock import vendorA
-from gateway.mock.kit import DEFAULT_STEP, SCENARIOS, MockRequest, Scenario, respond, respond_json
+from gateway.mock.kit import DEFAULT_STEP, SCENARIOS, MockRequest, Scenario, _current, respond, respond_json
 
 _routes: list[tuple[str, object, object, object]] = []
 
@@ -45,6 +45,14 @@ async def _read(receive) -> bytes:
         if not message.get("more_body"):
             break
     return b"".join(parts)
+
+
+async def _watch(receive, req: MockRequest) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            req.disconnected = True
+            return
 
 
 async def _control(method: str, scenario_id: str, body: bytes, send) -> None:
@@ -89,6 +97,7 @@ async def app(scope, receive, send) -> None:
         await _control(method, path[len("/_mock/scenarios/"):], body, send)
         return
     step = DEFAULT_STEP
+    entry: dict | None = None
     if path.startswith("/s/"):
         scenario_id, _, rest = path[3:].partition("/")
         path = "/" + rest
@@ -96,11 +105,12 @@ async def app(scope, receive, send) -> None:
         if scenario is None:
             scenario = SCENARIOS[scenario_id] = Scenario()
         step = scenario.next_step()
-        scenario.requests.append({
+        entry = {
             "method": method, "path": path, "query": scope.get("query_string", b"").decode(),
             "headers": {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]},
-            "body": body.decode("utf-8", "replace"),
-        })
+            "body": body.decode("utf-8", "replace"), "completed": False, "aborted": False,
+        }
+        scenario.requests.append(entry)
         del scenario.requests[:-100]
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
     req = MockRequest(method, path, scope.get("query_string", b"").decode(), headers, body, step)
@@ -109,14 +119,27 @@ async def app(scope, receive, send) -> None:
         if match is None or route_method != method:
             continue
         req.match = match
-        if step.delay_ms:
-            await asyncio.sleep(step.delay_ms / 1000)
-        if step.html:
-            await respond(send, 200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", b"text/html")
-        elif step.status >= 400:
-            await error(req, send)
-        else:
-            await handler(req, send)
+        _current.set(req)
+        watcher = asyncio.ensure_future(_watch(receive, req))
+        try:
+            if step.delay_ms:
+                await asyncio.sleep(step.delay_ms / 1000)
+            if step.html:
+                await respond(send, 200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", b"text/html")
+            elif step.status >= 400:
+                await error(req, send)
+            else:
+                await handler(req, send)
+        except BaseException:
+            if entry is not None:
+                entry["aborted"] = True
+            if req.disconnected:
+                return
+            raise
+        finally:
+            watcher.cancel()
+        if entry is not None:
+            entry["completed"] = True
         return
     await respond_json(send, 404, {"error": {"message": f"mock has no route for {method} {path}",
                                              "type": "invalid_request_error", "param": None, "code": None}})

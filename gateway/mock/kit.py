@@ -13,13 +13,15 @@ requests (default 1; the last step repeats forever). A step may hold:
   cut midway;
 - ``reply`` (str): the assistant text to answer with; ``tool_call`` (bool): answer with a tool call.
 
-``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body}]}`` (the last
+``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,
+aborted}]}`` (the last
 100 requests, body as text); ``DELETE`` forgets the scenario.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 from typing import Any, Awaitable, Callable
 
@@ -67,7 +69,7 @@ DEFAULT_STEP = Step()
 
 
 class MockRequest:
-    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json")
+    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json", "disconnected")
 
     def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, step: Step) -> None:
         self.method = method
@@ -78,6 +80,8 @@ class MockRequest:
         self.step = step
         self.match: re.Match | None = None
         self._json: Any = None
+        #: set by the app when the client goes away; stream writers stop at the next part
+        self.disconnected = False
 
     def json(self) -> Any:
         if self._json is None:
@@ -121,9 +125,19 @@ async def start_stream(send: Send, content_type: bytes = b"text/event-stream") -
                 "headers": [(b"content-type", content_type), (b"cache-control", b"no-cache")]})
 
 
+class ClientGone(Exception):
+    """The client disconnected while the mock was still streaming."""
+
+
+_current: "contextvars.ContextVar[MockRequest | None]" = contextvars.ContextVar("mock_request", default=None)
+
+
 async def stream_part(send: Send, data: bytes, step: Step | None = None) -> None:
     if step is not None and step.chunk_delay_ms:
         await asyncio.sleep(step.chunk_delay_ms / 1000)
+    req = _current.get()
+    if req is not None and req.disconnected:
+        raise ClientGone()
     await send({"type": "http.response.body", "body": data, "more_body": True})
 
 

@@ -1,0 +1,89 @@
+"""The one error format at the edge: auth, routes, methods, body size, provider identification."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.http import post, request
+from tests.support.servers import ADMIN_KEY
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def assert_envelope(resp, status: int) -> dict:
+    assert resp.status == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    error = resp.json()["error"]
+    assert set(error) >= {"message", "type", "param", "code"}
+    return error
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key"])
+def test_missing_or_unknown_gateway_key_is_401(gateway, mock, key):
+    headers = {"x-gateway-provider": "vendorA", "x-gateway-custom-host": mock.url + "/v1",
+               "authorization": "Bearer sk"}
+    if key:
+        headers["x-gateway-api-key"] = key
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, headers), 401)
+    assert error["param"] == "x-gateway-api-key"
+
+
+def test_unknown_route_is_404_and_wrong_method_is_405(gateway):
+    assert_envelope(request("GET", f"{gateway.url}/v1/nothing-here", headers={"x-gateway-api-key": ADMIN_KEY}), 404)
+    resp = request("GET", f"{gateway.url}/v1/chat/completions", headers={"x-gateway-api-key": ADMIN_KEY})
+    assert_envelope(resp, 405)
+    assert resp.headers["allow"] == "POST"
+
+
+def test_body_over_the_limit_is_413(mock):
+    from tests.support.servers import start_gateway
+
+    server = start_gateway({"GATEWAY_MAX_BODY_BYTES": "1000"})
+    try:
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
+                   "x-gateway-custom-host": mock.url + "/v1", "authorization": "Bearer sk"}
+        body = {"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}
+        assert_envelope(post(f"{server.url}/v1/chat/completions", body, headers), 413)
+        assert post(f"{server.url}/v1/chat/completions", CHAT, headers).status == 200
+    finally:
+        server.stop()
+
+
+def test_no_provider_identification_is_400(gateway):
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, {"x-gateway-api-key": ADMIN_KEY}), 400)
+    assert "x-gateway-provider" in error["message"]
+
+
+def test_unknown_provider_is_400_naming_it(gateway, gw_headers, mock):
+    error = assert_envelope(
+        post(f"{gateway.url}/v1/chat/completions", CHAT, gw_headers(mock.url + "/v1", provider="nosuchai")), 400)
+    assert "nosuchai" in error["message"]
+
+
+def test_unknown_slug_and_saved_config_are_400_naming_them(gateway):
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "@my-openai"}
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, headers), 400)
+    assert "@my-openai" in error["message"]
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": "pc-saved-123"}
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, headers), 400)
+    assert "pc-saved-123" in error["message"]
+
+
+def test_malformed_config_json_is_400(gateway):
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": '{"provider": '}
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, headers), 400)
+    assert error["param"] == "config"
+
+
+@pytest.mark.parametrize(
+    "header, value",
+    [
+        ("x-gateway-metadata", "not json"),
+        ("x-gateway-request-timeout", "soon"),
+        ("x-gateway-cache-force-refresh", "maybe"),
+    ],
+)
+def test_bad_gateway_header_values_are_400_naming_the_header(gateway, gw_headers, mock, header, value):
+    error = assert_envelope(
+        post(f"{gateway.url}/v1/chat/completions", CHAT, gw_headers(mock.url + "/v1", **{header: value})), 400)
+    assert error["param"] == header
