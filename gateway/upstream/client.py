@@ -62,7 +62,7 @@ class UpstreamClient:
     def _url(self, url: str) -> tuple[URL, str, int]:
         hit = self._urls.get(url)
         if hit is None:
-            host, port, _ = check_url(url, "upstream url")
+            host, port, _ = check_url(url, "custom_host")
             hit = (URL(url, encoded=True), host, port)
             if len(self._urls) > 8192:
                 self._urls.clear()

@@ -61,7 +61,7 @@ class Server:
 def start(args: list[str], env_extra: dict[str, str] | None = None, port: int | None = None,
           ready_path: str | None = "/health") -> Server:
     port = port or free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") or k == "GATEWAY_NO_EXTENSIONS"}
     env.update(env_extra or {})
     log = Path(tempfile.mkstemp(prefix="gw-test-", suffix=".log")[1])
     cmd = [sys.executable, "-m", "gateway", *args, "--port", str(port)]
