@@ -6,8 +6,8 @@
 4. ``x-gateway-custom-host`` + ``x-gateway-provider`` + bearer.
 
 Header values fill what a JSON config leaves unset at its root (provider, api_key from the bearer, custom_host,
-cloud headers), so a config with ``provider`` + ``custom_host`` can take its key from ``Authorization``. Configs
-built from headers are cached by their header values.
+cloud headers) before it is validated, so ``{"provider": "vendorA"}`` can take its key from ``Authorization``.
+Configs are cached by their text and the header values that completed them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from gateway.config.schema import Config
-from gateway.config.validate import parse_config
+from gateway.config.validate import decode_config, parse_config, validate_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest
 
@@ -63,17 +63,17 @@ def resolve_config(ctx: RequestContext) -> Config:
         text = ctx.config.strip()
         if not text.startswith("{"):
             raise InvalidRequest(f"unknown saved config '{text}'", param="x-gateway-config")
-        config = parse_config(text)
         values = _header_values(ctx)
         if not values:
-            return config
+            return parse_config(text)
         key = (text, tuple(values.items()))
         merged = _merged.get(key)
         if merged is None:
+            config = decode_config(text)
             unset = {k: v for k, v in values.items() if getattr(config, k) is None}
             if "provider" in unset:
                 _check_slug(unset["provider"])
-            merged = msgspec.structs.replace(config, **unset) if unset else config
+            merged = validate_config(msgspec.structs.replace(config, **unset) if unset else config)
             if len(_merged) > 4096:
                 _merged.clear()
             _merged[key] = merged

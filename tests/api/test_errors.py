@@ -87,3 +87,17 @@ def test_bad_gateway_header_values_are_400_naming_the_header(gateway, gw_headers
     error = assert_envelope(
         post(f"{gateway.url}/v1/chat/completions", CHAT, gw_headers(mock.url + "/v1", **{header: value})), 400)
     assert error["param"] == header
+
+
+def test_config_completed_by_the_bearer_header(gateway, mock):
+    base = mock.scenario()
+    headers = {"x-gateway-api-key": ADMIN_KEY, "authorization": "Bearer sk-bearer",
+               "x-gateway-config": '{"provider": "vendorA", "custom_host": "%s/v1"}' % base}
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers).status == 200
+    assert mock.calls(base)["requests"][0]["headers"]["authorization"] == "Bearer sk-bearer"
+    headers = {"x-gateway-api-key": ADMIN_KEY, "authorization": "Bearer sk-bearer",
+               "x-gateway-custom-host": base + "/v1", "x-gateway-config": '{"provider": "vendorA"}'}
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers).status == 200
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": '{"provider": "vendorA"}'}
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, headers), 400)
+    assert "api_key" in error["message"]

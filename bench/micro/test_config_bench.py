@@ -1,0 +1,90 @@
+"""Micro benchmark of parse_config: a 3-level fallback/loadbalance config, cold (caches cleared) and hot (cached)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway.config import inherit, validate
+from gateway.config.inherit import effective
+from gateway.config.schema import Config
+from gateway.config.validate import parse_config
+
+CONFIG = {
+    "retry": {"attempts": 3, "on_status_codes": [429, 500, 502, 503]},
+    "request_timeout": 30000,
+    "cache": {"mode": "simple", "max_age": 300},
+    "strategy": {"mode": "fallback", "on_status_codes": [500, 502, 503, 504]},
+    "targets": [
+        {
+            "name": "primary-pool",
+            "strategy": {"mode": "loadbalance"},
+            "api_key": "sk-primary",
+            "targets": [
+                {"provider": "vendorA", "weight": 0.7, "override_params": {"model": "model-large"}},
+                {
+                    "provider": "vendorA",
+                    "weight": 0.3,
+                    "custom_host": "http://127.0.0.1:9000/v1",
+                    "cb_config": {"failure_threshold": 5, "cooldown_interval": 60000},
+                },
+            ],
+        },
+        {
+            "name": "backup",
+            "strategy": {"mode": "fallback"},
+            "targets": [
+                {
+                    "provider": "anthropic",
+                    "api_key": "sk-backup",
+                    "default_params": {"max_tokens": 512},
+                    "drop_params": ["metadata.user", "logit_bias"],
+                },
+                {
+                    "provider": "cloudA",
+                    "cloudA_access_key_id": "AKIDEXAMPLE",
+                    "cloudA_secret_access_key": "secret",
+                    "cloudA_region": "us-east-1",
+                    "input_guardrails": ["pg-pii", {"id": "pg-words", "default.contains": {"words": ["x"]}}],
+                },
+            ],
+        },
+    ],
+}
+TEXT = msgspec.json.encode(CONFIG)
+
+
+def _cold() -> Config:
+    validate.clear_cache()
+    inherit.clear_cache()
+    return parse_config(TEXT)
+
+
+def test_parse_config_cold(benchmark):
+    cfg = benchmark(_cold)
+    assert cfg.targets[1].targets[1].cloudA_region == "us-east-1"
+
+
+def test_parse_config_hot_same_object(benchmark):
+    parse_config(TEXT)
+    cfg = benchmark(parse_config, TEXT)
+    assert cfg is parse_config(TEXT)
+
+
+def test_parse_config_hot_fresh_text(benchmark):
+    """Each request brings a new bytes object, so its hash is computed anew (includes a ~450-byte copy)."""
+    parse_config(TEXT)
+    source = bytearray(TEXT)
+    cfg = benchmark(lambda: parse_config(bytes(source)))
+    assert cfg is parse_config(TEXT)
+
+
+def test_decode_only(benchmark):
+    """msgspec decoding alone, for comparison with the cold parse (the rest is validation)."""
+    decoder = msgspec.json.Decoder(Config)
+    benchmark(decoder.decode, TEXT)
+
+
+def test_effective_cached(benchmark):
+    cfg = parse_config(TEXT)
+    pool = effective(cfg, cfg.targets[0])
+    benchmark(effective, pool, cfg.targets[0].targets[1])

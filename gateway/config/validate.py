@@ -1,0 +1,490 @@
+"""Config parsing and validation: JSON text -> validated Config, cached by text; faults are 400s naming a JSON path.
+
+Beyond the schema's types and unknown-key checks, a config obeys:
+- strategy and a non-empty targets go together; strategy.mode is single/loadbalance/fallback/conditional;
+  conditional mode needs conditions and default, each naming one of that config's targets, and every condition
+  query must compile (conditions and default are checked and used only in conditional mode); a loadbalance
+  config needs a target of weight > 0 (an unset weight counts as 1);
+- cache.mode is simple/semantic, max_age >= 0; cb_config.failure_threshold >= 1, cooldown_interval >= 30000;
+  retry.attempts is 0..RETRY_ATTEMPTS_MAX (10): a larger value is rejected with a 400, never clamped; status codes
+  are integers 100..599; weight >= 0; request_timeout > 0; cloudB_deployment_type is serverless/managed;
+  drop_params are dot paths without empty segments;
+- ``passthrough: true`` excludes targets, strategy, override_params and guardrails, and hooks count as guardrails;
+- every config node (the root and each target, counting what a target inherits) satisfies one of the spec's
+  required-key groups; a ``provider`` of the form ``@slug`` counts as a group of its own, like virtual_key;
+  provider names are not checked here (the resolver does that);
+- targets nest at most MAX_TARGET_DEPTH (32) levels.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Any
+
+import msgspec
+
+from gateway.config.inherit import effective
+from gateway.config.schema import Config, Guardrail, Hook, HookOutcome, Strategy
+from gateway.http.errors import InvalidRequest
+
+RETRY_ATTEMPTS_MAX = 10
+MAX_TARGET_DEPTH = 32
+
+STRATEGY_MODES = ("single", "loadbalance", "fallback", "conditional")
+CACHE_MODES = ("simple", "semantic")
+CLOUDB_DEPLOYMENT_TYPES = ("serverless", "managed")
+
+REQUIRED_KEY_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("provider", "api_key"),
+    ("provider", "custom_host"),
+    ("virtual_key",),
+    ("strategy", "targets"),
+    ("cache",),
+    ("retry",),
+    ("prompt_id",),
+    ("forward_headers",),
+    ("request_timeout",),
+    ("provider", "cloudA_access_key_id", "cloudA_secret_access_key"),
+    ("provider", "cloudC_region", "cloudC_service_account_json"),
+    ("provider", "cloudC_region", "cloudC_project_id"),
+    ("provider", "cloudB_deployment_name", "cloudB_deployment_type", "cloudB_region", "cloudB_api_version"),
+    ("provider", "cloudB_endpoint_name", "cloudB_deployment_type"),
+    ("after_request_hooks",),
+    ("before_request_hooks",),
+    ("input_guardrails",),
+    ("output_guardrails",),
+    ("passthrough",),
+)
+_GROUPS_TEXT = (
+    "provider + api_key, provider + custom_host, provider as an @slug, virtual_key, strategy + targets, cache, "
+    "retry, prompt_id, forward_headers, request_timeout, provider + its cloudA/cloudB/cloudC credentials, "
+    "before_request_hooks, after_request_hooks, input_guardrails, output_guardrails or passthrough"
+)
+PASSTHROUGH_EXCLUSIVE = (
+    "targets",
+    "strategy",
+    "override_params",
+    "input_guardrails",
+    "output_guardrails",
+    "before_request_hooks",
+    "after_request_hooks",
+)
+_GUARDRAIL_KEYS = frozenset({"id", "deny", "async", "on_fail", "on_success"})
+_OUTCOMES = ("on_fail", "on_success")
+
+
+class ConfigError(InvalidRequest):
+    """400: the config is not valid. ``param`` is the JSON path of the fault (``targets[1].retry.attempts``)."""
+
+    @classmethod
+    def at(cls, param: str, detail: str) -> ConfigError:
+        """The error for the value at ``param``: message ``invalid config: <param>: <detail>``."""
+        return cls(f"invalid config: {param}: {detail}", param=param)
+
+
+# --- msgspec errors -> JSON paths -----------------------------------------------------------------------------
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<key>[^`]*)`$")
+_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`$")
+_KINDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def _join(base: str, tail: str) -> str:
+    if not base:
+        return tail
+    if not tail:
+        return base
+    return base + tail if tail[0] == "[" else f"{base}.{tail}"
+
+
+def _kind(msgspec_type: str) -> str:
+    parts = [p for p in msgspec_type.split(" | ") if p != "null"] or ["null"]
+    if "int" in parts and "float" in parts:
+        parts = [p for p in parts if p != "int"]
+    return " or ".join(_KINDS.get(p, f"`{p}`") for p in parts)
+
+
+def _from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> ConfigError:
+    """The ConfigError for a msgspec ValidationError raised at ``prefix`` (its ``$`` path appended)."""
+    match = _AT.match(str(exc))
+    assert match is not None  # the pattern matches any text
+    message, path = match.group("msg"), _join(prefix, (match.group("path") or "").lstrip("."))
+    if found := _UNKNOWN.match(message):
+        return ConfigError.at(_join(path, found.group("key")), "unknown key")
+    if found := _MISSING.match(message):
+        return ConfigError.at(_join(path, found.group("key")), "is required")
+    if found := _EXPECTED.match(message):
+        got = _kind(found.group("got"))
+        if not path:
+            return ConfigError.at("config", f"must be a JSON object, got {got}")
+        return ConfigError.at(path, f"must be {_kind(found.group('want'))}, got {got}")
+    return ConfigError.at(path or "config", message[:1].lower() + message[1:])
+
+
+# --- the parse cache --------------------------------------------------------------------------------------------
+
+_decoder = msgspec.json.Decoder(Config)
+
+# Text -> validated Config, oldest evicted first; bounded by entries and by the total length of the cached texts
+# (a text longer than a sixteenth of that budget is never cached). Failures are remembered apart, as
+# (message, param), for texts up to 4 KiB, so a repeated bad config is answered without decoding it again.
+PARSE_CACHE_MAX = 4096
+PARSE_CACHE_MAX_CHARS = 2 * 1024 * 1024
+_FAILED_MAX = 512
+_FAILED_MAX_CHARS = 4096
+_parsed: dict[str | bytes, Config] = {}
+_parsed_chars = 0
+_failed: dict[str | bytes, tuple[str, str | None]] = {}
+
+
+def parse_config(raw: str | bytes) -> Config:
+    """The validated Config for a config's JSON text; the same object for the same text while it stays cached.
+
+    Raises ConfigError (400) for text that is not JSON, not a JSON object, or not a valid config.
+    """
+    try:
+        hit = _parsed.get(raw)
+    except TypeError:  # an unhashable buffer (bytearray, memoryview): the cold path copies it to bytes
+        hit = None
+    if hit is not None:
+        return hit
+    return _parse_cold(raw)
+
+
+def decode_config(raw: str | bytes) -> Config:
+    """Decode a config's JSON text with the schema's type checks only (no required-key groups or other rules);
+    for callers that complete the config (e.g. from request headers) and then call ``validate_config``."""
+    try:
+        return _decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise _from_msgspec(exc) from None
+    except msgspec.DecodeError as exc:
+        detail = str(exc)
+        raise ConfigError(f"invalid config: not valid JSON ({detail[:1].lower()}{detail[1:]})", param="config") from None
+    except RecursionError:
+        raise ConfigError.at("config", "nests too deeply") from None
+
+
+def _parse_cold(raw: str | bytes) -> Config:
+    global _parsed_chars
+    if not isinstance(raw, (str, bytes)):
+        raw = bytes(raw)
+    failed = _failed.get(raw)
+    if failed is not None:
+        raise ConfigError(failed[0], param=failed[1])
+    try:
+        cfg = decode_config(raw)
+        validate_config(cfg)
+    except ConfigError as exc:
+        if len(raw) <= _FAILED_MAX_CHARS:
+            if len(_failed) >= _FAILED_MAX:
+                del _failed[next(iter(_failed))]
+            _failed[raw] = (exc.message, exc.param)
+        raise
+    size = len(raw)
+    if size <= PARSE_CACHE_MAX_CHARS // 16:
+        while _parsed and (len(_parsed) >= PARSE_CACHE_MAX or _parsed_chars + size > PARSE_CACHE_MAX_CHARS):
+            oldest = next(iter(_parsed))
+            del _parsed[oldest]
+            _parsed_chars -= len(oldest)
+        _parsed[raw] = cfg
+        _parsed_chars += size
+    return cfg
+
+
+def clear_cache() -> None:
+    """Forget every parsed and failed config (tests and cold benchmarks)."""
+    global _parsed_chars
+    _parsed.clear()
+    _failed.clear()
+    _parsed_chars = 0
+
+
+# --- compiled condition queries ---------------------------------------------------------------------------------
+
+# id(strategy) -> compiled queries in condition order. A weakref finalizer drops the entry when the Strategy dies,
+# so the compiled queries live exactly as long as the (cached, shared) Strategy that holds the conditions.
+_compiled: dict[int, list[Any]] = {}
+
+
+def compiled_conditions(strategy: Strategy) -> list[Any]:
+    """The compiled queries of ``strategy.conditions``, in order: compiled once per Strategy object, then reused.
+
+    ``parse_config`` compiles them while validating a conditional config, so routing only looks them up. A
+    Strategy built in code is compiled on first use (a bad query raises ConfigError naming it).
+    """
+    got = _compiled.get(id(strategy))
+    if got is not None:
+        return got
+    return _compile(strategy, "strategy")
+
+
+def _compile(strategy: Strategy, path: str) -> list[Any]:
+    from gateway.routing.conditions import QueryError, compile_query
+
+    compiled = []
+    for i, condition in enumerate(strategy.conditions or ()):
+        try:
+            compiled.append(compile_query(condition.query))
+        except QueryError as exc:
+            where = f"{path}.conditions[{i}].query"
+            raise ConfigError.at(_join(where, exc.path or ""), exc.message) from None
+    key = id(strategy)
+    if key not in _compiled:
+        weakref.finalize(strategy, _compiled.pop, key, None)
+    _compiled[key] = compiled
+    return compiled
+
+
+# --- semantic checks --------------------------------------------------------------------------------------------
+
+
+def validate_config(cfg: Config) -> Config:
+    """Check the rules the schema's types cannot express (see the module docstring); returns ``cfg`` itself.
+
+    Object-form guardrail items still held as dicts (as decoded) are replaced in place by Guardrail Structs.
+    Raises ConfigError naming the JSON path of the first fault.
+    """
+    if not isinstance(cfg, Config):
+        raise ConfigError.at("config", "must be a JSON object")
+    _check_node(cfg, "", None, 0)
+    return cfg
+
+
+def _check_node(node: Config, base: str, inherited: Config | None, depth: int) -> None:
+    if depth > MAX_TARGET_DEPTH:
+        raise ConfigError.at(base, f"targets nest deeper than {MAX_TARGET_DEPTH} levels")
+    eff = effective(inherited, node)
+    _check_keys(node, base)
+    if node.passthrough:
+        _check_passthrough(node, eff, base)
+    _check_routing(node, base)
+    _check_groups(eff, base)
+    if node.targets:
+        prefix = _join(base, "targets")
+        for i, target in enumerate(node.targets):
+            if not isinstance(target, Config):
+                raise ConfigError.at(f"{prefix}[{i}]", "must be an object")
+            _check_node(target, f"{prefix}[{i}]", eff, depth + 1)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _status_codes(codes: list[int] | None, path: str) -> None:
+    if codes is None:
+        return
+    for i, code in enumerate(codes):
+        if type(code) is not int or not 100 <= code <= 599:
+            raise ConfigError.at(f"{path}[{i}]", "must be an HTTP status code (an integer 100..599)")
+
+
+def _check_keys(n: Config, base: str) -> None:
+    if n.provider is not None and (not n.provider or n.provider == "@"):
+        raise ConfigError.at(_join(base, "provider"), "must be a non-empty provider name or @slug")
+    if n.request_timeout is not None and (not _is_int(n.request_timeout) or n.request_timeout <= 0):
+        raise ConfigError.at(_join(base, "request_timeout"), "must be an integer > 0 (milliseconds)")
+    if n.weight is not None and (not _is_number(n.weight) or n.weight < 0):
+        raise ConfigError.at(_join(base, "weight"), "must be a number >= 0")
+    _status_codes(n.on_status_codes, _join(base, "on_status_codes"))
+    if n.cache is not None:
+        if n.cache.mode not in CACHE_MODES:
+            raise ConfigError.at(_join(base, "cache.mode"), "must be one of simple, semantic")
+        if n.cache.max_age is not None and (not _is_int(n.cache.max_age) or n.cache.max_age < 0):
+            raise ConfigError.at(_join(base, "cache.max_age"), "must be an integer >= 0 (seconds)")
+    if n.cb_config is not None:
+        cb = n.cb_config
+        if not _is_number(cb.failure_threshold) or cb.failure_threshold < 1:
+            raise ConfigError.at(_join(base, "cb_config.failure_threshold"), "must be >= 1")
+        if not _is_number(cb.cooldown_interval) or cb.cooldown_interval < 30000:
+            raise ConfigError.at(_join(base, "cb_config.cooldown_interval"), "must be >= 30000 (milliseconds)")
+        _status_codes(cb.failure_status_codes, _join(base, "cb_config.failure_status_codes"))
+    if n.retry is not None:
+        attempts = n.retry.attempts
+        if not _is_int(attempts) or not 0 <= attempts <= RETRY_ATTEMPTS_MAX:
+            raise ConfigError.at(_join(base, "retry.attempts"), f"must be an integer 0..{RETRY_ATTEMPTS_MAX}")
+        _status_codes(n.retry.on_status_codes, _join(base, "retry.on_status_codes"))
+    if n.cloudB_deployment_type is not None and n.cloudB_deployment_type not in CLOUDB_DEPLOYMENT_TYPES:
+        raise ConfigError.at(_join(base, "cloudB_deployment_type"), "must be one of serverless, managed")
+    if n.drop_params is not None:
+        for i, path in enumerate(n.drop_params):
+            if type(path) is not str or not path or "" in path.split("."):
+                raise ConfigError.at(
+                    f"{_join(base, 'drop_params')}[{i}]",
+                    "must be a dot path with no empty segment (like `metadata.user` or `messages.0.name`)",
+                )
+    if n.before_request_hooks is not None:
+        _check_hooks(n.before_request_hooks, _join(base, "before_request_hooks"), before=True)
+    if n.after_request_hooks is not None:
+        _check_hooks(n.after_request_hooks, _join(base, "after_request_hooks"), before=False)
+    if n.input_guardrails is not None:
+        _check_guardrails(n.input_guardrails, _join(base, "input_guardrails"), output=False)
+    if n.output_guardrails is not None:
+        _check_guardrails(n.output_guardrails, _join(base, "output_guardrails"), output=True)
+
+
+def _check_outcome(outcome: HookOutcome | None, path: str, deny_allowed: bool, where: str) -> None:
+    if outcome is None:
+        return
+    if outcome.deny is not None and not deny_allowed:
+        raise ConfigError.at(f"{path}.deny", f"is allowed only on {where}")
+    feedback = outcome.feedback
+    if feedback is not None:
+        for name in ("value", "weight"):
+            value = getattr(feedback, name)
+            if value is not None and not _is_number(value):
+                raise ConfigError.at(f"{path}.feedback.{name}", "must be a number")
+
+
+def _check_hooks(hooks: list[Hook], path: str, before: bool) -> None:
+    for i, hook in enumerate(hooks):
+        at = f"{path}[{i}]"
+        if not isinstance(hook, Hook):
+            raise ConfigError.at(at, "must be an object")
+        if type(hook.id) is not str or not hook.id:
+            raise ConfigError.at(f"{at}.id", "must be a non-empty string")
+        if before and hook.async_ is not None:
+            raise ConfigError.at(f"{at}.async", "is allowed only on after_request_hooks")
+        for name in _OUTCOMES:
+            _check_outcome(getattr(hook, name), f"{at}.{name}", before, "before_request_hooks")
+
+
+def _check_guardrails(items: list[Any], path: str, output: bool) -> None:
+    for i, item in enumerate(items):
+        at = f"{path}[{i}]"
+        if type(item) is str:
+            if not item:
+                raise ConfigError.at(at, "must be a non-empty guardrail id")
+            continue
+        if type(item) is dict:
+            item = items[i] = _guardrail_from_dict(item, at)
+        elif not isinstance(item, Guardrail):
+            raise ConfigError.at(at, "must be a string or an object")
+        if item.id is None and not item.checks:
+            raise ConfigError.at(at, "must have an id or at least one check")
+        for key, parameters in item.checks.items():
+            if type(parameters) is not dict:
+                raise ConfigError.at(_join(at, key), "must be an object (the parameters of that check)")
+        for name in _OUTCOMES:
+            _check_outcome(getattr(item, name), f"{at}.{name}", output, "output_guardrails")
+
+
+def _guardrail_from_dict(raw: dict[str, Any], at: str) -> Guardrail:
+    gid = raw.get("id")
+    if gid is not None and (type(gid) is not str or not gid):
+        raise ConfigError.at(f"{at}.id", "must be a non-empty string")
+    flags = {}
+    for name in ("deny", "async"):
+        value = raw.get(name)
+        if value is not None and type(value) is not bool:
+            raise ConfigError.at(f"{at}.{name}", "must be a boolean")
+        flags[name] = value
+    outcomes: dict[str, HookOutcome | None] = {}
+    for name in _OUTCOMES:
+        value = raw.get(name)
+        if value is None:
+            outcomes[name] = None
+            continue
+        try:
+            outcomes[name] = msgspec.convert(value, HookOutcome)
+        except msgspec.ValidationError as exc:
+            raise _from_msgspec(exc, f"{at}.{name}") from None
+    checks = {}
+    for key, value in raw.items():
+        if key in _GUARDRAIL_KEYS:
+            continue
+        if type(value) is not dict:
+            raise ConfigError.at(_join(at, key), "must be an object (the parameters of that check)")
+        checks[key] = value
+    return Guardrail(
+        id=gid,
+        deny=flags["deny"],
+        async_=flags["async"],
+        on_fail=outcomes["on_fail"],
+        on_success=outcomes["on_success"],
+        checks=checks,
+    )
+
+
+def _check_passthrough(node: Config, eff: Config, base: str) -> None:
+    for key in PASSTHROUGH_EXCLUSIVE:
+        if getattr(node, key) is not None:
+            raise ConfigError.at(_join(base, key), "cannot be combined with passthrough: true")
+        if getattr(eff, key) is not None:
+            raise ConfigError.at(
+                _join(base, "passthrough"), f"passthrough: true cannot be combined with the inherited {key}"
+            )
+
+
+def _check_routing(node: Config, base: str) -> None:
+    strategy, targets = node.strategy, node.targets
+    if strategy is None:
+        if targets is not None:
+            raise ConfigError.at(_join(base, "strategy"), "is required with targets")
+        return
+    if not isinstance(strategy, Strategy):
+        raise ConfigError.at(_join(base, "strategy"), "must be an object")
+    if not targets:
+        raise ConfigError.at(_join(base, "targets"), "must be a non-empty array when strategy is set")
+    at = _join(base, "strategy")
+    if strategy.mode not in STRATEGY_MODES:
+        raise ConfigError.at(f"{at}.mode", f"must be one of {', '.join(STRATEGY_MODES)}")
+    _status_codes(strategy.on_status_codes, f"{at}.on_status_codes")
+    if strategy.mode == "loadbalance":
+        # An unset weight counts as 1, so only targets that all say 0 leave nothing to draw.
+        if all(isinstance(t, Config) and t.weight is not None and t.weight == 0 for t in targets):
+            raise ConfigError.at(_join(base, "targets"), "in loadbalance mode at least one target needs a weight > 0")
+        return
+    if strategy.mode != "conditional":
+        return
+    if not strategy.conditions:
+        raise ConfigError.at(f"{at}.conditions", "is required in conditional mode (a non-empty array)")
+    if strategy.default is None:
+        raise ConfigError.at(f"{at}.default", "is required in conditional mode")
+    names = {t.name for t in targets if isinstance(t, Config) and t.name is not None}
+    for i, condition in enumerate(strategy.conditions):
+        if condition.then not in names:
+            raise ConfigError.at(f"{at}.conditions[{i}].then", _unnamed(condition.then))
+    if strategy.default not in names:
+        raise ConfigError.at(f"{at}.default", _unnamed(strategy.default))
+    _compile(strategy, at)
+
+
+def _unnamed(name: str) -> str:
+    return f"must be the name of one of this config's targets; none is named {name!r}"
+
+
+def _check_groups(eff: Config, base: str) -> None:
+    for group in REQUIRED_KEY_GROUPS:
+        for key in group:
+            if getattr(eff, key) is None:
+                break
+        else:
+            return
+    provider = eff.provider
+    if provider is not None and provider.startswith("@"):
+        return
+    where = base or "config"
+    if provider is not None:
+        raise ConfigError.at(
+            where,
+            f"provider {provider!r} needs api_key, custom_host or the provider's cloud credentials "
+            f"(a config must set one of: {_GROUPS_TEXT}; a target counts what it inherits)",
+        )
+    raise ConfigError.at(where, f"must set one of: {_GROUPS_TEXT} (a target counts what it inherits)")
