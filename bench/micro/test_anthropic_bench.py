@@ -1,0 +1,153 @@
+"""Micro benchmarks for the anthropic adapter: request and answer transforms, and stream rewriting throughput.
+
+Run with ``python -m pytest bench/micro/test_anthropic_bench.py --benchmark-enable`` (add ``-s`` to see the
+rates). Stream rewriting (anthropic SSE in, vendorA chunks out) is measured with the compiled and the pure SSE
+splitter; each stream benchmark records ``events_per_s`` in its extra info.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import msgspec
+import pytest
+
+from gateway import _speedups
+from gateway.config.schema import Config
+from gateway.http import sse as pure_sse
+from gateway.http.context import RequestContext
+from gateway.providers.anthropic import AnthropicAdapter
+from gateway.providers.base import CHAT, UpstreamCall
+from gateway.schema.chat import parse_chat
+
+adapter = AnthropicAdapter()
+encode = msgspec.json.encode
+TEXT_DELTAS = 200
+
+REQUEST = {
+    "model": "claude-x",
+    "max_completion_tokens": 1024,
+    "temperature": 0.2,
+    "stop": "END",
+    "messages": [
+        {"role": "system", "content": "You are a concise assistant that answers in one paragraph."},
+        {"role": "user", "content": "What is the weather in Paris and in Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "toolu_01", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}},
+            {"id": "toolu_02", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "toolu_01", "content": "sunny, 24C"},
+        {"role": "tool", "tool_call_id": "toolu_02", "content": "rain, 11C"},
+        {"role": "user", "content": [{"type": "text", "text": "Summarise, please."},
+                                     {"type": "image_url", "image_url": {"url": "https://example.com/map.png"}}]},
+    ],
+    "tools": [{"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+    "tool_choice": "auto",
+}
+
+ANSWER = encode({
+    "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": "claude-x",
+    "content": [{"type": "text", "text": "Paris is sunny at 24C while Oslo is rainy at 11C. " * 4},
+                {"type": "tool_use", "id": "toolu_03", "name": "get_weather", "input": {"city": "Rome"}}],
+    "stop_reason": "tool_use", "stop_sequence": None,
+    "usage": {"input_tokens": 412, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 128,
+              "output_tokens": 96},
+})
+
+
+def call_for(body: dict, stream: bool = False) -> UpstreamCall:
+    raw = encode(body)
+    return UpstreamCall(CHAT, Config(provider="anthropic", api_key="sk-ant"), raw, parse_chat(raw), stream,
+                        RequestContext(), "anthropic")
+
+
+def run(coroutine):
+    """Drive a coroutine that never suspends (build_request awaits nothing for anthropic)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("build_request suspended")
+
+
+def sse_event(doc: dict) -> bytes:
+    return b"event: " + doc["type"].encode() + b"\ndata: " + encode(doc) + b"\n\n"
+
+
+def stream_bytes() -> tuple[list[bytes], int]:
+    """A realistic anthropic stream cut into network-sized chunks, and its event count."""
+    events = [{"type": "message_start", "message": {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 25, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                  "output_tokens": 1}}},
+        {"type": "ping"},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
+    events += [{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f" word{i:03d}"}}
+               for i in range(TEXT_DELTAS)]
+    events += [{"type": "content_block_stop", "index": 0},
+               {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": TEXT_DELTAS}},
+               {"type": "message_stop"}]
+    raw = b"".join(sse_event(e) for e in events)
+    return [raw[i : i + 1400] for i in range(0, len(raw), 1400)], len(events)
+
+
+CHUNKS, EVENT_COUNT = stream_bytes()
+
+
+def compiled_twin() -> ModuleType:
+    if _speedups.NO_EXTENSIONS:
+        pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
+    try:
+        return importlib.import_module("gateway._speedups.sse")
+    except ImportError as exc:
+        pytest.fail(f"gateway._speedups.sse is not built ({exc}); run python setup.py build_ext --inplace")
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def sse(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    module = pure_sse if request.param == "pure" else compiled_twin()
+    monkeypatch.setattr(_speedups, "sse", module, raising=False)
+    return module
+
+
+def report(benchmark, events: int) -> None:
+    stats = getattr(benchmark, "stats", None)
+    if stats is None:  # benchmarks disabled: the function ran once, untimed
+        return
+    rate = events / stats.stats.mean
+    benchmark.extra_info["events_per_s"] = round(rate)
+    print(f"\n{benchmark.name}: {rate:,.0f} events/s")
+
+
+def test_request_transform(benchmark):
+    call = call_for(REQUEST)
+    request = benchmark(lambda: run(adapter.build_request(call)))
+    assert request.url.endswith("/messages") and b'"tool_result"' in request.body
+
+
+def test_response_transform(benchmark):
+    call = call_for(REQUEST)
+    result = benchmark(adapter.parse_response, call, 200, {}, ANSWER)
+    assert b'"tool_calls"' in result.body and result.usage.prompt_tokens == 540
+
+
+def rewrite(call: UpstreamCall) -> int:
+    transformer = adapter.stream(call)
+    out = 0
+    for chunk in CHUNKS:
+        out += len(transformer.feed(chunk))
+    return out + len(transformer.close())
+
+
+def test_stream_rewrite(benchmark, sse):
+    call = call_for({**REQUEST, "stream": True, "stream_options": {"include_usage": True}}, stream=True)
+    # role chunk + one chunk per text delta + finish chunk + usage chunk
+    assert benchmark(rewrite, call) == TEXT_DELTAS + 3
+    report(benchmark, EVENT_COUNT)
