@@ -6,10 +6,13 @@ Realistic ids (``chatcmpl-…``, ``cmpl-…``), ``created``, ``system_fingerprin
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import re
+import sys
 import time
+from array import array
 
 from gateway.mock.kit import (
     MockRequest,
@@ -157,41 +160,128 @@ async def completions(req: MockRequest, send: Send) -> None:
 
 
 def embedding_vector(text: str, dims: int = 8) -> list[float]:
-    """A deterministic unit-ish vector for a text."""
-    digest = hashlib.sha256(text.encode()).digest()
+    """A deterministic unit-ish vector for a text, of any length (the text's SHA-256 chain, one byte a value)."""
+    digest = b""
+    block = text.encode()
+    while len(digest) < dims:
+        block = hashlib.sha256(block).digest()
+        digest += block
     return [round((digest[i] - 127.5) / 127.5, 6) for i in range(dims)]
 
 
+def _float32_base64(vector: list[float]) -> str:
+    packed = array("f", vector)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
+
+
+async def _invalid(send: Send, message: str, param: str | None, status: int = 400,
+                   code: str | None = None) -> None:
+    await respond_json(send, status, {"error": {"message": message, "type": "invalid_request_error",
+                                                "param": param, "code": code}})
+
+
 async def embeddings(req: MockRequest, send: Send) -> None:
+    """vendorA embeddings: ``model`` and a non-empty ``input`` (string, strings, tokens or token arrays) required;
+    ``dimensions`` sets the vector length (8 by default here); ``encoding_format: base64`` answers the base64 of
+    little-endian float32 values, as vendorA does."""
     doc = req.json()
-    inputs = doc.get("input", "")
-    items = inputs if isinstance(inputs, list) else [inputs]
-    data = [{"object": "embedding", "index": i, "embedding": embedding_vector(str(t), doc.get("dimensions") or 8)}
-            for i, t in enumerate(items)]
-    tokens = sum(count_tokens(str(t)) for t in items)
-    await respond_json(send, 200, {"object": "list", "data": data, "model": doc.get("model", "mock-embed"),
+    if not isinstance(doc.get("model"), str) or not doc["model"]:
+        await _invalid(send, "you must provide a model parameter", None)
+        return
+    inputs = doc.get("input")
+    if isinstance(inputs, str):
+        items: list = [inputs]
+    elif isinstance(inputs, list) and inputs and all(isinstance(t, int) for t in inputs):
+        items = [inputs]
+    else:
+        items = inputs if isinstance(inputs, list) else []
+    if not items or any(t == "" or t == [] for t in items):
+        await _invalid(send, "'$.input' is invalid. Please check the API reference.", "input")
+        return
+    encoding = doc.get("encoding_format") or "float"
+    if encoding not in ("float", "base64"):
+        await _invalid(send, f"Invalid value for 'encoding_format': {encoding!r}", "encoding_format")
+        return
+    dims = doc.get("dimensions") or 8
+    if not isinstance(dims, int) or dims < 1:
+        await _invalid(send, "Invalid value for 'dimensions': must be a positive integer", "dimensions")
+        return
+    data = []
+    for i, item in enumerate(items):
+        vector = embedding_vector(item if isinstance(item, str) else " ".join(map(str, item)), dims)
+        data.append({"object": "embedding", "index": i,
+                     "embedding": _float32_base64(vector) if encoding == "base64" else vector})
+    tokens = sum(count_tokens(t) if isinstance(t, str) else len(t) for t in items)
+    await respond_json(send, 200, {"object": "list", "data": data, "model": doc["model"],
                                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
 
 MODERATION_CATEGORIES = ("hate", "hate/threatening", "harassment", "harassment/threatening", "self-harm",
                          "self-harm/intent", "self-harm/instructions", "sexual", "sexual/minors", "violence",
                          "violence/graphic")
+OMNI_CATEGORIES = MODERATION_CATEGORIES + ("illicit", "illicit/violent")
+# words that flag a category (deterministic stand-ins for a classifier)
+MODERATION_TRIGGERS = {
+    "violence": ("kill", "murder", "attack"),
+    "violence/graphic": ("gore", "dismember"),
+    "harassment": ("idiot", "loser"),
+    "harassment/threatening": ("find you",),
+    "hate": ("hateful",),
+    "self-harm": ("hurt myself",),
+    "illicit": ("steal",),
+}
+MODERATION_MODELS = {"text-moderation-latest": "text-moderation-007", "text-moderation-stable": "text-moderation-007",
+                     "omni-moderation-latest": "omni-moderation-2024-09-26"}
 
 
 async def moderations(req: MockRequest, send: Send) -> None:
+    """vendorA moderations: ``input`` required (a string, strings, or for omni models text/image parts); the answer
+    names the resolved model snapshot and has one result per input with every category (omni models add
+    ``illicit``, ``illicit/violent`` and ``category_applied_input_types``). Omitting ``model`` means vendorA's
+    current default, ``omni-moderation-latest``."""
     doc = req.json()
-    inputs = doc.get("input", "")
-    items = inputs if isinstance(inputs, list) else [inputs]
+    if "input" not in doc:
+        await _invalid(send, "Missing required parameter: 'input'.", "input")
+        return
+    requested = doc.get("model") or "omni-moderation-latest"
+    if requested in MODERATION_MODELS:
+        model = MODERATION_MODELS[requested]
+    elif requested.startswith("omni-moderation-") or requested.startswith("text-moderation-"):
+        model = requested
+    else:
+        await _invalid(send, f"The model `{requested}` does not exist or you do not have access to it.", "model",
+                       404, "model_not_found")
+        return
+    omni = model.startswith("omni-")
+    inputs = doc["input"]
+    if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict):
+        if not omni:
+            await _invalid(send, f"Model {model} does not support image inputs.", "input")
+            return
+        text = " ".join(p.get("text", "") for p in inputs if p.get("type") == "text")
+        kinds = ["text"] + (["image"] if any(p.get("type") == "image_url" for p in inputs) else [])
+        entries = [(text, kinds)]
+    else:
+        items = inputs if isinstance(inputs, list) else [inputs]
+        entries = [(str(item), ["text"]) for item in items]
+    names = OMNI_CATEGORIES if omni else MODERATION_CATEGORIES
     results = []
-    for text in items:
-        flagged = "kill" in str(text).lower()
-        results.append({
-            "flagged": flagged,
-            "categories": {c: (flagged and c == "violence") for c in MODERATION_CATEGORIES},
-            "category_scores": {c: (0.91 if flagged and c == "violence" else 0.0001) for c in MODERATION_CATEGORIES},
-        })
-    await respond_json(send, 200, {"id": new_id("modr"), "model": doc.get("model") or "text-moderation-latest",
-                                   "results": results})
+    for text, kinds in entries:
+        lowered = text.lower()
+        hits = {c for c, words in MODERATION_TRIGGERS.items() if c in names and any(w in lowered for w in words)}
+        result = {
+            "flagged": bool(hits),
+            "categories": {c: c in hits for c in names},
+            "category_scores": {c: (0.91 if c in hits else 0.0001) for c in names},
+        }
+        if omni:
+            result["category_applied_input_types"] = {
+                c: (kinds if c in ("violence", "violence/graphic", "sexual", "self-harm", "self-harm/intent",
+                                   "self-harm/instructions") else ["text"]) for c in names}
+        results.append(result)
+    await respond_json(send, 200, {"id": new_id("modr"), "model": model, "results": results})
 
 
 ROUTES = [

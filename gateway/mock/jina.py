@@ -1,0 +1,116 @@
+"""Mock of Jina AI's rerank and embeddings endpoints, served under ``/jina/v1`` (custom_host ``<mock>/jina/v1``).
+
+Voyage and jina both live at ``/v1/rerank`` and ``/v1/embeddings`` upstream; the mock gives each its own prefix.
+Validates as Jina's reference describes: bearer auth; rerank needs ``model``, ``query`` and ``documents`` (strings or
+``{text}`` objects), takes ``top_n`` (>= 1) and ``return_documents`` (default false: documents only when asked);
+embeddings need ``model`` and ``input`` (a string or strings), take ``task``, ``dimensions``, ``embedding_type``,
+``normalized``, ``late_chunking`` and ``truncate``. A body that fails validation is a 422 in the FastAPI form
+``{"detail": [{loc, msg, type}]}``; other errors are ``{"detail": "..."}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json, retry_headers
+from gateway.mock.scoring import bearer, body_json, is_positive_int, is_str_list, ranked
+from gateway.mock.vendorA import embedding_vector
+
+RERANK_FIELDS = frozenset({"model", "query", "documents", "top_n", "return_documents"})
+EMBED_FIELDS = frozenset({"model", "input", "task", "dimensions", "embedding_type", "normalized", "late_chunking",
+                          "truncate"})
+TASKS = frozenset({"retrieval.query", "retrieval.passage", "text-matching", "classification", "separation"})
+
+
+async def _fail(send: Send, status: int, detail: str, headers: list | None = None) -> None:
+    await respond_json(send, status, {"detail": detail}, headers)
+
+
+async def _invalid(send: Send, field: str, msg: str, kind: str = "value_error") -> None:
+    await respond_json(send, 422, {"detail": [{"loc": ["body", field], "msg": msg, "type": kind}]})
+
+
+async def error(req: MockRequest, send: Send) -> None:
+    step = req.step
+    await _fail(send, step.status, step.message or f"mock upstream error {step.status}", retry_headers(step))
+
+
+async def _common(req: MockRequest, send: Send, fields: frozenset[str]) -> dict | None:
+    if bearer(req.headers) is None:
+        await _fail(send, 401, "Unauthorized: missing or invalid API key")
+        return None
+    doc = body_json(req.body)
+    if doc is None:
+        await _invalid(send, "__root__", "body must be a JSON object", "type_error.dict")
+        return None
+    for field in sorted(set(doc) - fields):
+        await _invalid(send, field, "extra fields not permitted", "value_error.extra")
+        return None
+    if not isinstance(doc.get("model"), str) or not doc["model"]:
+        await _invalid(send, "model", "field required", "value_error.missing")
+        return None
+    return doc
+
+
+async def rerank(req: MockRequest, send: Send) -> None:
+    doc = await _common(req, send, RERANK_FIELDS)
+    if doc is None:
+        return
+    query = doc.get("query")
+    if not isinstance(query, str) or not query:
+        await _invalid(send, "query", "field required", "value_error.missing")
+        return
+    documents = doc.get("documents")
+    if not isinstance(documents, list) or not documents:
+        await _invalid(send, "documents", "ensure this value has at least 1 items")
+        return
+    texts = []
+    for item in documents:
+        text = item if isinstance(item, str) else item.get("text") if isinstance(item, dict) else None
+        if not isinstance(text, str):
+            await _invalid(send, "documents", "documents must be strings or objects with a text field")
+            return
+        texts.append(text)
+    top_n = doc.get("top_n")
+    if top_n is not None and not is_positive_int(top_n):
+        await _invalid(send, "top_n", "ensure this value is greater than or equal to 1")
+        return
+    with_documents = doc.get("return_documents", False)
+    results = []
+    for index, score in ranked(query, texts, top_n):
+        item: dict = {"index": index, "relevance_score": score}
+        if with_documents:
+            item["document"] = {"text": texts[index]}
+        results.append(item)
+    tokens = count_tokens(query) * len(texts) + sum(count_tokens(t) for t in texts)
+    await respond_json(send, 200, {"model": doc["model"], "usage": {"total_tokens": tokens}, "results": results})
+
+
+async def embeddings(req: MockRequest, send: Send) -> None:
+    doc = await _common(req, send, EMBED_FIELDS)
+    if doc is None:
+        return
+    value = doc.get("input")
+    texts = [value] if isinstance(value, str) else value
+    if not is_str_list(texts) or not texts:
+        await _invalid(send, "input", "input must be a string or a non-empty list of strings")
+        return
+    task = doc.get("task")
+    if task is not None and task not in TASKS:
+        await _invalid(send, "task", f"task must be one of {', '.join(sorted(TASKS))}")
+        return
+    dims = doc.get("dimensions")
+    if dims is not None and not is_positive_int(dims):
+        await _invalid(send, "dimensions", "ensure this value is greater than or equal to 1")
+        return
+    tokens = sum(count_tokens(t) for t in texts)
+    data = [{"object": "embedding", "index": i, "embedding": embedding_vector(text, dims or 8)}
+            for i, text in enumerate(texts)]
+    await respond_json(send, 200, {"model": doc["model"], "object": "list",
+                                   "usage": {"total_tokens": tokens, "prompt_tokens": tokens}, "data": data})
+
+
+ROUTES = [
+    ("POST", re.compile(r"^/jina/v1/rerank$"), rerank),
+    ("POST", re.compile(r"^/jina/v1/embeddings$"), embeddings),
+]
