@@ -1,0 +1,1 @@
+"""Routing: config -> ordered attempts: strategies, conditions, retries, breaker, param rewriting."""
