@@ -6,7 +6,7 @@ import msgspec
 
 from gateway import __version__, _speedups
 from gateway import settings as settings_module
-from gateway.api.inference import Pipeline
+from gateway.api.inference import Pipeline, internal_error
 from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.http.respond import send_error, send_json
@@ -41,6 +41,11 @@ class GatewayApp:
             parse = _optional(module)
             if parse is not None:
                 self.add("POST", path, Pipeline(runtime, endpoint, parse))
+        from gateway.api.logs import LogsEndpoint
+        from gateway.api.metrics import MetricsEndpoint
+
+        self.add("GET", "/v1/logs", LogsEndpoint(runtime))
+        self.add("GET", "/metrics", MetricsEndpoint(runtime))
         self.add("GET", "/health", self.health)
         self.add("GET", "/ready", self.ready)
 
@@ -59,6 +64,8 @@ class GatewayApp:
                 await handler(scope, receive, send)
             except GatewayError as error:
                 await send_error(send, error)
+            except Exception as exc:  # noqa: BLE001 - a bug still answers in the one error format
+                await send_error(send, internal_error(exc))
             return
         if kind == "lifespan":
             await self._lifespan(receive, send)

@@ -8,6 +8,7 @@ read before the status is committed, so an in-band error becomes a real status t
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any, Callable
 
@@ -17,7 +18,7 @@ import msgspec
 from gateway import _speedups
 from gateway.api.runtime import Runtime
 from gateway.config.resolve import resolve_config
-from gateway.http.body import read_body
+from gateway.http.body import ClientDisconnected, read_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import GatewayError, InvalidRequest, UpstreamTimeout, UpstreamUnreachable
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
@@ -59,6 +60,12 @@ class StreamOutcome:
 def error_event(error: GatewayError) -> bytes:
     """An in-stream error: ``data: {"error": {...}}``, the form vendorA SDKs raise on."""
     return b"data: " + error.body() + b"\n\n"
+
+
+def internal_error(exc: BaseException) -> GatewayError:
+    """A bug surfaced as a 500 in the one error format; the traceback goes to the server log."""
+    logging.getLogger("gateway").error("unexpected error while handling a request", exc_info=exc)
+    return GatewayError(f"internal gateway error ({exc.__class__.__name__})", code="internal_error")
 
 
 def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
@@ -118,7 +125,13 @@ class Pipeline:
             state = RunState(ctx.request_timeout, ctx.metadata, params)
             attempt = self._attempt_fn(ctx, body, request, stream, record)
             outcome = await runtime.router.run(node, attempt, state)
-        except GatewayError as error:
+        except ClientDisconnected:
+            record.status = 499
+            record.error = "client disconnected before sending its body"
+            self._finish(record, ctx, state, started)
+            return
+        except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
+            error = exc if isinstance(exc, GatewayError) else internal_error(exc)
             record.status = error.status
             record.error = error.message
             self._finish(record, ctx, state, started)
@@ -132,13 +145,13 @@ class Pipeline:
             record.usage = outcome.usage
             record.model = outcome.model or record.model
             await send_json(send, 200, outcome.body, headers)
-            self._finish(record, ctx, state, started)
+            self._finish(record, ctx, state, started, outcome.body)
             return
         await self._relay(scope, receive, send, outcome, headers, record)
         self._finish(record, ctx, state, started)
 
     def _finish(self, record: RequestRecord, ctx: RequestContext | None, state: RunState | None,
-                started: float) -> None:
+                started: float, response_body: bytes | None = None) -> None:
         record.total_s = time.perf_counter() - started
         if ctx is not None:
             record.metadata = ctx.metadata or None
@@ -152,6 +165,10 @@ class Pipeline:
             record.fallbacks = state.fallbacks
             record.breaker_opens = state.breaker_opens
             record.target_path = state.path
+        if self.runtime.settings.log_bodies:
+            from gateway.observability.logs import attach_bodies
+
+            attach_bodies(record, state, response_body)
         self.runtime.recorder.record(record)
 
     def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord):
