@@ -9,7 +9,8 @@ A dict counts as an operator object when one of its keys starts with ``$``; any 
 Operators: ``$eq $ne $gt $gte $lt $lte $in $nin $regex``. Numbers compare with numbers (``bool`` is not a
 number, ``1 == 1.0``), strings with strings; arrays and objects are equal when their members are equal under
 the same rules. A missing field or a type mismatch makes ``$eq $gt $gte $lt $lte $in $regex`` false and
-``$ne $nin`` true. ``$regex`` is a Python ``re`` pattern, compiled here once and searched (``re.search``)
+``$ne $nin`` true. ``$regex`` is a Python ``re`` pattern (at most 512 characters, no quantified group holding a
+quantifier: see REGEX_MAX_LENGTH), compiled here once and searched (``re.search``)
 against string values only.
 
 ``compile_query`` turns a query into an opaque tree of tuples with int codes, raising ``QueryError`` (with
@@ -81,6 +82,12 @@ MAX_DEPTH = 32
 # Numeric path segments index into lists; larger ones cannot be a list index and simply never match one.
 _INDEX_LIMIT = 1 << 62
 _DIGITS = re.compile(r"[0-9]+")
+
+#: Guards on $regex patterns, which arrive with per-request configs and run on the event loop: Python's ``re``
+#: has no timeout, so the classic catastrophic-backtracking shape (a quantified group holding a quantifier)
+#: and very long patterns are refused at compile time.
+REGEX_MAX_LENGTH = 512
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
 
 
 class QueryError(ValueError):
@@ -209,6 +216,12 @@ def _compile_operator(name: Any, operand: Any, path: str) -> tuple[int, Any, int
     if op == _REGEX:
         if not isinstance(operand, str):
             raise QueryError(f"$regex takes a string pattern, got {_json_type(operand)}", path)
+        if len(operand) > REGEX_MAX_LENGTH:
+            raise QueryError(f"$regex pattern is longer than {REGEX_MAX_LENGTH} characters", path)
+        if _NESTED_QUANTIFIER.search(operand):
+            raise QueryError(
+                "$regex has a quantified group that itself contains a quantifier (e.g. (a+)+): "
+                "such patterns can backtrack for minutes on one request, so they are refused", path)
         try:
             pattern = re.compile(operand)
         except (re.error, OverflowError, RecursionError) as exc:

@@ -400,3 +400,12 @@ def test_twins_agree_on_random_queries(data: st.DataObject, metadata: dict, para
     assert compiled_module.first_match(trees, metadata, params) == pure_conditions.first_match(
         trees, metadata, params
     )
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a*)*", "(\\w+\\s?)*$", "(x{1,3})+", "a" * 513])
+def test_regexes_that_could_backtrack_for_minutes_are_refused(pattern):
+    from gateway.routing.conditions import QueryError, compile_query
+
+    with pytest.raises(QueryError) as info:
+        compile_query({"params.model": {"$regex": pattern}})
+    assert info.value.path == "params.model.$regex"
