@@ -114,6 +114,7 @@ async def app(scope, receive, send) -> None:
         del scenario.requests[:-100]
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
     req = MockRequest(method, path, scope.get("query_string", b"").decode(), headers, body, step)
+    req.raw_path = scope.get("raw_path") or scope["path"].encode()
     for route_method, pattern, handler, error in _routes:
         match = pattern.match(path)
         if match is None or route_method != method:

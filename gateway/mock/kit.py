@@ -69,7 +69,7 @@ DEFAULT_STEP = Step()
 
 
 class MockRequest:
-    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json", "disconnected")
+    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json", "disconnected", "raw_path")
 
     def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, step: Step) -> None:
         self.method = method
@@ -82,6 +82,8 @@ class MockRequest:
         self._json: Any = None
         #: set by the app when the client goes away; stream writers stop at the next part
         self.disconnected = False
+        #: the path exactly as it came on the wire (percent-encoding kept, scenario prefix included)
+        self.raw_path: bytes = path.encode()
 
     def json(self) -> Any:
         if self._json is None:
