@@ -46,15 +46,22 @@ class JsonOutcome:
 
 
 class StreamOutcome:
-    __slots__ = ("response", "transformer", "first", "provider", "model")
+    __slots__ = ("response", "transformer", "first", "provider", "model", "ended")
 
     def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
-                 model: str | None) -> None:
+                 model: str | None, ended: bool) -> None:
         self.response = response
         self.transformer = transformer
         self.first = first
         self.provider = provider
         self.model = model
+        #: the upstream stream already ended (and the transformer was closed) while reading the first events
+        self.ended = ended
+
+
+def held_error(transformer: Any) -> GatewayError | None:
+    """An in-band error a transformer held back so the events before it could go out first (see HeldError)."""
+    return getattr(transformer, "held_error", None)
 
 
 def error_event(error: GatewayError) -> bytes:
@@ -211,9 +218,9 @@ class Pipeline:
                     result = adapter.parse_response(call, response.status, response.headers, data)
                     return JsonOutcome(result.body, result.usage, result.model, provider)
                 transformer = adapter.stream(call)
-                first = await _first_events(response, transformer)
+                first, ended = await _first_events(response, transformer)
                 record.ttft_s = time.perf_counter() - record.started
-                return StreamOutcome(response, transformer, first, provider, call.model)
+                return StreamOutcome(response, transformer, first, provider, call.model, ended)
             except BaseException:
                 response.close()
                 raise
@@ -235,15 +242,24 @@ class Pipeline:
             await start_stream(send, headers)
             if outcome.first:
                 await send_chunk(send, b"".join(outcome.first))
+            tail: list[bytes] = []
             try:
-                async for chunk in response.content.iter_any():
-                    events = transformer.feed(chunk)
-                    if events:
-                        await send_chunk(send, b"".join(events))
-                tail = transformer.close()
+                if not outcome.ended and held_error(transformer) is None:
+                    async for chunk in response.content.iter_any():
+                        events = transformer.feed(chunk)
+                        if events:
+                            await send_chunk(send, b"".join(events))
+                        if held_error(transformer) is not None:
+                            response.close()  # the rest of this upstream stream is not wanted
+                            break
+                    else:
+                        tail = transformer.close()
+                held = held_error(transformer)
+                if held is not None:
+                    raise held
             except GatewayError as error:
                 record.error = error.message
-                await end_stream(send, error_event(error) + DONE)
+                await end_stream(send, b"".join(tail) + error_event(error) + DONE)
                 return
             except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
                 error: GatewayError = (
@@ -254,7 +270,7 @@ class Pipeline:
                 record.error = error.message
                 await end_stream(send, error_event(error) + DONE)
                 return
-            await end_stream(send, (b"".join(tail) if tail else b"") + DONE)
+            await end_stream(send, b"".join(tail) + DONE)
             record.usage = transformer.usage
         except asyncio.CancelledError:
             record.error = "client disconnected"
@@ -272,8 +288,8 @@ class Pipeline:
             response.release()
 
 
-async def _first_events(response: aiohttp.ClientResponse, transformer: Any) -> list[bytes]:
-    """Read until the transformer yields its first events (or the stream ends)."""
+async def _first_events(response: aiohttp.ClientResponse, transformer: Any) -> tuple[list[bytes], bool]:
+    """Read until the transformer yields its first events; also says whether the upstream stream ended."""
     content = response.content
     while True:
         try:
@@ -283,10 +299,10 @@ async def _first_events(response: aiohttp.ClientResponse, transformer: Any) -> l
         except asyncio.TimeoutError:
             raise UpstreamTimeout("timed out waiting for the first stream event") from None
         if not chunk:
-            return transformer.close()
+            return transformer.close(), True
         events = transformer.feed(chunk)
         if events:
-            return events
+            return events, False
 
 
 async def _wait_disconnect(receive, task: asyncio.Task | None) -> None:

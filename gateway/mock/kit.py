@@ -9,8 +9,8 @@ requests (default 1; the last step repeats forever). A step may hold:
 - ``delay_ms`` (int): wait before answering; ``retry_after`` (str) / ``retry_after_ms`` (str): headers to send;
 - ``html`` (bool): answer 200 with an HTML page (a malformed upstream answer);
 - ``chunks`` (int): number of content chunks in a stream; ``chunk_delay_ms`` (int): wait between chunks;
-- ``stream_error`` ("first" | "middle" | "cut"): an in-band error as the first event, one midway, or a connection
-  cut midway;
+- ``stream_error`` ("first" | "middle" | "burst" | "cut"): an in-band error as the first event, one midway, one
+  written together with the first content events, or a connection cut midway;
 - ``reply`` (str): the assistant text to answer with; ``tool_call`` (bool): answer with a tool call.
 
 ``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,

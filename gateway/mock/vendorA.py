@@ -100,6 +100,12 @@ async def chat(req: MockRequest, send: Send) -> None:
         return
     await stream_part(send, sse({**base, "choices": [
         {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}))
+    if step.stream_error == "burst":  # content and an error in one write: they reach the gateway in one read
+        burst = b"".join(sse({**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                         for p in req.reply_words()[:3])
+        await end_stream(send, burst + sse({"error": {"message": step.message or "mock error after a burst",
+                                                      "type": "server_error", "param": None, "code": None}}))
+        return
     pieces = req.reply_words()
     half = len(pieces) // 2
     if step.tool_call and tools:

@@ -207,6 +207,26 @@ def upstream_error(
     )
 
 
+class HeldError:
+    """Stream-transformer mixin: an in-band error met after other events of the same upstream read is held back,
+    so those events reach the client first (and, before the first event, decide the status); it is raised at the
+    next ``feed()`` or ``close()``. Subclasses declare a ``held_error`` slot and call ``hold``/``raise_held``."""
+
+    __slots__ = ()
+
+    def hold(self, error: GatewayError, out: list[bytes]) -> list[bytes]:
+        if not out:
+            raise error
+        self.held_error = error
+        return out
+
+    def raise_held(self) -> None:
+        error = getattr(self, "held_error", None)
+        if error is not None:
+            self.held_error = None
+            raise error
+
+
 def malformed(provider: str, what: str, body: bytes = b"") -> BadUpstreamResponse:
     """A 502 that says which provider sent what."""
     detail = f": {snippet(body)}" if body else ""

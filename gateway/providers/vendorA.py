@@ -18,12 +18,14 @@ from typing import Any
 import msgspec
 
 from gateway import _speedups
+from gateway.http.errors import GatewayError
 from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
     EMBEDDINGS,
     MODERATIONS,
     RERANK,
+    HeldError,
     ProviderAdapter,
     UpstreamCall,
     UpstreamRequest,
@@ -98,10 +100,10 @@ class VendorAAdapter(ProviderAdapter):
         return VendorAStream(self.name)
 
 
-class VendorAStream:
+class VendorAStream(HeldError):
     """Relays vendorA SSE chunks event by event; swallows the upstream's [DONE] (the pipeline writes one)."""
 
-    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done")
+    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "held_error")
 
     def __init__(self, provider: str) -> None:
         sse = _speedups.sse
@@ -111,18 +113,21 @@ class VendorAStream:
         self._is_done = sse.is_done
         self.usage: Usage | None = None
         self.done = False
+        self.held_error: GatewayError | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        self.raise_held()
         return self._events(self.splitter.feed(chunk))
 
     def close(self) -> list[bytes]:
+        self.raise_held()
         out = self._events(self.splitter.close())
-        if not self.done:
+        if not self.done and self.held_error is None:
             raise malformed(self.provider, "stream ended without [DONE]")
         return out
 
     def _events(self, events: list) -> list[bytes]:
-        out = []
+        out: list[bytes] = []
         encode = self._encode
         for name, data in events:
             if self.done:
@@ -131,7 +136,10 @@ class VendorAStream:
                 self.done = True
                 continue
             if b'"error"' in data or b'"usage"' in data:
-                self._inspect(name, data)
+                try:
+                    self._inspect(name, data)
+                except GatewayError as error:
+                    return self.hold(error, out)
             out.append(encode(data))
         return out
 

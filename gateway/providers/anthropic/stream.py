@@ -20,7 +20,8 @@ from gateway.providers.anthropic.response import (
     finish_reason,
     stream_error,
 )
-from gateway.providers.base import malformed, snippet
+from gateway.http.errors import GatewayError
+from gateway.providers.base import HeldError, malformed, snippet
 from gateway.schema.common import Usage
 
 _encode = msgspec.json.encode
@@ -50,7 +51,7 @@ _event = msgspec.json.Decoder(Event)
 _CHUNK_TAIL = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
 
-class AnthropicStream:
+class AnthropicStream(HeldError):
     """One stream's state: ids, the tool-call counter, token counts, and whether message_stop was seen.
 
     ``chat`` picks chat chunks (else text_completion chunks); ``strict`` drops thinking, otherwise thinking,
@@ -58,7 +59,8 @@ class AnthropicStream:
     """
 
     __slots__ = ("splitter", "chat", "strict", "include_usage", "model", "created", "usage", "tokens",
-                 "started", "stopped", "stop_reason", "tools", "tool_count", "_head", "_text_head", "_meta", "_seen")
+                 "started", "stopped", "stop_reason", "tools", "tool_count", "_head", "_text_head", "_meta", "_seen",
+                 "held_error")
 
     def __init__(self, chat: bool, strict: bool, include_usage: bool, model: str | None) -> None:
         self.splitter = _speedups.sse.SseSplitter()
@@ -79,10 +81,12 @@ class AnthropicStream:
         self._text_head = b""
         self._meta = b""
         self._seen = b""
+        self.held_error: GatewayError | None = None
 
     # --- the StreamTransformer interface ----------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        self.raise_held()
         if not self.started and len(self._seen) < 200:
             self._seen += chunk[: 200 - len(self._seen)]
             if self._seen.lstrip()[:1] in (b"<", b"{", b"["):
@@ -91,7 +95,10 @@ class AnthropicStream:
         return self._events(events) if events else []
 
     def close(self) -> list[bytes]:
+        self.raise_held()
         out = self._events(self.splitter.close())
+        if self.held_error is not None:
+            return out
         if not self.started:
             detail = f": {snippet(self._seen)}" if self._seen else ""
             raise malformed(PROVIDER, f"stream ended before message_start{detail}")
@@ -103,6 +110,13 @@ class AnthropicStream:
 
     def _events(self, events: list) -> list[bytes]:
         out: list[bytes] = []
+        try:
+            self._convert(events, out)
+        except GatewayError as error:
+            return self.hold(error, out)
+        return out
+
+    def _convert(self, events: list, out: list[bytes]) -> None:
         for name, data in events:
             if name == b"ping" or self.stopped:
                 continue
@@ -131,7 +145,6 @@ class AnthropicStream:
             elif kind == "error":
                 raise stream_error(data)
             # ping and event types added later are ignored
-        return out
 
     def _start(self, event: Event, out: list[bytes]) -> None:
         message = event.message or AMessage()

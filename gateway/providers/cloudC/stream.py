@@ -21,7 +21,8 @@ from typing import Any
 import msgspec
 
 from gateway import _speedups
-from gateway.providers.base import malformed
+from gateway.http.errors import GatewayError
+from gateway.providers.base import HeldError, malformed
 from gateway.providers.cloudC.gemini import (
     PROVIDER,
     completion_id,
@@ -36,11 +37,11 @@ from gateway.schema.common import Usage
 _encode = msgspec.json.encode
 
 
-class GeminiStream:
+class GeminiStream(HeldError):
     """One stream's state: the chunk prefix, which candidates have started and finished, tool-call counters."""
 
     __slots__ = ("splitter", "_encode_event", "usage", "model", "include_usage", "thoughts", "prefix",
-                 "started", "finished", "calls", "usage_meta")
+                 "started", "finished", "calls", "usage_meta", "held_error")
 
     def __init__(self, model: str | None, include_usage: bool, thoughts: bool) -> None:
         sse = _speedups.sse
@@ -55,12 +56,17 @@ class GeminiStream:
         self.finished: set[int] = set()
         self.calls: dict[int, int] = {}
         self.usage_meta: Any = None
+        self.held_error: GatewayError | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        self.raise_held()
         return self._events(self.splitter.feed(chunk))
 
     def close(self) -> list[bytes]:
+        self.raise_held()
         out = self._events(self.splitter.close())
+        if self.held_error is not None:
+            return out
         if not self.finished:
             raise malformed(PROVIDER, "stream ended without a finishReason")
         doc, self.usage = usage_doc(self.usage_meta)
@@ -81,6 +87,13 @@ class GeminiStream:
 
     def _events(self, events: list) -> list[bytes]:
         out: list[bytes] = []
+        try:
+            self._convert(events, out)
+        except GatewayError as error:
+            return self.hold(error, out)
+        return out
+
+    def _convert(self, events: list, out: list[bytes]) -> None:
         for _name, data in events:
             if not data.strip():
                 continue
@@ -102,7 +115,6 @@ class GeminiStream:
                 continue
             for candidate in doc.candidates:
                 out.extend(self._candidate(candidate))
-        return out
 
     def _candidate(self, candidate: Any) -> list[bytes]:
         index = candidate.index
