@@ -47,15 +47,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     key = ensure_admin_key(settings)
     if key is not None:
         print(f"gateway: generated admin key (shown once, store it now): {key}", flush=True)
+    from gateway.observability import multiproc
+
+    metrics_dir, owned = multiproc.prepare(settings_module.data_path(settings, "metrics"))
     print(
         f"gateway {__version__}: serving on http://{settings.host}:{settings.port}/v1 "
         f"with {settings.workers} worker(s); data in {settings.data_dir}",
         flush=True,
     )
-    _serve_granian(
-        "gateway.app:app", settings.host, settings.port, settings.workers, settings.backlog, settings.log_level,
-        settings.shutdown_grace_s,
-    )
+    try:
+        _serve_granian(
+            "gateway.app:app", settings.host, settings.port, settings.workers, settings.backlog,
+            settings.log_level, settings.shutdown_grace_s,
+        )
+    finally:
+        if owned:
+            multiproc.remove(metrics_dir)
     return 0
 
 

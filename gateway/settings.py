@@ -50,6 +50,8 @@ class Settings(msgspec.Struct, frozen=True):
     log_level: str = "info"
     # observability
     log_bodies: bool = False
+    log_file: str | None = None  # JSON request-log lines: unset/"-" = stdout, a path = appended, "off" = none
+    log_retention_rows: int = 100_000  # request logs kept in <data_dir>/logs.db (newest rows)
     metrics_public: bool = False
     otlp_endpoint: str | None = None
     organisation_headers_to_mask: tuple[str, ...] = ()
@@ -82,6 +84,8 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         raise ValueError("GATEWAY_MAX_BODY_BYTES: must be > 0")
     if settings.workers < 1:
         raise ValueError("GATEWAY_WORKERS: must be >= 1")
+    if settings.log_retention_rows < 1:
+        raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
     return settings
 
 

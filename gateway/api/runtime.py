@@ -21,7 +21,7 @@ class Runtime:
         self.client = UpstreamClient(settings)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
-        self.recorder = recorder or Recorder()
+        self.recorder = recorder if recorder is not None else _default_recorder(settings)
         self.ready = False
 
     async def start(self) -> None:
@@ -38,3 +38,10 @@ class Runtime:
         await self.client.close()
         await self.store.close()
         self.keys.close()
+
+
+def _default_recorder(settings: Settings) -> Recorder:
+    """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
+    from gateway.observability.recorder import ObservabilityRecorder
+
+    return ObservabilityRecorder(settings)

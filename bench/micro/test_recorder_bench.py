@@ -1,0 +1,114 @@
+"""Micro benchmarks of the observability recorder (run with --benchmark-enable; ``-s`` prints per-record medians).
+
+- ``record()``: what the request path pays, an O(1) enqueue (the budget for the whole gateway is ~300 µs).
+- the background work per record (masking, cost, JSON entry, metric sums, spans), which is off the request path
+  but still CPU a worker spends.
+- a metrics flush of a batch's sums to prometheus_client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+from gateway.observability.logs import LineSink, LogStore
+from gateway.observability.record import RequestRecord
+from gateway.observability.recorder import ObservabilityRecorder
+from gateway.observability.tracing import request_spans
+from gateway.schema.common import Usage
+from gateway.settings import load
+
+PER_CALL = 100
+
+
+def make_record(i: int = 0) -> RequestRecord:
+    now = time.perf_counter()
+    rec = RequestRecord(f"trace-{i}", "chat", now)
+    rec.workspace = "default"
+    rec.provider = "vendorA"
+    rec.model = "gpt-4o-mini"
+    rec.status = 200
+    rec.upstream_started = now + 0.0001
+    rec.upstream_s = 0.02
+    rec.total_s = 0.0205
+    rec.usage = Usage(prompt_tokens=12, completion_tokens=40, total_tokens=52)
+    rec.target_path = "config.targets[0]"
+    rec.request_headers = {"authorization": "Bearer sk-live-abcdefghijklmnop", "content-type": "application/json",
+                           "user-agent": "bench/1.0", "x-team": "blue"}
+    rec.metadata = {"_user": "u1", "env": "bench"}
+    return rec
+
+
+class _NoStore(LogStore):
+    def open(self) -> None:
+        return None
+
+    def insert(self, rows: list[tuple]) -> None:
+        return None
+
+
+def make_recorder(tmp_path, otlp: bool = False) -> ObservabilityRecorder:
+    env = {"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off"}
+    if otlp:
+        env["GATEWAY_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    return ObservabilityRecorder(load(env), store=_NoStore(":memory:"), sink=LineSink("off"),
+                                 queue_size=10**9)
+
+
+def test_record_enqueue(benchmark, tmp_path):
+    recorder = make_recorder(tmp_path)
+    rec = make_record()
+    record = recorder.record
+    queue_holder = recorder
+
+    def hundred() -> None:
+        for _ in range(PER_CALL):
+            record(rec)
+        queue_holder._queue.clear()
+
+    benchmark(hundred)
+    per_record_us = benchmark.stats.stats.median / PER_CALL * 1e6 if benchmark.stats else 0.0
+    benchmark.extra_info["record_us"] = per_record_us
+    print(f"\nrecord(): {per_record_us:.3f} µs per call")
+
+
+def test_background_build_per_record(benchmark, tmp_path):
+    recorder = make_recorder(tmp_path)
+    records = [make_record(i) for i in range(PER_CALL)]
+    loop = asyncio.new_event_loop()
+
+    def build() -> None:
+        loop.run_until_complete(recorder._build(deque(records)))
+
+    benchmark(build)
+    loop.close()
+    per_record_us = benchmark.stats.stats.median / PER_CALL * 1e6 if benchmark.stats else 0.0
+    benchmark.extra_info["build_us"] = per_record_us
+    print(f"\nbackground build (entry, JSON, masking, cost, metric sums): {per_record_us:.2f} µs per record")
+
+
+def test_span_build_per_record(benchmark, tmp_path):
+    from gateway.observability.logs import Derived, Masker
+
+    masker = Masker()
+    rec = make_record()
+    d = Derived(rec, 0.0, masker)
+    benchmark(request_spans, rec, d, lambda text: text)
+    if benchmark.stats:
+        print(f"\nspans for one record: {benchmark.stats.stats.median * 1e6:.2f} µs")
+
+
+def test_metrics_flush_of_a_batch(benchmark, tmp_path):
+    recorder = make_recorder(tmp_path)
+    aggregator = recorder.metrics
+    rec = make_record()
+
+    def fill_and_flush() -> None:
+        for _ in range(PER_CALL):
+            aggregator.add_record(rec, 0.02, 0.0005, 12, 40, 0.0001)
+        aggregator.flush()
+
+    benchmark(fill_and_flush)
+    if benchmark.stats:
+        print(f"\nmetric sums + flush: {benchmark.stats.stats.median / PER_CALL * 1e6:.2f} µs per record")

@@ -1,0 +1,105 @@
+"""``GET /v1/logs``: recent request logs of the caller's workspace, newest first, filtered and paged.
+
+Query: ``trace_id``, ``status`` (100..599), ``provider``, ``from`` / ``to`` (unix seconds or ISO 8601; a time
+without zone is UTC), ``limit`` (1..100, default 20), ``after`` (the ``id`` of the last item of the previous page).
+Answers ``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import datetime, timezone
+from urllib.parse import parse_qsl
+
+from gateway.api.inference import authenticate
+from gateway.api.runtime import Runtime
+from gateway.http.context import build_context
+from gateway.http.errors import InvalidRequest
+from gateway.http.respond import send_json
+from gateway.observability.logs import LogFilter, LogStore
+
+MAX_LIMIT = 100
+DEFAULT_LIMIT = 20
+
+
+def _int(name: str, raw: str, low: int, high: int | None = None) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InvalidRequest(f"{name} must be an integer, got {raw!r}", param=name) from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise InvalidRequest(f"{name} must be {bound}, got {value}", param=name)
+    return value
+
+
+def _time(name: str, raw: str) -> float:
+    text = raw.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value):
+            raise InvalidRequest(f"{name} must be a finite time, got {raw!r}", param=name)
+        return value
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        try:  # an unencoded "+01:00" offset arrives as " 01:00"
+            moment = datetime.fromisoformat(text.replace(" ", "+"))
+        except ValueError:
+            raise InvalidRequest(
+                f"{name} must be unix seconds or an ISO 8601 time, got {raw!r}", param=name
+            ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def parse_filter(query_string: bytes) -> LogFilter:
+    """The filters of a ``/v1/logs`` query string; 400 naming the parameter when one is bad."""
+    values: dict[str, object] = {}
+    for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if name == "trace_id":
+            if not raw:
+                raise InvalidRequest("trace_id must not be empty", param="trace_id")
+            values["trace_id"] = raw
+        elif name == "provider":
+            if not raw:
+                raise InvalidRequest("provider must not be empty", param="provider")
+            values["provider"] = raw
+        elif name == "status":
+            values["status"] = _int("status", raw, 100, 599)
+        elif name == "limit":
+            values["limit"] = _int("limit", raw, 1, MAX_LIMIT)
+        elif name == "after":
+            values["after"] = _int("after", raw, 1)
+        elif name == "from":
+            values["since"] = _time("from", raw)
+        elif name == "to":
+            values["until"] = _time("to", raw)
+    flt = LogFilter(**values)  # type: ignore[arg-type]
+    if flt.since is not None and flt.until is not None and flt.since > flt.until:
+        raise InvalidRequest("from must not be later than to", param="from")
+    return flt
+
+
+class LogsEndpoint:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        runtime = self.runtime
+        ctx = build_context(scope["headers"])
+        authenticate(runtime, ctx)
+        flt = parse_filter(scope.get("query_string") or b"")
+        store: LogStore | None = getattr(runtime.recorder, "store", None)
+        if store is None:
+            rows, has_more = [], False
+        else:
+            rows, has_more = await asyncio.to_thread(store.query, ctx.workspace, flt)
+        items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)
+        body = b'{"object":"list","data":[' + items + b'],"has_more":' + (b"true" if has_more else b"false") + b"}"
+        await send_json(send, 200, body)

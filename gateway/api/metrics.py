@@ -1,0 +1,43 @@
+"""``GET /metrics``: Prometheus text exposition, for admin keys (``x-gateway-api-key`` or ``Authorization: Bearer``)
+unless ``GATEWAY_METRICS_PUBLIC=1``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.api.runtime import Runtime
+from gateway.http.errors import Forbidden, Unauthorized
+from gateway.http.respond import send_bytes
+
+
+def _presented_key(headers: list[tuple[bytes, bytes]]) -> str | None:
+    bearer = None
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"x-gateway-api-key":
+            return value.decode("latin-1").strip()
+        if lower == b"authorization" and value[:7].lower() == b"bearer ":
+            bearer = value[7:].decode("latin-1").strip()
+    return bearer
+
+
+class MetricsEndpoint:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        runtime = self.runtime
+        if not runtime.settings.metrics_public:
+            key = _presented_key(scope["headers"])
+            if not key:
+                raise Unauthorized("missing admin key: send x-gateway-api-key or Authorization: Bearer",
+                                   param="x-gateway-api-key")
+            record = runtime.keys.lookup(key)
+            if record is None:
+                raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
+            if record.role != "admin":
+                raise Forbidden("/metrics needs an admin key", param="x-gateway-api-key")
+        from gateway.observability import metrics
+
+        body = await asyncio.to_thread(metrics.render)
+        await send_bytes(send, 200, body, [(b"content-type", metrics.CONTENT_TYPE.encode())])

@@ -1,0 +1,214 @@
+"""Prometheus metrics: the metric families, an in-process aggregator flushed off the request path, and exposition.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set (``gateway serve`` always sets it), values live in per-process mmap files
+and ``render`` merges every worker's; without it, one process's private registry is shown. Nothing here runs on
+the request path: the recorder's background task feeds finished records to ``MetricsAggregator.add_record``
+(plain dict arithmetic) and calls ``flush`` about once a second, which is when prometheus_client is touched.
+Other modules count rare events with ``count_policy_rejection`` and ``count_state_store_error`` (O(1)).
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from gateway.observability.multiproc import ENV as MULTIPROC_ENV
+
+MULTIPROC_DIR = os.environ.get(MULTIPROC_ENV) or None
+if MULTIPROC_DIR:
+    os.makedirs(MULTIPROC_DIR, exist_ok=True)
+#: where the metric families register: nowhere in multiprocess mode (the collector reads the files instead)
+_REGISTRY: CollectorRegistry | None = None if MULTIPROC_DIR else CollectorRegistry(auto_describe=True)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+ADDED_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+#: distinct model label values kept per process; later ones are counted as "other" (bounded cardinality)
+MAX_MODELS = 500
+
+
+def _counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+    return Counter(name, doc, labels, registry=_REGISTRY)
+
+
+def _histogram(name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> Histogram:
+    return Histogram(name, doc, labels, buckets=buckets, registry=_REGISTRY)
+
+
+REQUESTS = _counter("gateway_requests", "Requests by endpoint, provider, model, status and cache status.",
+                    ("endpoint", "provider", "model", "status", "cache_status"))
+REQUEST_SECONDS = _histogram("gateway_request_duration_seconds", "Total request time, as the client saw it.",
+                             ("endpoint", "provider"), LATENCY_BUCKETS)
+UPSTREAM_SECONDS = _histogram("gateway_upstream_duration_seconds",
+                              "Time inside the answering upstream exchange (to the last byte for streams).",
+                              ("endpoint", "provider"), LATENCY_BUCKETS)
+ADDED_SECONDS = _histogram("gateway_added_latency_seconds",
+                           "The gateway's own time: total minus upstream, for requests answered in one attempt.",
+                           ("endpoint",), ADDED_BUCKETS)
+TTFT_SECONDS = _histogram("gateway_time_to_first_token_seconds", "Time to the first streamed event.",
+                          ("endpoint", "provider"), LATENCY_BUCKETS)
+RETRIES = _counter("gateway_retries", "Retries of the answering target.", ("endpoint", "provider"))
+FALLBACKS = _counter("gateway_fallbacks", "Moves to the next fallback target.", ("endpoint",))
+BREAKER_OPENS = _counter("gateway_breaker_opens", "Circuit breakers opened by requests.", ("endpoint",))
+TOKENS = _counter("gateway_tokens", "Tokens by provider, model and kind (input, output).",
+                  ("provider", "model", "kind"))
+COST = _counter("gateway_cost_usd", "Estimated cost in USD (see gateway/observability/cost.py).",
+                ("provider", "model"))
+POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a rate or usage policy.", ("policy",))
+STATE_STORE_ERRORS = _counter("gateway_state_store_errors", "Failed state-store calls.", ("backend", "operation"))
+LOGS_DROPPED = _counter("gateway_log_records_dropped", "Request records not logged (queue full, write failed).",
+                        ("reason",))
+SPANS_EXPORTED = _counter("gateway_trace_spans_exported", "Spans accepted by the OTLP collector.", ())
+SPANS_DROPPED = _counter("gateway_trace_spans_dropped", "Spans not exported (queue full, export failed).",
+                         ("reason",))
+
+#: counts from count_* hooks, waiting for the next flush: (metric, labels) -> amount
+_pending: dict[tuple[Any, tuple[str, ...]], float] = {}
+
+
+def count_policy_rejection(policy: str) -> None:
+    """Count one request refused by a policy (``rate_limit``, ``usage_limit``...). O(1); flushed later."""
+    key = (POLICY_REJECTIONS, (policy,))
+    _pending[key] = _pending.get(key, 0.0) + 1.0
+
+
+def count_state_store_error(backend: str, operation: str) -> None:
+    """Count one failed state-store call. O(1); flushed later."""
+    key = (STATE_STORE_ERRORS, (backend, operation))
+    _pending[key] = _pending.get(key, 0.0) + 1.0
+
+
+def count(metric: Counter, labels: tuple[str, ...] = (), amount: float = 1.0) -> None:
+    """Add to any counter here (its label values in order). O(1); flushed later."""
+    key = (metric, labels)
+    _pending[key] = _pending.get(key, 0.0) + amount
+
+
+class _HistogramSum:
+    __slots__ = ("counts", "total")
+
+    def __init__(self, size: int) -> None:
+        self.counts = [0] * size
+        self.total = 0.0
+
+
+class MetricsAggregator:
+    """Sums counters and histogram buckets in plain dicts; ``flush`` writes the sums to prometheus_client."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[Any, tuple[str, ...]], float] = {}
+        self._hists: dict[tuple[Any, tuple[str, ...]], _HistogramSum] = {}
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        self._bounds: dict[Any, tuple[float, ...]] = {
+            h: tuple(b) + (float("inf"),)
+            for h, b in ((REQUEST_SECONDS, LATENCY_BUCKETS), (UPSTREAM_SECONDS, LATENCY_BUCKETS),
+                         (ADDED_SECONDS, ADDED_BUCKETS), (TTFT_SECONDS, LATENCY_BUCKETS))
+        }
+        self._models: set[str] = set()
+
+    def add(self, metric: Any, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        key = (metric, labels)
+        counts = self._counts
+        counts[key] = counts.get(key, 0.0) + amount
+
+    def observe(self, histogram: Any, labels: tuple[str, ...], value: float) -> None:
+        key = (histogram, labels)
+        agg = self._hists.get(key)
+        bounds = self._bounds[histogram]
+        if agg is None:
+            agg = self._hists[key] = _HistogramSum(len(bounds))
+        agg.counts[bisect_left(bounds, value)] += 1
+        agg.total += value
+
+    def model_label(self, model: str | None) -> str:
+        if not model:
+            return ""
+        models = self._models
+        if model in models:
+            return model
+        if len(models) >= MAX_MODELS:
+            return "other"
+        models.add(model)
+        return model
+
+    def add_record(self, rec: Any, upstream_s: float | None, added_s: float | None, tokens_in: int,
+                   tokens_out: int, cost: float) -> None:
+        """Account one finished request."""
+        endpoint = rec.endpoint
+        provider = rec.provider or ""
+        model = self.model_label(rec.model)
+        self.add(REQUESTS, (endpoint, provider, model, str(rec.status), rec.cache_status or ""))
+        pair = (endpoint, provider)
+        self.observe(REQUEST_SECONDS, pair, rec.total_s)
+        if upstream_s is not None:
+            self.observe(UPSTREAM_SECONDS, pair, upstream_s)
+        if added_s is not None:
+            self.observe(ADDED_SECONDS, (endpoint,), added_s)
+        if rec.ttft_s is not None:
+            self.observe(TTFT_SECONDS, pair, rec.ttft_s)
+        if rec.retries:
+            self.add(RETRIES, pair, rec.retries)
+        if rec.fallbacks:
+            self.add(FALLBACKS, (endpoint,), rec.fallbacks)
+        if rec.breaker_opens:
+            self.add(BREAKER_OPENS, (endpoint,), rec.breaker_opens)
+        if tokens_in:
+            self.add(TOKENS, (provider, model, "input"), tokens_in)
+        if tokens_out:
+            self.add(TOKENS, (provider, model, "output"), tokens_out)
+        if cost:
+            self.add(COST, (provider, model), cost)
+
+    def _child(self, metric: Any, labels: tuple[str, ...]) -> Any:
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            if len(self._children) > 20000:
+                self._children.clear()
+            child = metric.labels(*labels) if labels else metric
+            self._children[key] = child
+        return child
+
+    def flush(self) -> None:
+        """Write everything summed since the last flush to prometheus_client (and the count_* hooks' counts)."""
+        counts, self._counts = self._counts, {}
+        if _pending:
+            for key, amount in list(_pending.items()):
+                counts[key] = counts.get(key, 0.0) + amount
+            _pending.clear()
+        for (metric, labels), amount in counts.items():
+            self._child(metric, labels).inc(amount)
+        hists, self._hists = self._hists, {}
+        for (metric, labels), agg in hists.items():
+            _add_to_histogram(self._child(metric, labels), self._bounds[metric], agg)
+
+
+def _add_to_histogram(child: Any, bounds: tuple[float, ...], agg: _HistogramSum) -> None:
+    """Add summed bucket counts to a histogram child. prometheus_client keeps non-cumulative bucket values and the
+    sum as ``_buckets`` / ``_sum`` (what ``observe`` increments one value at a time); should a release rename
+    them, fall back to observing each bucket's bound (the sum is then approximate)."""
+    buckets = getattr(child, "_buckets", None)
+    total = getattr(child, "_sum", None)
+    if buckets is None or total is None or len(buckets) != len(bounds):
+        for bound, n in zip(bounds, agg.counts):
+            for _ in range(n):
+                child.observe(bound if bound != float("inf") else bounds[-2])
+        return
+    total.inc(agg.total)
+    for i, n in enumerate(agg.counts):
+        if n:
+            buckets[i].inc(n)
+
+
+def render() -> bytes:
+    """The text exposition of every metric (all workers' in multiprocess mode). Reads files: call off the loop."""
+    if MULTIPROC_DIR:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=MULTIPROC_DIR)
+        return generate_latest(registry)
+    assert _REGISTRY is not None
+    return generate_latest(_REGISTRY)

@@ -1,0 +1,172 @@
+"""The recorder the pipeline hands finished records to: an O(1) enqueue, and one background task per worker that
+turns records into log lines, SQLite rows, metric sums and trace spans.
+
+``record`` only appends to a bounded deque (a full queue drops the record and counts it). The task wakes every
+``interval_s`` or when ``batch_size`` records wait, builds entries in slices (yielding to the event loop between
+slices), writes rows and lines in a thread, flushes metric sums to prometheus_client about once a second and
+queues spans for the OTLP exporter. ``close`` drains and flushes everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import deque
+from typing import Any
+
+from gateway.http.context import organisation_masked
+from gateway.observability import metrics
+from gateway.observability.logs import Derived, LineSink, LogStore, Masker, build_entry, encode_entry
+from gateway.observability.record import Recorder, RequestRecord
+from gateway.observability.tracing import OtlpExporter, request_spans
+from gateway.settings import Settings, data_path
+
+QUEUE_SIZE = 10_000
+BATCH_SIZE = 512
+INTERVAL_S = 0.5
+METRICS_INTERVAL_S = 1.0
+_SLICE = 32  # records built between two yields to the event loop
+
+
+class ObservabilityRecorder(Recorder):
+    """Request logs (SQLite + JSON lines), Prometheus metrics and OTLP traces, all off the request path."""
+
+    def __init__(self, settings: Settings, store: LogStore | None = None, sink: LineSink | None = None,
+                 exporter: Any = None, queue_size: int = QUEUE_SIZE, batch_size: int = BATCH_SIZE,
+                 interval_s: float = INTERVAL_S) -> None:
+        self.settings = settings
+        self.store = store or LogStore(str(data_path(settings, "logs.db")), settings.log_retention_rows)
+        self.sink = sink if sink is not None else LineSink(settings.log_file)
+        if exporter is None and settings.otlp_endpoint:
+            exporter = OtlpExporter(settings.otlp_endpoint)
+        self.exporter = exporter
+        self.masker = Masker(tuple(settings.organisation_headers_to_mask) + tuple(organisation_masked()))
+        self.metrics = metrics.MetricsAggregator()
+        self._queue: deque[RequestRecord] = deque()
+        self._max = queue_size
+        self._batch = batch_size
+        self._interval = interval_s
+        self._dropped = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self._last_metrics = time.monotonic()
+        self._warned: set[str] = set()
+
+    # -- the request path ------------------------------------------------------------------------------------
+    def record(self, record: RequestRecord) -> None:
+        queue = self._queue
+        if len(queue) >= self._max:
+            self._dropped += 1
+            return
+        queue.append(record)
+        if len(queue) == self._batch and self._wake is not None:
+            self._wake.set()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await asyncio.to_thread(self.store.open)
+        if self.exporter is not None:
+            await self.exporter.start()
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="observability-recorder")
+
+    async def close(self) -> None:
+        """Drain the queue, write, flush metrics and spans; bounded so shutdown never hangs on a slow sink."""
+        self._closing = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 10.0)
+            except asyncio.TimeoutError:
+                self._task.cancel()
+        if self._queue:
+            await self.drain()
+        self.metrics.flush()
+        if self.exporter is not None:
+            await self.exporter.close()
+        await asyncio.to_thread(self._close_sinks)
+
+    def _close_sinks(self) -> None:
+        self.store.close()
+        self.sink.close()
+
+    async def _run(self) -> None:
+        wake = self._wake
+        assert wake is not None
+        while True:
+            try:
+                await asyncio.wait_for(wake.wait(), self._interval)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
+            try:
+                await self.drain()
+            except Exception as exc:  # noqa: BLE001 - the task must outlive any one bad batch
+                self._warn("drain", exc)
+            if self._closing:
+                return
+
+    # -- the background work -----------------------------------------------------------------------------------
+    async def drain(self) -> None:
+        """Take every waiting record and write it out (also used by tests and at shutdown)."""
+        records, self._queue = self._queue, deque()
+        if self._dropped:
+            metrics.count(metrics.LOGS_DROPPED, ("queue_full",), self._dropped)
+            self._dropped = 0
+        if records:
+            rows, lines = await self._build(records)
+            if rows:
+                failed = await asyncio.to_thread(self._write, rows, lines)
+                if failed:
+                    metrics.count(metrics.LOGS_DROPPED, ("write_failed",), failed)
+        now = time.monotonic()
+        if now - self._last_metrics >= METRICS_INTERVAL_S or self._closing:
+            self._last_metrics = now
+            self.metrics.flush()
+
+    async def _build(self, records: deque[RequestRecord]) -> tuple[list[tuple], list[bytes]]:
+        offset = time.time() - time.perf_counter()
+        masker = self.masker
+        aggregator = self.metrics
+        exporter = self.exporter
+        rows: list[tuple] = []
+        lines: list[bytes] = []
+        for i, rec in enumerate(records):
+            if i and not i % _SLICE:
+                await asyncio.sleep(0)
+            try:
+                d = Derived(rec, offset, masker)
+                doc = encode_entry(build_entry(rec, d, masker))
+                rows.append((d.wall_start, rec.workspace, rec.trace_id, rec.status, rec.provider, doc))
+                lines.append(doc)
+                aggregator.add_record(rec, d.upstream_s, d.added_s, d.tokens_in, d.tokens_out, d.cost)
+                if exporter is not None:
+                    secrets = d.secrets
+                    exporter.add(request_spans(rec, d, lambda text: masker.scrub(text, secrets)))
+            except Exception as exc:  # noqa: BLE001 - one odd record must not lose the batch
+                metrics.count(metrics.LOGS_DROPPED, ("build_failed",))
+                self._warn("build", exc)
+        return rows, lines
+
+    def _write(self, rows: list[tuple], lines: list[bytes]) -> int:
+        """Insert the rows and write the lines (in a thread); returns how many rows could not be stored."""
+        failed = 0
+        try:
+            self.store.insert(rows)
+        except Exception as exc:  # noqa: BLE001 - a locked or full disk loses this batch, not the worker
+            failed = len(rows)
+            self._warn("store", exc)
+        try:
+            self.sink.write(lines)
+        except OSError as exc:
+            self._warn("lines", exc)
+        return failed
+
+    def _warn(self, what: str, exc: BaseException) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            print(f"gateway: request log {what} failed: {exc.__class__.__name__}: {exc} (reported once)",
+                  file=sys.stderr, flush=True)
