@@ -1,0 +1,48 @@
+"""The floor: the least any Python proxy on Granian + uvloop + aiohttp does (no parsing, auth or logging)."""
+
+import argparse
+import os
+from pathlib import Path
+
+import aiohttp
+
+UPSTREAM = os.environ.get("FLOOR_UPSTREAM", "http://127.0.0.1:9797")
+_RELAY = {b"content-type", b"authorization"}
+state: dict = {}
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] == "lifespan.startup":
+            state["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False)
+            await send({"type": "lifespan.startup.complete"})
+        await state["session"].close()  # the next lifespan message is the shutdown
+        return await send({"type": "lifespan.shutdown.complete"})
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body, more = body + message.get("body", b""), message.get("more_body", False)
+    headers = {k.decode(): v.decode() for k, v in scope["headers"] if k in _RELAY}
+    async with state["session"].post(UPSTREAM + scope["path"], data=body, headers=headers) as resp:
+        ctype = resp.headers.get("content-type", "application/json").encode()
+        await send({"type": "http.response.start", "status": resp.status, "headers": [(b"content-type", ctype)]})
+        if not ctype.startswith(b"text/event-stream"):
+            return await send({"type": "http.response.body", "body": await resp.read()})
+        async for chunk in resp.content.iter_any():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+
+if __name__ == "__main__":
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+
+    parser = argparse.ArgumentParser(description="floor proxy for bench/overhead.py")
+    parser.add_argument("--port", type=int, default=8788)
+    parser.add_argument("--upstream", default=UPSTREAM)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    os.environ["FLOOR_UPSTREAM"] = args.upstream.rstrip("/")  # read again by each worker at import
+    Granian("floor_proxy:app", address="127.0.0.1", port=args.port, interface=Interfaces.ASGI,
+            workers=args.workers, loop=Loops.uvloop, log_access=False, log_level="warning", backlog=2048,
+            working_dir=Path(__file__).resolve().parent).serve()

@@ -1,0 +1,214 @@
+"""The benchmark's servers: mock upstream, floor proxy and gateway as subprocesses on free loopback ports.
+
+Also reads what ``/proc`` says about them: the RSS of each Granian worker and the CPU time of a server's processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+ADMIN_KEY = "bench-admin-key"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """One server process (its own session, so its Granian workers go with it)."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], logdir: Path) -> None:
+        self.name = name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = logdir / f"{name}.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen([*cmd, "--port", str(self.port)], env=env, cwd=str(ROOT), stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.proc.pid
+
+    def wait_ready(self, probe: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if probe():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        tail = self.log.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise RuntimeError(f"{self.name} did not become ready:\n{tail}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        try:  # workers left behind by a main process that died first: our own session only
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _http_ok(url: str, body: bytes | None = None) -> bool:
+    req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=2) as resp:
+        return resp.status == 200
+
+
+class Stack:
+    """Mock for the whole run; floor and gateway per worker count (``start_proxies`` / ``stop_proxies``)."""
+
+    def __init__(self, log: Callable[[str], None] = print, gateway_env: dict[str, str] | None = None) -> None:
+        self.gateway_env = gateway_env or {}
+        self.log = log
+        self.admin_key = ADMIN_KEY
+        self.mock: Server | None = None
+        self.floor: Server | None = None
+        self.gateway: Server | None = None
+        self.gateway_requests = 0
+        self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "FLOOR_"))}
+
+    def __enter__(self) -> "Stack":
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        try:
+            self.mock = Server("mock", [sys.executable, "-m", "gateway", "mock-upstream", "--workers", "1"],
+                               self.env, self.tmp)
+            probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+            self.mock.wait_ready(lambda: _http_ok(self.mock.url + "/v1/chat/completions", probe))
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def scenario(self, name: str, steps: list[dict]) -> None:
+        """Script a mock scenario (``/s/<name>/...``); the mock runs one worker, so every request sees it."""
+        import msgspec
+
+        body = msgspec.json.encode({"steps": steps})
+        if not _http_ok(f"{self.mock.url}/_mock/scenarios/{name}", body):
+            raise RuntimeError(f"the mock refused scenario {name}")
+
+    def start_proxies(self, workers: int, floor: bool = True) -> None:
+        self.gateway_requests = 0
+        probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+        try:
+            if floor:
+                self.floor = Server("floor", [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream",
+                                              self.mock.url, "--workers", str(workers)], self.env, self.tmp)
+            data = self.tmp / f"data-{workers}"
+            env = {**self.env, "GATEWAY_ADMIN_KEY": self.admin_key, "GATEWAY_DATA_DIR": str(data),
+                   "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": str(workers), **self.gateway_env}
+            self.gateway = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
+            if self.floor is not None:
+                self.floor.wait_ready(lambda: _http_ok(self.floor.url + "/v1/chat/completions", probe))
+            self.gateway.wait_ready(lambda: _http_ok(self.gateway.url + "/ready"))
+            self._wait_workers(self.gateway, workers)
+            if self.floor is not None:
+                self._wait_workers(self.floor, workers)
+        except BaseException:
+            self.stop_proxies()
+            raise
+        self.log(f"started floor and gateway with {workers} worker(s)")
+
+    @staticmethod
+    def _wait_workers(server: Server, workers: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(worker_pids(server.pid)) < workers and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def stop_proxies(self) -> None:
+        for server in (self.floor, self.gateway):
+            if server is not None:
+                server.stop()
+        self.floor = self.gateway = None
+
+    def __exit__(self, *exc) -> None:
+        self.stop_proxies()
+        if self.mock is not None:
+            self.mock.stop()
+            self.mock = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _exit_on_signal(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            text = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            out.extend(int(c) for c in text)
+    except OSError:
+        pass
+    return out
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The Granian workers under a server's main process (multiprocessing helpers left out)."""
+    pids = []
+    for child in children(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"resource_tracker" not in cmdline and b"forkserver" not in cmdline:
+            pids.append(child)
+    return sorted(pids)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def worker_rss_mb(pid: int) -> list[float]:
+    """RSS of each worker, MB (MiB), in pid order."""
+    out = []
+    for child in worker_pids(pid):
+        try:
+            out.append(round(_rss_mb(child), 1))
+        except OSError:
+            pass
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a server's main process and all its descendants that are still running."""
+    total = 0.0
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+        stack.extend(children(current))
+    return total

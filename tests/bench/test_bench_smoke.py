@@ -1,0 +1,81 @@
+"""The benchmark tools run and report: bench/overhead.py's JSON and bench/load.sh's locust summary (no timings)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "BENCH_"))}
+    env["PYTHON"] = sys.executable
+    return env
+
+
+def run_json(cmd: list[str], timeout: float = 240) -> dict:
+    done = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{cmd} exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return json.loads(done.stdout)
+
+
+def overhead(*args: str) -> dict:
+    return run_json([sys.executable, "bench/overhead.py", "--workers", "1", "--requests", "50", "--warmup", "10",
+                     "--rounds", "1", "--duration", "1", *args])
+
+
+def test_overhead_reports_every_path_for_chat_and_streams() -> None:
+    report = overhead()
+    assert {"machine", "workers", "verdict", "settings"} <= set(report)
+    assert report["machine"]["nproc"] >= 1 and report["machine"]["loadgen"]
+    run = report["workers"]["1"]
+    for mode in ("chat", "stream"):
+        result = run[mode]
+        assert set(result["latency_ms"]) == {"direct", "floor", "gateway"}
+        assert {"p50", "p99"} <= set(result["latency_ms"]["gateway"])
+        assert set(result["added_ms"]) == {"floor", "gateway"}
+        assert {"p50", "p99"} == set(result["added_ms"]["gateway"])
+        assert "added_p50_ratio" in result and "throughput_ratio" in result
+        assert set(result["throughput_rps"]) == {"direct", "floor", "gateway"}
+        assert all(v > 0 for v in result["throughput_rps"].values())
+        assert result["errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+        assert result["throughput_errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+        assert result["connections"] == 32
+    assert run["stream"]["content_chunks"] == {"direct": 20, "floor": 20, "gateway": 20}
+    assert len(run["gateway_rss_mb"]) == 1 and run["gateway_rss_mb"][0] > 0
+    assert run["gateway_requests_served"] > 100
+    assert {"added_p50_ratio_ok", "throughput_ratio_ok", "rss_ok"} <= set(report["verdict"])
+
+
+def test_overhead_runs_with_the_python_load_generator() -> None:
+    report = overhead("--loadgen", "python", "--modes", "chat")
+    assert report["machine"]["loadgen"].startswith("python")
+    result = report["workers"]["1"]["chat"]
+    assert all(v > 0 for v in result["throughput_rps"].values())
+    assert result["throughput_errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+    assert "stream" not in report["workers"]["1"]
+
+
+def test_memory_mode_reports_rss_at_half_and_end() -> None:
+    report = run_json([sys.executable, "bench/overhead.py", "--memory", "--memory-requests", "2000"])
+    memory = report["memory"]
+    assert memory["requests"] == 2000 and memory["errors"] == 0
+    assert memory["rss_mb_at_half"]["requests"] >= 1000 and memory["rss_mb_at_end"]["requests"] == 2000
+    assert len(memory["growth_mb_half_to_end"]) == 1
+    assert {"rss_ok", "no_growth_ok"} <= set(memory)
+
+
+def test_load_script_reports_locust_results_as_json() -> None:
+    report = run_json(["bash", "bench/load.sh", "--time", "5s", "--users", "2", "--spawn-rate", "2"], timeout=120)
+    assert report["scenario"] == "MixedUser"
+    assert report["requests"] > 0
+    assert report["failures"] == 0
+    assert {"p50", "p95", "p99"} <= set(report["latency_ms"])
+    assert {"chat", "chat stream", "chat fallback", "chat cache"} <= set(report["by_name"])
