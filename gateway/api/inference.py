@@ -20,7 +20,7 @@ from gateway.api.runtime import Runtime
 from gateway.config.resolve import resolve_config
 from gateway.http.body import ClientDisconnected, read_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import GatewayError, InvalidRequest, UpstreamTimeout, UpstreamUnreachable
+from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, UpstreamTimeout, UpstreamUnreachable
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import UpstreamCall
@@ -76,8 +76,6 @@ def internal_error(exc: BaseException) -> GatewayError:
 
 
 def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
-    from gateway.http.errors import Unauthorized
-
     if not ctx.api_key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
     record = runtime.keys.lookup(ctx.api_key)
@@ -86,11 +84,16 @@ def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
     ctx.workspace = record.workspace
 
 
+_RETRY_COUNTS = [str(n).encode() for n in range(16)]
+
+
 def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None) -> list:
     headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1"))]
     if state is not None:
         headers.append((b"x-gateway-last-used-option-index", state.path.encode()))
-        headers.append((b"x-gateway-retry-attempt-count", str(state.retries).encode()))
+        retries = state.retries
+        headers.append((b"x-gateway-retry-attempt-count",
+                        _RETRY_COUNTS[retries] if retries < 16 else str(retries).encode()))
     if provider:
         headers.append((b"x-gateway-provider", provider.encode()))
     return headers
@@ -166,7 +169,7 @@ class Pipeline:
             record.parent_span_id = ctx.parent_span_id
             record.span_name = ctx.span_name
             record.sensitive_headers = ctx.sensitive_headers
-            record.request_headers = ctx.headers
+            record.request_headers = ctx.raw_headers
         if state is not None:
             record.retries = state.retries
             record.fallbacks = state.fallbacks
@@ -207,7 +210,7 @@ class Pipeline:
                 upstream_request.headers = forwarded
             record.provider = provider
             record.upstream_started = time.perf_counter()
-            response = await runtime.client.open(upstream_request)
+            response = await runtime.client.open(upstream_request, stream)
             try:
                 if not 200 <= response.status < 300:
                     data = await read_upstream(response)

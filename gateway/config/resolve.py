@@ -80,7 +80,9 @@ def resolve_config(ctx: RequestContext) -> Config:
         return merged
     if ctx.provider:
         _check_slug(ctx.provider)
-        key = (ctx.provider, ctx.bearer, ctx.custom_host, *(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:]))
+        key: tuple = (ctx.provider, ctx.bearer, ctx.custom_host)
+        if ctx.has_cloud_headers:
+            key += tuple(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:])
         config = _header_configs.get(key)
         if config is None:
             config = Config(**_header_values(ctx))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -48,8 +48,6 @@ _GATEWAY_FIELDS: dict[str, str] = {
     "cloudaaccesskeyid": "cloudA_access_key_id",
     "cloudaregion": "cloudA_region",
 }
-# exact lowercase header names map straight to the attribute (the common, fast case)
-_EXACT: dict[bytes, str] = {}
 
 #: never forwarded, whatever x-gateway-forward-headers says (hop-by-hop and framing headers)
 HOP_BY_HOP = frozenset(
@@ -83,7 +81,8 @@ class RequestContext:
         "cache_namespace", "request_timeout", "forward_headers", "sensitive_headers", "bearer",
         "cloudB_resource_name", "cloudB_deployment_id", "cloudB_api_version", "cloudB_model_name",
         "cloudC_project_id", "cloudC_region", "cloudC_llm_request_type", "cloudA_session_token",
-        "cloudA_secret_access_key", "cloudA_access_key_id", "cloudA_region", "headers", "workspace",
+        "cloudA_secret_access_key", "cloudA_access_key_id", "cloudA_region", "raw_headers", "_headers",
+        "workspace", "has_cloud_headers",
     )
 
     def __init__(self) -> None:
@@ -116,9 +115,19 @@ class RequestContext:
         self.cloudA_secret_access_key: str | None = None
         self.cloudA_access_key_id: str | None = None
         self.cloudA_region: str | None = None
-        #: every non-gateway header of the request, lower-cased name -> value (last wins)
-        self.headers: dict[str, str] = {}
+        #: the ASGI header list as received; ``headers`` is built from it on first use
+        self.raw_headers: list[tuple[bytes, bytes]] | tuple = ()
+        self._headers: dict[str, str] | None = None
         self.workspace: str | None = None
+        #: a cloud-specific gateway header (cloudA/cloudB/cloudC) was sent
+        self.has_cloud_headers = False
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Every non-gateway header of the request, lower-cased name -> value (last wins)."""
+        if self._headers is None:
+            self._headers = client_headers(self.raw_headers)
+        return self._headers
 
     def forwarded(self, extra_names: tuple[str, ...] | list[str] | None = None) -> dict[str, str]:
         """The client headers to send upstream unchanged: those named in forward_headers (header or config),
@@ -147,74 +156,114 @@ def organisation_masked() -> frozenset[str]:
     return _ORG_MASK
 
 
-def _set(ctx: RequestContext, attr: str, value: str) -> None:
-    if attr == "metadata":
-        try:
-            doc = _json_decode(value)
-        except msgspec.DecodeError:
-            raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata") from None
-        if not isinstance(doc, dict):
-            raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata")
-        ctx.metadata = doc
-    elif attr == "request_timeout":
-        try:
-            timeout = int(value.strip())
-        except ValueError:
-            raise InvalidRequest(
-                "x-gateway-request-timeout must be an integer number of milliseconds",
-                param="x-gateway-request-timeout",
-            ) from None
-        if timeout <= 0:
-            raise InvalidRequest("x-gateway-request-timeout must be > 0", param="x-gateway-request-timeout")
-        ctx.request_timeout = timeout
-    elif attr == "cache_force_refresh":
-        flag = value.strip().lower()
-        if flag not in ("true", "false"):
-            raise InvalidRequest(
-                "x-gateway-cache-force-refresh must be true or false", param="x-gateway-cache-force-refresh"
-            )
-        ctx.cache_force_refresh = flag == "true"
-    elif attr == "forward_headers":
-        ctx.forward_headers = header_names(value, "x-gateway-forward-headers")
-    elif attr == "sensitive_headers":
-        ctx.sensitive_headers = frozenset(header_names(value, "x-gateway-sensitive-headers"))
-    else:
+def _set_metadata(ctx: RequestContext, value: str) -> None:
+    try:
+        doc = _json_decode(value)
+    except msgspec.DecodeError:
+        raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata") from None
+    if not isinstance(doc, dict):
+        raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata")
+    ctx.metadata = doc
+
+
+def _set_request_timeout(ctx: RequestContext, value: str) -> None:
+    try:
+        timeout = int(value.strip())
+    except ValueError:
+        raise InvalidRequest(
+            "x-gateway-request-timeout must be an integer number of milliseconds", param="x-gateway-request-timeout"
+        ) from None
+    if timeout <= 0:
+        raise InvalidRequest("x-gateway-request-timeout must be > 0", param="x-gateway-request-timeout")
+    ctx.request_timeout = timeout
+
+
+def _set_cache_force_refresh(ctx: RequestContext, value: str) -> None:
+    flag = value.strip().lower()
+    if flag not in ("true", "false"):
+        raise InvalidRequest("x-gateway-cache-force-refresh must be true or false", param="x-gateway-cache-force-refresh")
+    ctx.cache_force_refresh = flag == "true"
+
+
+def _set_forward_headers(ctx: RequestContext, value: str) -> None:
+    ctx.forward_headers = header_names(value, "x-gateway-forward-headers")
+
+
+def _set_sensitive_headers(ctx: RequestContext, value: str) -> None:
+    ctx.sensitive_headers = frozenset(header_names(value, "x-gateway-sensitive-headers"))
+
+
+_PARSED: dict[str, Callable[[RequestContext, str], None]] = {
+    "metadata": _set_metadata,
+    "request_timeout": _set_request_timeout,
+    "cache_force_refresh": _set_cache_force_refresh,
+    "forward_headers": _set_forward_headers,
+    "sensitive_headers": _set_sensitive_headers,
+}
+
+
+def _setter(attr: str) -> Callable[[RequestContext, str], None]:
+    parsed = _PARSED.get(attr)
+    if parsed is not None:
+        return parsed
+    if attr.startswith("cloud"):
+        def set_cloud(ctx: RequestContext, value: str) -> None:
+            setattr(ctx, attr, value)
+            ctx.has_cloud_headers = True
+
+        return set_cloud
+
+    def set_plain(ctx: RequestContext, value: str) -> None:
         setattr(ctx, attr, value)
 
+    return set_plain
 
-def _attr_for(suffix: bytes) -> str | None:
-    attr = _EXACT.get(suffix)
-    if attr is None:
-        norm = suffix.decode("latin-1").replace("-", "").replace("_", "").lower()
+
+#: full lower-case header name -> setter, filled on first sight of each spelling (bounded)
+_SETTERS: dict[bytes, Callable[[RequestContext, str], None] | None] = {}
+
+
+def _setter_for(name: bytes) -> Callable[[RequestContext, str], None] | None:
+    setter = _SETTERS.get(name)
+    if setter is None and name not in _SETTERS:
+        norm = name[_PREFIX_LEN:].decode("latin-1").replace("-", "").replace("_", "").lower()
         attr = _GATEWAY_FIELDS.get(norm)
-        if attr is not None and len(_EXACT) < 512:
-            _EXACT[suffix] = attr
-    return attr
+        setter = _setter(attr) if attr is not None else None
+        if len(_SETTERS) < 1024:
+            _SETTERS[name] = setter
+    return setter
+
+
+def client_headers(raw_headers: list[tuple[bytes, bytes]] | tuple) -> dict[str, str]:
+    """The request's non-gateway headers as a dict (lower-cased names; last wins)."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in raw_headers:
+        name = raw_name.lower()
+        if not name.startswith(_PREFIX):
+            out[name.decode("latin-1")] = raw_value.decode("latin-1")
+    return out
 
 
 def build_context(raw_headers: list[tuple[bytes, bytes]] | tuple) -> RequestContext:
-    """Read the ASGI header list once into a RequestContext. Bad gateway header values raise InvalidRequest."""
+    """Read the ASGI header list once into a RequestContext. Bad gateway header values raise InvalidRequest.
+
+    ASGI servers give lower-case header names (Granian does); other headers are only decoded when used.
+    """
     ctx = RequestContext()
-    headers = ctx.headers
-    for raw_name, raw_value in raw_headers:
-        name = raw_name.lower()
+    ctx.raw_headers = raw_headers
+    for name, raw_value in raw_headers:
         if name.startswith(_PREFIX):
-            attr = _attr_for(name[_PREFIX_LEN:])
-            if attr is not None:
-                _set(ctx, attr, raw_value.decode("latin-1"))
-            continue
-        value = raw_value.decode("latin-1")
-        if name == b"authorization":
+            setter = _SETTERS.get(name) or _setter_for(name.lower())
+            if setter is not None:
+                setter(ctx, raw_value.decode("latin-1"))
+        elif name == b"authorization":
+            value = raw_value.decode("latin-1")
             if value[:7].lower() == "bearer ":
                 ctx.bearer = value[7:].strip()
-            headers["authorization"] = value
-        elif name == b"x-cloudc-llm-request-type":
-            ctx.cloudC_llm_request_type = value
         elif name == b"traceparent":
-            ctx.traceparent = value
-            headers["traceparent"] = value
-        else:
-            headers[name.decode("latin-1")] = value
+            ctx.traceparent = raw_value.decode("latin-1")
+        elif name == b"x-cloudc-llm-request-type":
+            ctx.cloudC_llm_request_type = raw_value.decode("latin-1")
     if not ctx.trace_id:
         ctx.trace_id = _trace_from_parent(ctx.traceparent) or new_trace_id()
         ctx.trace_generated = True

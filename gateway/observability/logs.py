@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 import msgspec
 
+from gateway.http.context import client_headers
 from gateway.observability.cost import cost_usd
 
 #: header values that are credentials whatever the request says
@@ -191,7 +192,7 @@ class Derived:
         self.upstream_s, self.added_s = timings(rec)
         self.tokens_in, self.tokens_out, self.tokens_total = tokens(rec.usage)
         self.cost = cost_usd(rec.provider, rec.model, self.tokens_in, self.tokens_out)
-        self.headers, self.secrets = masker.headers(rec.request_headers, rec.sensitive_headers)
+        self.headers, self.secrets = masker.headers(client_headers(rec.request_headers or ()), rec.sensitive_headers)
 
 
 def _ms(seconds: float | None) -> float | None:

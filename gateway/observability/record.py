@@ -39,7 +39,8 @@ class RequestRecord:
         self.target_path: str | None = None
         self.metadata: dict[str, Any] | None = None
         self.error: str | None = None
-        self.request_headers: dict[str, str] | None = None
+        #: the ASGI header list as received (``gateway.http.context.client_headers`` turns it into a dict)
+        self.request_headers: list[tuple[bytes, bytes]] | tuple | None = None
         self.sensitive_headers: frozenset[str] = frozenset()
         self.request_body: bytes | None = None
         self.response_body: bytes | None = None

@@ -24,6 +24,7 @@ import aiohttp
 import msgspec
 
 from gateway import __version__
+from gateway.http.context import client_headers
 from gateway.observability import metrics
 
 _HEX = frozenset("0123456789abcdef")
@@ -90,7 +91,7 @@ def request_spans(rec: Any, d: Any, scrub) -> list[dict]:
     span_id = span_id or "%016x" % getrandbits(64)
     parent_id, parent_derived = otlp_id(rec.parent_span_id, 16)
     if parent_id is None:
-        parent_id = traceparent_parent((rec.request_headers or {}).get("traceparent"), trace_id)
+        parent_id = traceparent_parent(client_headers(rec.request_headers or ()).get("traceparent"), trace_id)
     start = d.wall_start
     end = start + rec.total_s
     attributes = [

@@ -187,6 +187,7 @@ class CloudBStream(VendorAStream):
         super().__init__(provider)
         self.held: list[bytes] = []
         self.started = False
+        self.aligned = False  # no raw relay before the first real event (see passthrough_ready)
 
     def _events(self, events: list) -> list[bytes]:
         out = super()._events(events)
@@ -202,6 +203,9 @@ class CloudBStream(VendorAStream):
         out = self.held + out[index:]
         self.held = []
         return out
+
+    def passthrough_ready(self) -> bool:
+        return self.started  # until then every chunk goes through _events, which holds the filter chunks
 
     def close(self) -> list[bytes]:
         out = super().close()

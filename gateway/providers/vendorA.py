@@ -101,9 +101,14 @@ class VendorAAdapter(ProviderAdapter):
 
 
 class VendorAStream(HeldError):
-    """Relays vendorA SSE chunks event by event; swallows the upstream's [DONE] (the pipeline writes one)."""
+    """Relays vendorA SSE chunks event by event; swallows the upstream's [DONE] (the pipeline writes one).
 
-    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "held_error")
+    Fast path: a chunk that starts and ends on event boundaries (the splitter holds nothing, the chunk ends with a
+    blank line, has no CR) and cannot hold an error, usage or [DONE] is relayed as the very bytes received, with no
+    splitting or re-encoding; anything else goes through the splitter.
+    """
+
+    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "held_error", "aligned")
 
     def __init__(self, provider: str) -> None:
         sse = _speedups.sse
@@ -114,10 +119,22 @@ class VendorAStream(HeldError):
         self.usage: Usage | None = None
         self.done = False
         self.held_error: GatewayError | None = None
+        #: the splitter holds no partial event: the next chunk starts on an event boundary
+        self.aligned = True
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self.raise_held()
-        return self._events(self.splitter.feed(chunk))
+        ends_aligned = chunk[-2:] == b"\n\n" and b"\r" not in chunk
+        if (self.aligned and ends_aligned and not self.done and b'"error"' not in chunk
+                and b'"usage"' not in chunk and b"[DONE]" not in chunk):
+            return [chunk]
+        out = self._events(self.splitter.feed(chunk))
+        self.aligned = ends_aligned and self.passthrough_ready()
+        return out
+
+    def passthrough_ready(self) -> bool:
+        """Whether later aligned chunks may skip the splitter (subclasses that hold events back say no)."""
+        return True
 
     def close(self) -> list[bytes]:
         self.raise_held()

@@ -29,11 +29,12 @@ class UpstreamClient:
         self.settings = settings
         self.resolver = PinnedResolver(AllowList(settings.allow_private_hosts))
         self.session: aiohttp.ClientSession | None = None
-        self._timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=settings.upstream_connect_timeout_ms / 1000,
-            sock_read=settings.upstream_read_timeout_ms / 1000,
-        )
+        connect_s = settings.upstream_connect_timeout_ms / 1000
+        read_s = settings.upstream_read_timeout_ms / 1000
+        # A non-streamed answer is silent until it is complete, so one timer for the whole answer bounds the
+        # silence as well as a per-read timer would, without re-arming a timer on every socket read.
+        self._timeout = aiohttp.ClientTimeout(total=read_s, connect=connect_s)
+        self._stream_timeout = aiohttp.ClientTimeout(total=None, connect=connect_s, sock_read=read_s)
         self._urls: dict[str, tuple[URL, str, int]] = {}
 
     async def start(self) -> None:
@@ -74,14 +75,16 @@ class UpstreamClient:
         _, host, port = self._url(url)
         await self.resolver.check(host, port)
 
-    async def open(self, req: UpstreamRequest) -> aiohttp.ClientResponse:
+    async def open(self, req: UpstreamRequest, stream: bool = False) -> aiohttp.ClientResponse:
         """Send the request and return the response with its headers read (body not yet read)."""
         assert self.session is not None, "UpstreamClient.start() was not awaited"
         url, host, port = self._url(req.url)
-        await self.resolver.check(host, port)
+        if not self.resolver.recently_checked(host, port):
+            await self.resolver.check(host, port)
         try:
             return await self.session.request(
-                req.method, url, data=req.body, headers=req.headers, allow_redirects=False
+                req.method, url, data=req.body, headers=req.headers, allow_redirects=False,
+                timeout=self._stream_timeout if stream else self._timeout,
             )
         except (aiohttp.ConnectionTimeoutError, aiohttp.SocketTimeoutError, asyncio.TimeoutError):
             raise UpstreamTimeout(f"timed out connecting to upstream {host}") from None

@@ -131,6 +131,10 @@ class PinnedResolver(AbstractResolver):
             return None
         return refused_reason(address)
 
+    def recently_checked(self, host: str, port: int) -> bool:
+        """True while an earlier check of this host passed (the common case: no await needed)."""
+        return self._checked.get((host, port), 0.0) > time.monotonic()
+
     async def check(self, host: str, port: int) -> None:
         """Refuse (403) a host that is or resolves to a refused address; fills the pin cache."""
         key = (host, port)

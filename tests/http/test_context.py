@@ -7,7 +7,7 @@ from gateway.http.errors import InvalidRequest
 
 
 def ctx(*pairs):
-    return build_context([(k.encode(), v.encode()) for k, v in pairs])
+    return build_context([(k.lower().encode(), v.encode()) for k, v in pairs])  # ASGI names are lower-case
 
 
 @pytest.mark.parametrize("name", ["x-gateway-virtual-key", "x-gateway-virtual_key", "x-gateway-virtualKey"])

@@ -52,3 +52,15 @@ def test_content_then_error_in_one_upstream_write_reaches_the_client_in_order(ga
     assert payloads[-1] == b"[DONE]" and b"burst error" in payloads[-2]
     contents = [msgspec.json.decode(p)["choices"][0]["delta"].get("content") for p in payloads[:-2]]
     assert "".join(c or "" for c in contents).startswith("Hello from the")
+
+
+def test_aligned_chunks_are_relayed_as_received_and_misaligned_ones_are_split():
+    stream = VendorAStream("vendorA")
+    assert stream.feed(CHUNK) == [CHUNK]  # the very bytes
+    half = len(CHUNK) // 2
+    assert stream.feed(CHUNK[:half]) == []
+    out = stream.feed(CHUNK[half:] + CHUNK)
+    assert len(out) == 2 and all(b'"hi"' in e for e in out)
+    crlf = CHUNK.replace(b"\n", b"\r\n")
+    assert stream.feed(crlf) == [CHUNK]  # normalised through the splitter
+    assert stream.feed(b"data: [DONE]\n\n") == [] and stream.close() == []
