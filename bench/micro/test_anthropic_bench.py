@@ -7,23 +7,15 @@ splitter; each stream benchmark records ``events_per_s`` in its extra info.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-import msgspec
-import pytest
-
-from gateway import _speedups
 from gateway.config.schema import Config
-from gateway.http import sse as pure_sse
-from gateway.http.context import RequestContext
 from gateway.providers.anthropic import AnthropicAdapter
-from gateway.providers.base import CHAT, UpstreamCall
-from gateway.schema.chat import parse_chat
+from gateway.providers.base import UpstreamCall
+
+from streams import chat_call, chunked, encode, report, rewrite, run
 
 adapter = AnthropicAdapter()
-encode = msgspec.json.encode
 TEXT_DELTAS = 200
+TARGET = Config(provider="anthropic", api_key="sk-ant")
 
 REQUEST = {
     "model": "claude-x",
@@ -61,18 +53,7 @@ ANSWER = encode({
 
 
 def call_for(body: dict, stream: bool = False) -> UpstreamCall:
-    raw = encode(body)
-    return UpstreamCall(CHAT, Config(provider="anthropic", api_key="sk-ant"), raw, parse_chat(raw), stream,
-                        RequestContext(), "anthropic")
-
-
-def run(coroutine):
-    """Drive a coroutine that never suspends (build_request awaits nothing for anthropic)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise RuntimeError("build_request suspended")
+    return chat_call(TARGET, body, stream)
 
 
 def sse_event(doc: dict) -> bytes:
@@ -95,35 +76,10 @@ def stream_bytes() -> tuple[list[bytes], int]:
                 "usage": {"output_tokens": TEXT_DELTAS}},
                {"type": "message_stop"}]
     raw = b"".join(sse_event(e) for e in events)
-    return [raw[i : i + 1400] for i in range(0, len(raw), 1400)], len(events)
+    return chunked(raw), len(events)
 
 
 CHUNKS, EVENT_COUNT = stream_bytes()
-
-
-def compiled_twin() -> ModuleType:
-    if _speedups.NO_EXTENSIONS:
-        pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
-    try:
-        return importlib.import_module("gateway._speedups.sse")
-    except ImportError as exc:
-        pytest.fail(f"gateway._speedups.sse is not built ({exc}); run python setup.py build_ext --inplace")
-
-
-@pytest.fixture(params=["pure", "compiled"])
-def sse(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    module = pure_sse if request.param == "pure" else compiled_twin()
-    monkeypatch.setattr(_speedups, "sse", module, raising=False)
-    return module
-
-
-def report(benchmark, events: int) -> None:
-    stats = getattr(benchmark, "stats", None)
-    if stats is None:  # benchmarks disabled: the function ran once, untimed
-        return
-    rate = events / stats.stats.mean
-    benchmark.extra_info["events_per_s"] = round(rate)
-    print(f"\n{benchmark.name}: {rate:,.0f} events/s")
 
 
 def test_request_transform(benchmark):
@@ -138,16 +94,8 @@ def test_response_transform(benchmark):
     assert b'"tool_calls"' in result.body and result.usage.prompt_tokens == 540
 
 
-def rewrite(call: UpstreamCall) -> int:
-    transformer = adapter.stream(call)
-    out = 0
-    for chunk in CHUNKS:
-        out += len(transformer.feed(chunk))
-    return out + len(transformer.close())
-
-
-def test_stream_rewrite(benchmark, sse):
+def test_stream_rewrite(benchmark, sse_in_use):
     call = call_for({**REQUEST, "stream": True, "stream_options": {"include_usage": True}}, stream=True)
     # role chunk + one chunk per text delta + finish chunk + usage chunk
-    assert benchmark(rewrite, call) == TEXT_DELTAS + 3
+    assert benchmark(rewrite, adapter, call, CHUNKS) == TEXT_DELTAS + 3
     report(benchmark, EVENT_COUNT)

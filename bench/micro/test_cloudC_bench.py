@@ -7,22 +7,13 @@ records ``events_per_s`` in its extra info.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-import msgspec
-import pytest
-
-from gateway import _speedups
 from gateway.config.schema import Config
-from gateway.http import sse as pure_sse
-from gateway.http.context import RequestContext
-from gateway.providers.base import CHAT, UpstreamCall
+from gateway.providers.base import UpstreamCall
 from gateway.providers.cloudC import CloudCAdapter
-from gateway.schema.chat import parse_chat
+
+from streams import chat_call, chunked, encode, report, rewrite, run
 
 adapter = CloudCAdapter()
-encode = msgspec.json.encode
 TEXT_EVENTS = 200
 TARGET = Config(provider="cloudC", api_key="ya29.bench", cloudC_project_id="bench-proj", cloudC_region="us-central1")
 
@@ -62,17 +53,7 @@ ANSWER = encode({
 
 
 def call_for(body: dict, stream: bool = False) -> UpstreamCall:
-    raw = encode(body)
-    return UpstreamCall(CHAT, TARGET, raw, parse_chat(raw), stream, RequestContext(), "cloudC")
-
-
-def run(coroutine):
-    """Drive a coroutine that never suspends (with a given token, build_request awaits nothing)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise RuntimeError("build_request suspended")
+    return chat_call(TARGET, body, stream)
 
 
 def stream_bytes() -> tuple[list[bytes], int]:
@@ -83,35 +64,10 @@ def stream_bytes() -> tuple[list[bytes], int]:
     events[-1]["usageMetadata"] = {"promptTokenCount": 25, "candidatesTokenCount": TEXT_EVENTS,
                                    "totalTokenCount": 25 + TEXT_EVENTS}
     raw = b"".join(b"data: " + encode(e) + b"\r\n\r\n" for e in events)
-    return [raw[i: i + 1400] for i in range(0, len(raw), 1400)], len(events)
+    return chunked(raw), len(events)
 
 
 CHUNKS, EVENT_COUNT = stream_bytes()
-
-
-def compiled_twin() -> ModuleType:
-    if _speedups.NO_EXTENSIONS:
-        pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
-    try:
-        return importlib.import_module("gateway._speedups.sse")
-    except ImportError as exc:
-        pytest.fail(f"gateway._speedups.sse is not built ({exc}); run python setup.py build_ext --inplace")
-
-
-@pytest.fixture(params=["pure", "compiled"])
-def sse(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    module = pure_sse if request.param == "pure" else compiled_twin()
-    monkeypatch.setattr(_speedups, "sse", module, raising=False)
-    return module
-
-
-def report(benchmark, events: int) -> None:
-    stats = getattr(benchmark, "stats", None)
-    if stats is None:  # benchmarks disabled: the function ran once, untimed
-        return
-    rate = events / stats.stats.mean
-    benchmark.extra_info["events_per_s"] = round(rate)
-    print(f"\n{benchmark.name}: {rate:,.0f} events/s")
 
 
 def test_request_transform(benchmark):
@@ -126,16 +82,8 @@ def test_response_transform(benchmark):
     assert b'"tool_calls"' in result.body and result.usage.total_tokens == 508
 
 
-def rewrite(call: UpstreamCall) -> int:
-    transformer = adapter.stream(call)
-    out = 0
-    for chunk in CHUNKS:
-        out += len(transformer.feed(chunk))
-    return out + len(transformer.close())
-
-
-def test_stream_rewrite(benchmark, sse):
+def test_stream_rewrite(benchmark, sse_in_use):
     call = call_for({**REQUEST, "stream": True, "stream_options": {"include_usage": True}}, stream=True)
     # one chunk per text event + finish chunk + usage chunk
-    assert benchmark(rewrite, call) == TEXT_EVENTS + 2
+    assert benchmark(rewrite, adapter, call, CHUNKS) == TEXT_EVENTS + 2
     report(benchmark, EVENT_COUNT)

@@ -34,8 +34,8 @@ def make_record(i: int = 0) -> RequestRecord:
     rec.total_s = 0.0205
     rec.usage = Usage(prompt_tokens=12, completion_tokens=40, total_tokens=52)
     rec.target_path = "config.targets[0]"
-    rec.request_headers = {"authorization": "Bearer sk-live-abcdefghijklmnop", "content-type": "application/json",
-                           "user-agent": "bench/1.0", "x-team": "blue"}
+    rec.request_headers = [(b"authorization", b"Bearer sk-live-abcdefghijklmnop"),
+                           (b"content-type", b"application/json"), (b"user-agent", b"bench/1.0"), (b"x-team", b"blue")]
     rec.metadata = {"_user": "u1", "env": "bench"}
     return rec
 

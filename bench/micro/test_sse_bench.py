@@ -5,29 +5,11 @@ Each benchmark records ``events_per_s`` in its extra info (shown with ``--benchm
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-import pytest
-
-from gateway import _speedups
-from gateway.http import sse as pure_sse
+from streams import report
 
 EVENTS = 20
-
-
-def compiled_twin() -> ModuleType:
-    if _speedups.NO_EXTENSIONS:
-        pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
-    try:
-        return importlib.import_module("gateway._speedups.sse")
-    except ImportError as exc:
-        pytest.fail(f"gateway._speedups.sse is not built ({exc}); run python setup.py build_ext --inplace")
-
-
-@pytest.fixture(params=["pure", "compiled"])
-def sse(request: pytest.FixtureRequest) -> ModuleType:
-    return pure_sse if request.param == "pure" else compiled_twin()
 
 
 def vendor_a_payload(i: int) -> bytes:
@@ -64,15 +46,6 @@ def anthropic_events() -> list[tuple[bytes, bytes]]:
 ANTHROPIC_CHUNKS = [b"event: " + name + b"\ndata: " + data + b"\n\n" for name, data in anthropic_events()]
 HUGE_EVENT = b"data: " + b"x" * 262_144 + b"\n\n"
 HUGE_CHUNKS = [HUGE_EVENT[i : i + 64] for i in range(0, len(HUGE_EVENT), 64)]
-
-
-def report(benchmark, events: int) -> None:
-    stats = getattr(benchmark, "stats", None)
-    if stats is None:  # benchmarks disabled: the function ran once, untimed
-        return
-    rate = events / stats.stats.mean
-    benchmark.extra_info["events_per_s"] = round(rate)
-    print(f"\n{benchmark.name}: {rate:,.0f} events/s")
 
 
 def split(module: ModuleType, chunks: list[bytes]) -> int:

@@ -16,8 +16,19 @@ import math
 import re
 import uuid
 
-from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json, retry_headers
-from gateway.mock.scoring import bearer, body_json, is_positive_int, is_str_list, ranked
+from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json
+from gateway.mock.scoring import (
+    AUTH,
+    NO_MODEL,
+    NOT_OBJECT,
+    UNKNOWN_FIELDS,
+    checked_body,
+    is_positive_int,
+    is_str_list,
+    rerank_items,
+    scripted_error,
+    worded,
+)
 from gateway.mock.vendorA import embedding_vector
 
 RERANK_FIELDS = frozenset({"model", "query", "documents", "top_n", "max_tokens_per_doc", "priority"})
@@ -33,28 +44,22 @@ async def _fail(send: Send, status: int, message: str, headers: list | None = No
     await respond_json(send, status, {"id": str(uuid.uuid4()), "message": message}, headers)
 
 
-async def error(req: MockRequest, send: Send) -> None:
-    step = req.step
-    await _fail(send, step.status, step.message or f"mock upstream error {step.status}", retry_headers(step))
+error = scripted_error(_fail)
+_refuse = worded(_fail, {
+    AUTH: (401, "invalid api token"),
+    NOT_OBJECT: (400, "invalid request: body must be a JSON object"),
+    UNKNOWN_FIELDS: (400, "invalid request: unknown field(s): {}"),
+    NO_MODEL: (400, "invalid request: model is required"),
+})
 
 
 async def _common(req: MockRequest, send: Send, fields: frozenset[str]) -> dict | None:
-    """The body when auth, JSON and field names are acceptable; otherwise the error is sent and None returned."""
-    if bearer(req.headers) is None:
-        await _fail(send, 401, "invalid api token")
-        return None
-    doc = body_json(req.body)
+    """The body when auth, JSON, field names and the model are acceptable; otherwise the error is sent and None
+    returned."""
+    doc = await checked_body(req, send, fields, _refuse)
     if doc is None:
-        await _fail(send, 400, "invalid request: body must be a JSON object")
         return None
-    unknown = sorted(set(doc) - fields)
-    if unknown:
-        await _fail(send, 400, f"invalid request: unknown field(s): {', '.join(unknown)}")
-        return None
-    model = doc.get("model")
-    if not isinstance(model, str) or not model:
-        await _fail(send, 400, "invalid request: model is required")
-        return None
+    model = doc["model"]
     if re.match(r"^cohere[./]", model):
         await _fail(send, 404, f"model '{model}' not found, make sure the correct model ID was used and that you "
                                "have access to the model.")
@@ -81,10 +86,9 @@ async def rerank(req: MockRequest, send: Send) -> None:
         if field in doc and not is_positive_int(doc[field]):
             await _fail(send, 400, f"invalid request: {field} must be a positive integer")
             return
-    results = [{"index": i, "relevance_score": score} for i, score in ranked(query, documents, doc.get("top_n"))]
     await respond_json(send, 200, {
         "id": str(uuid.uuid4()),
-        "results": results,
+        "results": rerank_items(query, documents, doc.get("top_n")),
         "meta": {"api_version": API_VERSION, "billed_units": {"search_units": math.ceil(len(documents) / 100)}},
     })
 

@@ -12,8 +12,20 @@ from __future__ import annotations
 
 import re
 
-from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json, retry_headers
-from gateway.mock.scoring import bearer, body_json, is_positive_int, is_str_list, ranked
+from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json
+from gateway.mock.scoring import (
+    AUTH,
+    NOT_OBJECT,
+    UNKNOWN_FIELDS,
+    checked_body,
+    detail_fail,
+    input_list,
+    is_positive_int,
+    is_str_list,
+    rerank_items,
+    rerank_tokens,
+    scripted_error,
+)
 from gateway.mock.vendorA import embedding_vector
 
 RERANK_FIELDS = frozenset({"model", "query", "documents", "top_n", "return_documents"})
@@ -22,38 +34,27 @@ EMBED_FIELDS = frozenset({"model", "input", "task", "dimensions", "embedding_typ
 TASKS = frozenset({"retrieval.query", "retrieval.passage", "text-matching", "classification", "separation"})
 
 
-async def _fail(send: Send, status: int, detail: str, headers: list | None = None) -> None:
-    await respond_json(send, status, {"detail": detail}, headers)
-
-
 async def _invalid(send: Send, field: str, msg: str, kind: str = "value_error") -> None:
     await respond_json(send, 422, {"detail": [{"loc": ["body", field], "msg": msg, "type": kind}]})
 
 
-async def error(req: MockRequest, send: Send) -> None:
-    step = req.step
-    await _fail(send, step.status, step.message or f"mock upstream error {step.status}", retry_headers(step))
+error = scripted_error(detail_fail)
 
 
-async def _common(req: MockRequest, send: Send, fields: frozenset[str]) -> dict | None:
-    if bearer(req.headers) is None:
-        await _fail(send, 401, "Unauthorized: missing or invalid API key")
-        return None
-    doc = body_json(req.body)
-    if doc is None:
+async def _refuse(send: Send, check: str, unknown: list[str]) -> None:
+    """A failed common check: a 401 for auth, else the 422 validation form (naming the first unknown field)."""
+    if check == AUTH:
+        await detail_fail(send, 401, "Unauthorized: missing or invalid API key")
+    elif check == NOT_OBJECT:
         await _invalid(send, "__root__", "body must be a JSON object", "type_error.dict")
-        return None
-    for field in sorted(set(doc) - fields):
-        await _invalid(send, field, "extra fields not permitted", "value_error.extra")
-        return None
-    if not isinstance(doc.get("model"), str) or not doc["model"]:
+    elif check == UNKNOWN_FIELDS:
+        await _invalid(send, unknown[0], "extra fields not permitted", "value_error.extra")
+    else:
         await _invalid(send, "model", "field required", "value_error.missing")
-        return None
-    return doc
 
 
 async def rerank(req: MockRequest, send: Send) -> None:
-    doc = await _common(req, send, RERANK_FIELDS)
+    doc = await checked_body(req, send, RERANK_FIELDS, _refuse)
     if doc is None:
         return
     query = doc.get("query")
@@ -75,23 +76,17 @@ async def rerank(req: MockRequest, send: Send) -> None:
     if top_n is not None and not is_positive_int(top_n):
         await _invalid(send, "top_n", "ensure this value is greater than or equal to 1")
         return
-    with_documents = doc.get("return_documents", False)
-    results = []
-    for index, score in ranked(query, texts, top_n):
-        item: dict = {"index": index, "relevance_score": score}
-        if with_documents:
-            item["document"] = {"text": texts[index]}
-        results.append(item)
-    tokens = count_tokens(query) * len(texts) + sum(count_tokens(t) for t in texts)
-    await respond_json(send, 200, {"model": doc["model"], "usage": {"total_tokens": tokens}, "results": results})
+    as_document = (lambda text: {"text": text}) if doc.get("return_documents", False) else None
+    results = rerank_items(query, texts, top_n, as_document)
+    await respond_json(send, 200, {"model": doc["model"], "usage": {"total_tokens": rerank_tokens(query, texts)},
+                                   "results": results})
 
 
 async def embeddings(req: MockRequest, send: Send) -> None:
-    doc = await _common(req, send, EMBED_FIELDS)
+    doc = await checked_body(req, send, EMBED_FIELDS, _refuse)
     if doc is None:
         return
-    value = doc.get("input")
-    texts = [value] if isinstance(value, str) else value
+    texts = input_list(doc)
     if not is_str_list(texts) or not texts:
         await _invalid(send, "input", "input must be a string or a non-empty list of strings")
         return

@@ -35,17 +35,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.providers.base import (
-    EMBEDDINGS,
-    RERANK,
-    ProviderAdapter,
-    UpstreamCall,
-    UpstreamRequest,
-    UpstreamResult,
-    malformed,
-)
-from gateway.providers.retrieval import embedding_result, input_texts, json_body, rerank_result
-from gateway.providers.vendorA import bearer_headers
+from gateway.providers.base import EMBEDDINGS, RERANK, UpstreamCall, UpstreamResult, malformed
+from gateway.providers.retrieval import RetrievalAdapter, embedding_result, input_texts, rerank_result
 
 BASE_URL = "https://api.cohere.com/v2"
 PATHS = {RERANK: "/rerank", EMBEDDINGS: "/embed"}
@@ -95,49 +86,48 @@ _rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
 _embed_decoder = msgspec.json.Decoder(_EmbedAnswer)
 
 
-class CohereAdapter(ProviderAdapter):
+class CohereAdapter(RetrievalAdapter):
     name = "cohere"
-    endpoints = frozenset({RERANK, EMBEDDINGS})
+    base_url = BASE_URL
+    paths = PATHS
 
-    async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
-        base = (call.target.custom_host or BASE_URL).rstrip("/")
-        req = call.request
-        doc: dict[str, Any]
-        if call.endpoint == RERANK:
-            doc = {"model": upstream_model(req.model), "query": req.query, "documents": req.texts()}
-            if req.top_n is not None:
-                doc["top_n"] = req.top_n
-            if req.max_tokens_per_doc is not None:
-                doc["max_tokens_per_doc"] = req.max_tokens_per_doc
-            if req.priority is not None:
-                doc["priority"] = req.priority
-        else:
-            doc = {
-                "model": req.model,
-                "texts": input_texts(call),
-                "input_type": req.input_type or DEFAULT_INPUT_TYPE,
-                "embedding_types": ["float"],
-            }
-            if req.dimensions is not None:
-                doc["output_dimension"] = req.dimensions
-        headers = bearer_headers(call.target.api_key)
+    def headers(self, call: UpstreamCall) -> dict[str, str]:
+        headers = super().headers(call)
         headers["accept"] = "application/json"
-        return UpstreamRequest(base + PATHS[call.endpoint], headers, json_body(doc))
+        return headers
 
-    def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
-        if call.endpoint == RERANK:
-            try:
-                answer = _rerank_decoder.decode(body)
-            except msgspec.MsgspecError:
-                raise malformed(self.name, "not a rerank answer", body) from None
-            units = answer.meta.billed_units if answer.meta else None
-            search_units = units.search_units if units and units.search_units is not None else 0
-            scored = [(item.index, item.relevance_score, None) for item in answer.results]
-            return rerank_result(call, scored, answer.id, search_units)
-        try:
-            answer = _embed_decoder.decode(body)
-        except msgspec.MsgspecError:
-            raise malformed(self.name, "not an embed answer", body) from None
+    def rerank_body(self, call: UpstreamCall) -> dict[str, Any]:
+        req = call.request
+        doc: dict[str, Any] = {"model": upstream_model(req.model), "query": req.query, "documents": req.texts()}
+        if req.top_n is not None:
+            doc["top_n"] = req.top_n
+        if req.max_tokens_per_doc is not None:
+            doc["max_tokens_per_doc"] = req.max_tokens_per_doc
+        if req.priority is not None:
+            doc["priority"] = req.priority
+        return doc
+
+    def embed_body(self, call: UpstreamCall) -> dict[str, Any]:
+        req = call.request
+        doc: dict[str, Any] = {
+            "model": req.model,
+            "texts": input_texts(call),
+            "input_type": req.input_type or DEFAULT_INPUT_TYPE,
+            "embedding_types": ["float"],
+        }
+        if req.dimensions is not None:
+            doc["output_dimension"] = req.dimensions
+        return doc
+
+    def rerank_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
+        answer = self.decode(_rerank_decoder, body, "not a rerank answer")
+        units = answer.meta.billed_units if answer.meta else None
+        search_units = units.search_units if units and units.search_units is not None else 0
+        scored = [(item.index, item.relevance_score, None) for item in answer.results]
+        return rerank_result(call, scored, answer.id, search_units)
+
+    def embed_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
+        answer = self.decode(_embed_decoder, body, "not an embed answer")
         vectors = answer.embeddings.float_
         if vectors is None or len(vectors) != len(input_texts(call)):
             raise malformed(self.name, "embed answer without one float embedding per text", body)

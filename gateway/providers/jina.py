@@ -27,25 +27,14 @@ from typing import Any
 
 import msgspec
 
-from gateway.http.errors import GatewayError
-from gateway.providers.base import (
-    EMBEDDINGS,
-    RERANK,
-    ProviderAdapter,
-    UpstreamCall,
-    UpstreamRequest,
-    UpstreamResult,
-    malformed,
-)
-from gateway.providers.retrieval import detail_error, embedding_result, input_texts, json_body, rerank_result
-from gateway.providers.vendorA import bearer_headers
+from gateway.providers.base import EMBEDDINGS, RERANK, UpstreamCall
+from gateway.providers.retrieval import TokenBilledAdapter, TokenUsage, VectorList, input_texts
 
 BASE_URL = "https://api.jina.ai/v1"
 PATHS = {RERANK: "/rerank", EMBEDDINGS: "/embeddings"}
 
 
-class _Usage(msgspec.Struct, gc=False):
-    total_tokens: int = 0
+class _Usage(TokenUsage, gc=False):
     prompt_tokens: int | None = None
 
 
@@ -65,63 +54,34 @@ class _RerankAnswer(msgspec.Struct):
     usage: _Usage | None = None
 
 
-class _EmbeddingItem(msgspec.Struct, gc=False):
-    embedding: list[float]
-    index: int
-
-
-class _EmbedAnswer(msgspec.Struct):
-    data: list[_EmbeddingItem]
-    model: str | None = None
+class _EmbedAnswer(VectorList):
     usage: _Usage | None = None
 
 
-_rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
-_embed_decoder = msgspec.json.Decoder(_EmbedAnswer)
-
-
-class JinaAdapter(ProviderAdapter):
+class JinaAdapter(TokenBilledAdapter):
     name = "jina"
-    endpoints = frozenset({RERANK, EMBEDDINGS})
+    base_url = BASE_URL
+    paths = PATHS
+    rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
+    embed_decoder = msgspec.json.Decoder(_EmbedAnswer)
 
-    async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
-        base = (call.target.custom_host or BASE_URL).rstrip("/")
+    def rerank_body(self, call: UpstreamCall) -> dict[str, Any]:
         req = call.request
-        doc: dict[str, Any]
-        if call.endpoint == RERANK:
-            doc = {"model": req.model, "query": req.query, "documents": req.texts(),
-                   "return_documents": req.return_documents}
-            if req.top_n is not None:
-                doc["top_n"] = req.top_n
-        else:
-            doc = {"model": req.model, "input": input_texts(call), "embedding_type": "float"}
-            if req.input_type is not None:
-                doc["task"] = req.input_type
-            if req.dimensions is not None:
-                doc["dimensions"] = req.dimensions
-        return UpstreamRequest(base + PATHS[call.endpoint], bearer_headers(call.target.api_key), json_body(doc))
+        doc: dict[str, Any] = {"model": req.model, "query": req.query, "documents": req.texts(),
+                               "return_documents": req.return_documents}
+        if req.top_n is not None:
+            doc["top_n"] = req.top_n
+        return doc
 
-    def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
-        return detail_error(self.name, status, body, headers)
+    def embed_body(self, call: UpstreamCall) -> dict[str, Any]:
+        req = call.request
+        doc: dict[str, Any] = {"model": req.model, "input": input_texts(call), "embedding_type": "float"}
+        if req.input_type is not None:
+            doc["task"] = req.input_type
+        if req.dimensions is not None:
+            doc["dimensions"] = req.dimensions
+        return doc
 
-    def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
-        if call.endpoint == RERANK:
-            try:
-                answer = _rerank_decoder.decode(body)
-            except msgspec.MsgspecError:
-                raise malformed(self.name, "not a rerank answer", body) from None
-            tokens = answer.usage.total_tokens if answer.usage else 0
-            scored = [
-                (item.index, item.relevance_score, item.document.text if item.document else None)
-                for item in answer.results
-            ]
-            return rerank_result(call, scored, None, tokens, tokens)
-        try:
-            answer = _embed_decoder.decode(body)
-        except msgspec.MsgspecError:
-            raise malformed(self.name, "not an embeddings answer", body) from None
-        vectors = [item.embedding for item in sorted(answer.data, key=lambda item: item.index)]
-        if len(vectors) != len(input_texts(call)):
-            raise malformed(self.name, "embeddings answer without one embedding per input", body)
-        tokens = answer.usage.total_tokens if answer.usage else 0
-        return embedding_result(call, vectors, answer.model, tokens)
+    def scored(self, answer: _RerankAnswer) -> list[tuple[int, float, str | None]]:
+        return [(item.index, item.relevance_score, item.document.text if item.document else None)
+                for item in answer.results]

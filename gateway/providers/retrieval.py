@@ -6,6 +6,11 @@ id, usage: {search_units}, provider}`` with results sorted by relevance, highest
 embedding answer is vendorA's list: ``{object: "list", data: [{object: "embedding", index, embedding}], model,
 usage: {prompt_tokens, total_tokens}}``; with ``encoding_format: "base64"`` each embedding is the base64 of its
 little-endian float32 values, as vendorA encodes it (so the vendorA SDKs, which ask for base64 by default, decode it).
+
+The adapters' shared frame lives here too: ``RetrievalAdapter`` (URL from ``custom_host`` or the default base plus
+the endpoint's path, bearer auth, dispatch to the endpoint's body builder and answer reader) and
+``TokenBilledAdapter`` for the providers that answer ``{"detail"}`` errors, bill reranking in tokens and answer
+embeddings as a ``{data: [{embedding, index}], model, usage: {total_tokens}}`` list (voyage, jina).
 """
 
 from __future__ import annotations
@@ -19,7 +24,17 @@ from typing import Any
 import msgspec
 
 from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.providers.base import UpstreamCall, UpstreamResult, malformed, upstream_error
+from gateway.providers.base import (
+    EMBEDDINGS,
+    RERANK,
+    ProviderAdapter,
+    UpstreamCall,
+    UpstreamRequest,
+    UpstreamResult,
+    malformed,
+    upstream_error,
+)
+from gateway.providers.vendorA import bearer_headers
 from gateway.schema.common import Usage
 
 _encode = msgspec.json.encode
@@ -164,3 +179,97 @@ def detail_error(provider: str, status: int, body: bytes, headers: Any) -> Gatew
     if message is None:
         return upstream_error(provider, status, body, headers)
     return upstream_error(provider, status, body, headers, message=message)
+
+
+# --- the adapters' shared frame -------------------------------------------------------------------------------
+
+class TokenUsage(msgspec.Struct, gc=False):
+    """``usage`` as voyage and jina report it: the billed tokens."""
+
+    total_tokens: int = 0
+
+
+class VectorItem(msgspec.Struct, gc=False):
+    embedding: list[float]
+    index: int
+
+
+class VectorList(msgspec.Struct):
+    """An embeddings answer in the list shape voyage and jina share: ``{data: [{embedding, index}], model, usage}``."""
+
+    data: list[VectorItem]
+    model: str | None = None
+    usage: TokenUsage | None = None
+
+
+class RetrievalAdapter(ProviderAdapter):
+    """A rerank and embeddings adapter: the URL is ``custom_host`` (else ``base_url``) plus the endpoint's entry in
+    ``paths``, auth is a bearer token; a subclass builds each endpoint's body and reads each endpoint's answer."""
+
+    base_url: str = ""
+    paths: dict[str, str] = {}
+    endpoints = frozenset({RERANK, EMBEDDINGS})
+
+    def url(self, call: UpstreamCall) -> str:
+        return (call.target.custom_host or self.base_url).rstrip("/") + self.paths[call.endpoint]
+
+    def headers(self, call: UpstreamCall) -> dict[str, str]:
+        return bearer_headers(call.target.api_key)
+
+    def rerank_body(self, call: UpstreamCall) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def embed_body(self, call: UpstreamCall) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def rerank_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
+        raise NotImplementedError
+
+    def embed_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
+        raise NotImplementedError
+
+    async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
+        url = self.url(call)
+        doc = self.rerank_body(call) if call.endpoint == RERANK else self.embed_body(call)
+        return UpstreamRequest(url, self.headers(call), json_body(doc))
+
+    def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
+        if call.endpoint == RERANK:
+            return self.rerank_answer(call, body)
+        return self.embed_answer(call, body)
+
+    def decode(self, decoder: msgspec.json.Decoder, body: bytes, what: str) -> Any:
+        """``body`` decoded; anything the decoder refuses is a 502 saying it is ``what``."""
+        try:
+            return decoder.decode(body)
+        except msgspec.MsgspecError:
+            raise malformed(self.name, what, body) from None
+
+
+class TokenBilledAdapter(RetrievalAdapter):
+    """voyage and jina: ``{"detail"}`` errors; reranking billed in tokens (``usage.total_tokens``, which is also the
+    unified ``search_units``); embeddings answered as a ``VectorList``. A subclass sets ``rerank_decoder`` and says
+    how its rerank answer's items read (``scored``)."""
+
+    rerank_decoder: msgspec.json.Decoder
+    embed_decoder = msgspec.json.Decoder(VectorList)
+
+    def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
+        return detail_error(self.name, status, body, headers)
+
+    def scored(self, answer: Any) -> list[tuple[int, float, str | None]]:
+        """``(index, relevance_score, document text or None)`` for each item of a decoded rerank answer."""
+        raise NotImplementedError
+
+    def rerank_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
+        answer = self.decode(self.rerank_decoder, body, "not a rerank answer")
+        tokens = answer.usage.total_tokens if answer.usage else 0
+        return rerank_result(call, self.scored(answer), None, tokens, tokens)
+
+    def embed_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
+        answer = self.decode(self.embed_decoder, body, "not an embeddings answer")
+        vectors = [item.embedding for item in sorted(answer.data, key=lambda item: item.index)]
+        if len(vectors) != len(input_texts(call)):
+            raise malformed(self.name, "embeddings answer without one embedding per input", body)
+        tokens = answer.usage.total_tokens if answer.usage else 0
+        return embedding_result(call, vectors, answer.model, tokens)

@@ -28,25 +28,11 @@ from typing import Any
 
 import msgspec
 
-from gateway.http.errors import GatewayError
-from gateway.providers.base import (
-    EMBEDDINGS,
-    RERANK,
-    ProviderAdapter,
-    UpstreamCall,
-    UpstreamRequest,
-    UpstreamResult,
-    malformed,
-)
-from gateway.providers.retrieval import detail_error, embedding_result, input_texts, json_body, rerank_result
-from gateway.providers.vendorA import bearer_headers
+from gateway.providers.base import EMBEDDINGS, RERANK, UpstreamCall
+from gateway.providers.retrieval import TokenBilledAdapter, TokenUsage, input_texts
 
 BASE_URL = "https://api.voyageai.com/v1"
 PATHS = {RERANK: "/rerank", EMBEDDINGS: "/embeddings"}
-
-
-class _Usage(msgspec.Struct, gc=False):
-    total_tokens: int = 0
 
 
 class _RerankItem(msgspec.Struct, gc=False):
@@ -58,65 +44,33 @@ class _RerankItem(msgspec.Struct, gc=False):
 class _RerankAnswer(msgspec.Struct):
     data: list[_RerankItem]
     model: str | None = None
-    usage: _Usage | None = None
+    usage: TokenUsage | None = None
 
 
-class _EmbeddingItem(msgspec.Struct, gc=False):
-    embedding: list[float]
-    index: int
-
-
-class _EmbedAnswer(msgspec.Struct):
-    data: list[_EmbeddingItem]
-    model: str | None = None
-    usage: _Usage | None = None
-
-
-_rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
-_embed_decoder = msgspec.json.Decoder(_EmbedAnswer)
-
-
-class VoyageAdapter(ProviderAdapter):
+class VoyageAdapter(TokenBilledAdapter):
     name = "voyage"
-    endpoints = frozenset({RERANK, EMBEDDINGS})
+    base_url = BASE_URL
+    paths = PATHS
+    rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
 
-    async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
-        base = (call.target.custom_host or BASE_URL).rstrip("/")
+    def rerank_body(self, call: UpstreamCall) -> dict[str, Any]:
         req = call.request
-        doc: dict[str, Any]
-        if call.endpoint == RERANK:
-            doc = {"query": req.query, "documents": req.texts(), "model": req.model,
-                   "return_documents": req.return_documents}
-            if req.top_n is not None:
-                doc["top_k"] = req.top_n
-            if req.truncation is not None:
-                doc["truncation"] = req.truncation
-        else:
-            doc = {"input": input_texts(call), "model": req.model}
-            if req.input_type is not None:
-                doc["input_type"] = req.input_type
-            if req.dimensions is not None:
-                doc["output_dimension"] = req.dimensions
-        return UpstreamRequest(base + PATHS[call.endpoint], bearer_headers(call.target.api_key), json_body(doc))
+        doc: dict[str, Any] = {"query": req.query, "documents": req.texts(), "model": req.model,
+                               "return_documents": req.return_documents}
+        if req.top_n is not None:
+            doc["top_k"] = req.top_n
+        if req.truncation is not None:
+            doc["truncation"] = req.truncation
+        return doc
 
-    def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
-        return detail_error(self.name, status, body, headers)
+    def embed_body(self, call: UpstreamCall) -> dict[str, Any]:
+        req = call.request
+        doc: dict[str, Any] = {"input": input_texts(call), "model": req.model}
+        if req.input_type is not None:
+            doc["input_type"] = req.input_type
+        if req.dimensions is not None:
+            doc["output_dimension"] = req.dimensions
+        return doc
 
-    def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
-        if call.endpoint == RERANK:
-            try:
-                answer = _rerank_decoder.decode(body)
-            except msgspec.MsgspecError:
-                raise malformed(self.name, "not a rerank answer", body) from None
-            tokens = answer.usage.total_tokens if answer.usage else 0
-            scored = [(item.index, item.relevance_score, item.document) for item in answer.data]
-            return rerank_result(call, scored, None, tokens, tokens)
-        try:
-            answer = _embed_decoder.decode(body)
-        except msgspec.MsgspecError:
-            raise malformed(self.name, "not an embeddings answer", body) from None
-        vectors = [item.embedding for item in sorted(answer.data, key=lambda item: item.index)]
-        if len(vectors) != len(input_texts(call)):
-            raise malformed(self.name, "embeddings answer without one embedding per input", body)
-        tokens = answer.usage.total_tokens if answer.usage else 0
-        return embedding_result(call, vectors, answer.model, tokens)
+    def scored(self, answer: _RerankAnswer) -> list[tuple[int, float, str | None]]:
+        return [(item.index, item.relevance_score, item.document) for item in answer.data]

@@ -13,8 +13,9 @@ Every chunk carries one generated id; tool calls are numbered in the order their
 sent at ``messageStop``; a usage chunk (empty ``choices``) follows ``metadata`` when ``stream_options.include_usage``
 is set. The role chunk ``messageStart`` makes is held back until the first content, so an exception right after
 ``messageStart`` is still the stream's first event (a real status). When one read holds events and then an
-exception, the events are returned and the error is raised by the next ``feed`` / ``close``. A stream that ends
-mid-frame or before ``messageStop`` is a 502 naming the provider.
+exception, the events are returned and the error is held (``base.HeldError``): the pipeline sees it in
+``held_error``, and the next ``feed`` / ``close`` raises it. A stream that ends mid-frame or before ``messageStop``
+is a 502 naming the provider.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import GatewayError
-from gateway.providers.base import malformed, upstream_error
+from gateway.providers.base import HeldError, malformed, upstream_error
 from gateway.providers.cloudA import converse
 from gateway.providers.cloudA.eventstream import EventStreamDecoder, EventStreamError, Message
 from gateway.schema.common import Usage
@@ -99,11 +100,11 @@ class _UsageChunk(msgspec.Struct):
     system_fingerprint: None = None
 
 
-class ConverseStream:
+class ConverseStream(HeldError):
     """One stream's transformer: ``feed`` raw upstream bytes, get encoded SSE events."""
 
     __slots__ = ("provider", "model", "include_usage", "reasoning", "usage", "id", "created", "decoder",
-                 "tools", "stopped", "error", "role_pending", "_head", "_encode_event")
+                 "tools", "stopped", "held_error", "role_pending", "_head", "_encode_event")
 
     def __init__(self, provider: str, model: str, include_usage: bool, reasoning: bool) -> None:
         self.provider = provider
@@ -116,7 +117,7 @@ class ConverseStream:
         self.decoder = EventStreamDecoder()
         self.tools: dict[int, int] = {}
         self.stopped = False
-        self.error: GatewayError | None = None
+        self.held_error: GatewayError | None = None
         self.role_pending = False
         self._head = (b'{"id":"' + self.id.encode() + b'","object":"chat.completion.chunk","created":'
                       + str(self.created).encode() + b',"model":' + _encode(model)
@@ -136,8 +137,7 @@ class ConverseStream:
         out.append(event)
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        if self.error is not None:
-            raise self.error
+        self.raise_held()
         try:
             messages = self.decoder.feed(chunk)
         except EventStreamError as exc:
@@ -147,15 +147,12 @@ class ConverseStream:
             for message in messages:
                 self._handle(message, out)
         except GatewayError as error:
-            if not out:
-                raise
             # events decoded before the failure in the same read go out first; the failure follows them
-            self.error = error
+            return self.hold(error, out)
         return out
 
     def close(self) -> list[bytes]:
-        if self.error is not None:
-            raise self.error
+        self.raise_held()
         if self.decoder.pending:
             raise malformed(self.provider, f"stream ended inside an event ({self.decoder.pending} bytes left)")
         if not self.stopped:
