@@ -25,7 +25,7 @@ from gateway.http.respond import end_stream, send_chunk, send_error, send_json, 
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import UpstreamCall
 from gateway.providers.registry import get_adapter
-from gateway.routing.execute import RunState
+from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, plan_for
 from gateway.upstream.client import read_body as read_upstream
@@ -134,7 +134,11 @@ class Pipeline:
 
             state = RunState(ctx.request_timeout, ctx.metadata, params)
             attempt = self._attempt_fn(ctx, body, request, stream, record)
-            outcome = await runtime.router.run(node, attempt, state)
+            if needs_router(node, state, runtime.router.default_timeout_ms):
+                outcome = await runtime.router.run(node, attempt, state)
+            else:
+                state.attempts = 1
+                outcome = await attempt(node)
         except ClientDisconnected:
             record.status = 499
             record.error = "client disconnected before sending its body"

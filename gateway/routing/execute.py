@@ -50,6 +50,11 @@ Attempt = Callable[[Node], Awaitable[Any]]
 _ALWAYS_FALLBACK = (RequestTimeout, UpstreamTimeout, UpstreamUnreachable, CircuitOpen)
 
 
+def needs_router(node: Node, state: RunState, default_timeout_ms: int | None) -> bool:
+    """False when the request is one plain attempt at a lone target (the hot path: no frames to add)."""
+    return not (node.direct and state.timeout_ms is None and default_timeout_ms is None)
+
+
 class Router:
     def __init__(
         self,
@@ -64,6 +69,8 @@ class Router:
         self.sleep = sleep
 
     async def run(self, node: Node, attempt: Attempt, state: RunState) -> Any:
+        """Run ``node``. Callers may skip this for a ``direct`` node when no request_timeout applies (see
+        ``needs_router``): the attempt is then made as it would be here, one call with nothing around it."""
         mode = node.mode
         if mode is None:
             return await self._leaf(node, attempt, state)

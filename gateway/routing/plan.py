@@ -23,7 +23,7 @@ from gateway.http.errors import InvalidRequest
 class Node:
     __slots__ = (
         "config", "children", "path", "mode", "cumulative", "total_weight", "compiled", "then_index",
-        "default_index", "fallback_codes", "breaker_key", "has_breakers",
+        "default_index", "fallback_codes", "breaker_key", "has_breakers", "direct",
     )
 
     def __init__(self, config: Config, path: str, root_id: str) -> None:
@@ -39,6 +39,8 @@ class Node:
         self.fallback_codes: list[list[int] | None] = []
         self.breaker_key = f"{root_id}:{path}"
         self.has_breakers = False
+        #: a lone target with no retry, breaker or request_timeout of its own: one plain attempt
+        self.direct = False
 
     def pick_weighted(self) -> "Node":
         """A child drawn by weight (weight 0 is never drawn)."""
@@ -53,6 +55,7 @@ def _build(raw: Config, parent: Config | None, path: str, root_id: str) -> Node:
     config = effective(parent, raw) if parent is not None else raw
     node = Node(config, path, root_id)
     if not raw.targets:
+        node.direct = config.retry is None and config.cb_config is None and config.request_timeout is None
         return node
     strategy = raw.strategy
     node.mode = strategy.mode if strategy is not None else "single"

@@ -13,14 +13,10 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
-from gateway import __version__
 from gateway.http.errors import UpstreamTimeout, UpstreamUnreachable
 from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
-
-USER_AGENT = f"gateway/{__version__}"
-
 
 class UpstreamClient:
     """Sends UpstreamRequests; the caller reads (or streams) and releases the response."""
@@ -49,9 +45,7 @@ class UpstreamClient:
         self.session = aiohttp.ClientSession(
             connector=connector,
             timeout=self._timeout,
-            headers={"user-agent": USER_AGENT},
             auto_decompress=True,
-            skip_auto_headers=("content-type",),
         )
 
     async def close(self) -> None:
