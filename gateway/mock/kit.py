@@ -29,7 +29,8 @@ import msgspec
 
 _encode = msgspec.json.encode
 DEFAULT_REPLY = (
-    "Hello from the gateway mock upstream: this deterministic reply has exactly twenty words so streams have twenty chunks."
+    "Hello from the gateway mock upstream: this deterministic reply has exactly twenty words, so every stream has twenty "
+    "content chunks."
 )
 
 

@@ -29,8 +29,8 @@ class UpstreamClient:
         read_s = settings.upstream_read_timeout_ms / 1000
         # A non-streamed answer is silent until it is complete, so one timer for the whole answer bounds the
         # silence as well as a per-read timer would, without re-arming a timer on every socket read.
-        self._timeout = aiohttp.ClientTimeout(total=read_s, connect=connect_s)
-        self._stream_timeout = aiohttp.ClientTimeout(total=None, connect=connect_s, sock_read=read_s)
+        self._timeout = aiohttp.ClientTimeout(total=read_s, sock_connect=connect_s)
+        self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
         self._urls: dict[str, tuple[URL, str, int]] = {}
 
     async def start(self) -> None:
