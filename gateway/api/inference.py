@@ -15,7 +15,6 @@ from typing import Any, Callable
 import aiohttp
 import msgspec
 
-from gateway import _speedups
 from gateway.api.runtime import Runtime
 from gateway.config.resolve import resolve_config
 from gateway.http.body import ClientDisconnected, read_body

@@ -19,7 +19,6 @@ from gateway.mock.kit import (
     Send,
     count_tokens,
     end_stream,
-    respond,
     respond_json,
     retry_headers,
     sse,

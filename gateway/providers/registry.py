@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from gateway.http.errors import InvalidRequest
-from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK, ProviderAdapter
+from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, ProviderAdapter
 from gateway.providers.vendorA import VendorAAdapter
 
 _ALL_VENDOR_A = frozenset({CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS})

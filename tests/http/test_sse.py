@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 from types import ModuleType
 
@@ -12,21 +11,12 @@ from hypothesis import strategies as st
 
 from gateway import _speedups
 from gateway.http import sse as pure_sse
-
-
-def compiled_twin() -> ModuleType:
-    """The compiled twin; skipped only when extensions are switched off, a failure when it is not built."""
-    if _speedups.NO_EXTENSIONS:
-        pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
-    try:
-        return importlib.import_module("gateway._speedups.sse")
-    except ImportError as exc:
-        pytest.fail(f"gateway._speedups.sse is not built ({exc}); run python setup.py build_ext --inplace")
+from tests.support.twins import compiled_twin
 
 
 @pytest.fixture(params=["pure", "compiled"])
 def sse(request: pytest.FixtureRequest) -> ModuleType:
-    return pure_sse if request.param == "pure" else compiled_twin()
+    return pure_sse if request.param == "pure" else compiled_twin("sse")
 
 
 def split_all(sse: ModuleType, chunks: list[bytes], close: bool = True) -> list[tuple[bytes | None, bytes]]:
@@ -286,7 +276,7 @@ def test_done_constant_and_is_done(sse):
 
 
 def test_twins_expose_the_same_names():
-    compiled = compiled_twin()
+    compiled = compiled_twin("sse")
     assert sorted(compiled.__all__) == sorted(pure_sse.__all__)
     for name in pure_sse.__all__:
         assert hasattr(compiled, name), name
@@ -307,7 +297,7 @@ def chunked(stream: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def twins() -> list[ModuleType]:
-    return [pure_sse] if _speedups.NO_EXTENSIONS else [pure_sse, compiled_twin()]
+    return [pure_sse] if _speedups.NO_EXTENSIONS else [pure_sse, compiled_twin("sse")]
 
 
 @settings(max_examples=300, deadline=None)

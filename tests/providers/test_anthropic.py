@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 
 import msgspec
 import pytest
@@ -18,6 +17,7 @@ from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, UpstreamCall
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
+from tests.support.twins import compiled_twin
 
 decode = msgspec.json.decode
 encode = msgspec.json.encode
@@ -290,18 +290,9 @@ def test_non_json_error_body_keeps_the_status_and_shows_the_body():
 
 # --- streams --------------------------------------------------------------------------------------------------
 
-def compiled_sse():
-    if _speedups.NO_EXTENSIONS:
-        pytest.skip("GATEWAY_NO_EXTENSIONS is set")
-    try:
-        return importlib.import_module("gateway._speedups.sse")
-    except ImportError as exc:
-        pytest.fail(f"gateway._speedups.sse is not built: {exc}")
-
-
 @pytest.fixture(params=["pure", "compiled"])
 def splitter(request, monkeypatch):
-    module = pure_sse if request.param == "pure" else compiled_sse()
+    module = pure_sse if request.param == "pure" else compiled_twin("sse")
     monkeypatch.setattr(_speedups, "sse", module, raising=False)
     return module
 
@@ -374,7 +365,7 @@ def test_no_usage_chunk_without_include_usage(splitter):
 @given(st.lists(st.integers(min_value=1, max_value=len(text_stream()) - 1), max_size=8, unique=True))
 def test_stream_output_does_not_depend_on_where_chunks_are_cut_or_on_the_splitter(cuts):
     raw = text_stream(thinking=True)
-    modules = [pure_sse] if _speedups.NO_EXTENSIONS else [pure_sse, compiled_sse()]
+    modules = [pure_sse] if _speedups.NO_EXTENSIONS else [pure_sse, compiled_twin("sse")]
     outputs = []
     for module in modules:
         with pytest.MonkeyPatch.context() as patch:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import Any
 
@@ -12,21 +11,12 @@ from hypothesis import strategies as st
 
 from gateway import _speedups
 from gateway.routing import conditions as pure_conditions
-
-
-def compiled_twin() -> ModuleType:
-    """The compiled twin; skipped only when extensions are switched off, a failure when it is not built."""
-    if _speedups.NO_EXTENSIONS:
-        pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
-    try:
-        return importlib.import_module("gateway._speedups.conditions")
-    except ImportError as exc:
-        pytest.fail(f"gateway._speedups.conditions is not built ({exc}); run python setup.py build_ext --inplace")
+from tests.support.twins import compiled_twin
 
 
 @pytest.fixture(params=["pure", "compiled"])
 def cond(request: pytest.FixtureRequest) -> ModuleType:
-    return pure_conditions if request.param == "pure" else compiled_twin()
+    return pure_conditions if request.param == "pure" else compiled_twin("conditions")
 
 
 def matches(cond: ModuleType, query: dict[str, Any], metadata: Any = None, params: Any = None) -> bool:
@@ -301,7 +291,7 @@ def test_too_deep_operand_value_is_rejected(cond: ModuleType) -> None:
 
 
 def test_twins_expose_the_same_public_names() -> None:
-    compiled = compiled_twin()
+    compiled = compiled_twin("conditions")
     assert compiled.__all__ == pure_conditions.__all__
     for name in pure_conditions.__all__:
         assert hasattr(compiled, name), name
@@ -392,7 +382,7 @@ def queries_for(draw: st.DrawFn, metadata: dict, params: dict, depth: int = 0) -
 @settings(max_examples=600, deadline=None)
 @given(data=st.data(), metadata=documents, params=documents)
 def test_twins_agree_on_random_queries(data: st.DataObject, metadata: dict, params: dict) -> None:
-    compiled_module = compiled_twin()
+    compiled_module = compiled_twin("conditions")
     query_list = data.draw(st.lists(queries_for(metadata, params), min_size=1, max_size=3), label="queries")
     trees = [pure_conditions.compile_query(q) for q in query_list]
     for tree in trees:
