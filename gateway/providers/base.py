@@ -210,7 +210,8 @@ def upstream_error(
 class HeldError:
     """Stream-transformer mixin: an in-band error met after other events of the same upstream read is held back,
     so those events reach the client first (and, before the first event, decide the status); it is raised at the
-    next ``feed()`` or ``close()``. Subclasses declare a ``held_error`` slot and call ``hold``/``raise_held``."""
+    next ``feed()`` or ``close()``. Subclasses declare a ``held_error`` slot, call ``raise_held`` first in
+    ``feed``/``close``, and either implement ``_convert(events, out)`` (used by ``_events``) or call ``hold``."""
 
     __slots__ = ()
 
@@ -225,6 +226,18 @@ class HeldError:
         if error is not None:
             self.held_error = None
             raise error
+
+    def _events(self, events: list) -> list[bytes]:
+        """Convert split events with ``self._convert(events, out)``, holding an error met after some output."""
+        out: list[bytes] = []
+        try:
+            self._convert(events, out)
+        except GatewayError as error:
+            return self.hold(error, out)
+        return out
+
+    def _convert(self, events: list, out: list[bytes]) -> None:
+        raise NotImplementedError
 
 
 def malformed(provider: str, what: str, body: bytes = b"") -> BadUpstreamResponse:

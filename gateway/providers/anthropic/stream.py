@@ -108,14 +108,6 @@ class AnthropicStream(HeldError):
 
     # --- events -----------------------------------------------------------------------------------------------
 
-    def _events(self, events: list) -> list[bytes]:
-        out: list[bytes] = []
-        try:
-            self._convert(events, out)
-        except GatewayError as error:
-            return self.hold(error, out)
-        return out
-
     def _convert(self, events: list, out: list[bytes]) -> None:
         for name, data in events:
             if name == b"ping" or self.stopped:

@@ -85,14 +85,6 @@ class GeminiStream(HeldError):
     def _chunk(self, choices: list[dict[str, Any]]) -> bytes:
         return self._encode_event(self.prefix + _encode(choices) + b"}")
 
-    def _events(self, events: list) -> list[bytes]:
-        out: list[bytes] = []
-        try:
-            self._convert(events, out)
-        except GatewayError as error:
-            return self.hold(error, out)
-        return out
-
     def _convert(self, events: list, out: list[bytes]) -> None:
         for _name, data in events:
             if not data.strip():
