@@ -24,11 +24,22 @@ def key_hash(key: str) -> str:
 
 
 class KeyRecord:
-    __slots__ = ("workspace", "role")
+    """Who a gateway key is: its workspace and organisation, role (``admin`` or ``member``) and scopes.
 
-    def __init__(self, workspace: str, role: str) -> None:
+    ``root`` marks the bootstrap admin key (``GATEWAY_ADMIN_KEY`` or the generated one): an organisation-wide
+    admin that may act on any workspace by naming it; every other key acts in its own workspace only.
+    """
+
+    __slots__ = ("workspace", "role", "organisation", "key_id", "root", "scopes")
+
+    def __init__(self, workspace: str, role: str, organisation: str = "default", key_id: str = "",
+                 root: bool = False, scopes: frozenset[str] = frozenset()) -> None:
         self.workspace = workspace
         self.role = role
+        self.organisation = organisation
+        self.key_id = key_id
+        self.root = root
+        self.scopes = scopes
 
 
 def _connect(settings: Settings) -> sqlite3.Connection:
@@ -78,7 +89,7 @@ class KeyStore:
         if record is not None:
             return record
         if self._admin and hmac.compare_digest(key, self._admin):
-            record = KeyRecord(DEFAULT_WORKSPACE, "admin")
+            record = KeyRecord(DEFAULT_WORKSPACE, "admin", key_id="admin", root=True)
         else:
             now = time.monotonic()
             if self._unknown.get(key, 0.0) > now:
@@ -100,7 +111,7 @@ class KeyStore:
         row = self._conn.execute(
             "SELECT workspace, role FROM gateway_keys WHERE hash = ?", (key_hash(key),)
         ).fetchone()
-        return KeyRecord(row[0], row[1]) if row else None
+        return KeyRecord(row[0], row[1], key_id="admin", root=True) if row else None
 
     def close(self) -> None:
         if self._conn is not None:

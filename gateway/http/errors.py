@@ -92,6 +92,14 @@ class MethodNotAllowed(GatewayError):
     code = "method_not_allowed"
 
 
+class Conflict(GatewayError):
+    """409: the record clashes with an existing one (a taken name or slug)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"
+
+
 class RequestTimeout(GatewayError):
     """408: the request's own request_timeout ran out."""
 
@@ -130,6 +138,14 @@ class UpstreamTimeout(GatewayError):
     status = 504
     type = "timeout_error"
     code = "upstream_timeout"
+
+
+class ServiceUnavailable(GatewayError):
+    """503: a dependency the request needs (the state store) cannot be reached right now."""
+
+    status = 503
+    type = "api_error"
+    code = "service_unavailable"
 
 
 class UpstreamError(GatewayError):
