@@ -56,6 +56,15 @@ class Settings(msgspec.Struct, frozen=True):
     otlp_endpoint: str | None = None
     organisation_headers_to_mask: tuple[str, ...] = ()
     no_extensions: bool = False
+    # shared state: Redis when redis_url is set, else the embedded SQLite store in data_dir
+    redis_key_prefix: str = "gw:"
+    redis_max_connections: int = 64
+    state_timeout_ms: int = 500  # one Redis call (connect, read, pooled connection) or one SQLite lock wait
+    state_fail_mode: str = "open"  # limits while the store is unreachable: open (admit) or closed (refuse)
+    state_probe_interval_ms: int = 1000
+    state_watch_interval_ms: int = 250
+    state_cache_max_entries: int = 10_000
+    state_cache_max_bytes: int = 256 * 1024 * 1024
 
 
 #: field -> environment variable
@@ -86,7 +95,19 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         raise ValueError("GATEWAY_WORKERS: must be >= 1")
     if settings.log_retention_rows < 1:
         raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
+    _check_state(settings)
     return settings
+
+
+def _check_state(settings: Settings) -> None:
+    if settings.state_fail_mode not in ("open", "closed"):
+        raise ValueError(f"GATEWAY_STATE_FAIL_MODE: open or closed, got {settings.state_fail_mode!r}")
+    for name in ("state_timeout_ms", "state_probe_interval_ms", "state_watch_interval_ms", "redis_max_connections",
+                 "state_cache_max_entries", "state_cache_max_bytes"):
+        if getattr(settings, name) < 1:
+            raise ValueError(f"{ENV[name]}: must be >= 1")
+    if "{" in settings.redis_key_prefix or "}" in settings.redis_key_prefix:
+        raise ValueError("GATEWAY_REDIS_KEY_PREFIX: may not contain braces")
 
 
 def _field_types() -> list[str]:
