@@ -169,7 +169,7 @@ def test_streamed_tool_call_with_the_sdk(gateway, mock):
     base = mock.scenario([{"tool_call": True, "reply": "Let me check."}])
     client = sdk(gateway, config_headers(base))
     chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Paris?"}],
-                                                 tools=[WEATHER], tool_choice="required", stream=True))
+                                                 tools=[WEATHER], tool_choice="auto", stream=True))
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     assert "".join(d.content or "" for d in deltas) == "Let me check."
     calls = [t for d in deltas for t in d.tool_calls or ()]
@@ -177,7 +177,7 @@ def test_streamed_tool_call_with_the_sdk(gateway, mock):
     assert "".join(t.function.arguments or "" for t in calls) == '{"location": "Paris"}'
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     sent = msgspec.json.decode(mock.calls(base)["requests"][0]["body"])
-    assert sent["toolConfig"]["toolChoice"] == {"any": {}}
+    assert sent["toolConfig"]["toolChoice"] == {"auto": {}}
 
 
 def test_throttling_is_a_429_with_the_aws_message_and_retry_after(gateway, mock):
