@@ -30,6 +30,8 @@ prompt_tokens_details.cached_tokens, thoughtsTokenCount -> completion_tokens_det
 (``thought: true``) become ``content_blocks`` (``{"type": "thinking", "thinking", "signature"}`` then
 ``{"type": "text", "text"}``) only when strict_vendorA_compliance is explicitly false, and are dropped otherwise.
 
+Answers and chunks carry ``"system_fingerprint": null`` (generateContent has none).
+
 Errors: ``{"error": {"code", "message", "status"}}`` (also inside a one-element array) -> the upstream status and
 message, with ``status`` as the error code.
 
@@ -278,6 +280,9 @@ def _generation_config(request: Any) -> GenerationConfig | None:
                 raise InvalidRequest("response_format.json_schema must be an object",
                                      param="response_format.json_schema")
             schema = openapi_schema(spec.get("schema")) if spec.get("schema") is not None else None
+        elif kind != "text":
+            raise InvalidRequest("response_format.type must be 'text', 'json_object' or 'json_schema'",
+                                 param="response_format.type")
     thinking = None
     if request.thinking:
         if request.thinking.get("type") == "disabled":
@@ -416,7 +421,7 @@ def parse_response(body: bytes, model: str | None, thoughts: bool, headers: Any 
     usage, record = usage_doc(doc.usage_metadata)
     model_name = doc.model_version or model
     out = {"id": completion_id(doc.response_id), "object": "chat.completion", "created": int(time.time()),
-           "model": model_name, "choices": choices, "usage": usage}
+           "model": model_name, "system_fingerprint": None, "choices": choices, "usage": usage}
     return _response_encoder.encode(out), record, model_name
 
 
