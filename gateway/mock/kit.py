@@ -15,6 +15,8 @@ requests (default 1; the last step repeats forever). A step may hold:
   ``tool_name`` (str): the tool to call when the request leaves the choice to the model (default: the first tool).
   anthropic and cloudA also call a tool whenever the request forces one (``tool_choice``), with an input made from
   the tool's schema (``schema_sample``).
+- ``filter_annotations`` (bool, cloudB): stream like the asynchronous content filter, with an annotation chunk (empty
+  ``id`` / ``object``, a choice with ``content_filter_offsets`` and no ``delta``) before ``[DONE]``.
 
 ``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,
 aborted}]}`` (the last
@@ -52,6 +54,7 @@ class Step(msgspec.Struct, omit_defaults=True):
     reply: str | None = None
     tool_call: bool = False
     tool_name: str | None = None
+    filter_annotations: bool = False
 
 
 class Scenario(msgspec.Struct):
