@@ -5,7 +5,8 @@ filled, required or not), ``items`` / ``minItems``, ``enum`` / ``const`` (the fi
 (the first branch that is not ``null``), ``allOf`` (merged), local ``$ref`` into ``$defs`` / ``definitions``,
 ``default``. Strings are ``"Paris"`` (or a value of their ``format``), numbers ``1``, booleans ``true``. A schema
 with nothing to go on (``{}``, ``{"type": "object"}`` without properties) gives ``{"answer": "Paris"}`` at the top
-and ``{}`` below it. Recursion stops at a fixed depth with the smallest value the schema allows.
+and ``{}`` below it. Deeper than three levels only required properties and ``minItems`` items are made, so
+recursive schemas end.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ SAMPLE_STRING = "Paris"
 _FORMATS = {"date-time": "2024-01-02T03:04:05Z", "date": "2024-01-02", "time": "03:04:05", "email": "a@example.com",
             "uri": "https://example.com/", "uuid": "00000000-0000-4000-8000-000000000000", "ipv4": "127.0.0.1",
             "ipv6": "::1", "hostname": "example.com", "duration": "P1D"}
+#: below this depth optional properties are left out and arrays hold only minItems items (recursive schemas end)
+_FULL_DEPTH = 3
 _MAX_DEPTH = 8
 
 
@@ -75,13 +78,14 @@ def _value(schema: Any, defs: dict, depth: int) -> Any:
     if kind == "object" or kind is None:
         if depth >= _MAX_DEPTH:
             return {}
-        return {name: _value(sub, defs, depth + 1) for name, sub in (schema.get("properties") or {}).items()}
+        required = schema.get("required") or ()
+        return {name: _value(sub, defs, depth + 1) for name, sub in (schema.get("properties") or {}).items()
+                if depth < _FULL_DEPTH or name in required}
     if kind == "array":
+        least = int(schema.get("minItems") or 0)
         if depth >= _MAX_DEPTH:
             return []
-        count = max(1, int(schema.get("minItems") or 1))
-        if schema.get("maxItems") == 0:
-            count = 0
+        count = least if depth >= _FULL_DEPTH or schema.get("maxItems") == 0 else max(1, least)
         return [_value(schema.get("items") or {"type": "string"}, defs, depth + 1) for _ in range(count)]
     if kind == "string":
         text = _FORMATS.get(schema.get("format") or "", SAMPLE_STRING)
