@@ -30,7 +30,8 @@ def test_json_mode_answers_json_from_the_schema(mock):
 
 
 @pytest.mark.parametrize(("config", "text"), [
-    ({"responseMimeType": "application/json", "responseSchema": {"type": "object", "$defs": {}}}, 'Unknown name "$defs"'),
+    ({"responseMimeType": "application/json", "responseSchema": {"type": "object", "$defs": {}}},
+     'Unknown name "$defs"'),
     ({"responseMimeType": "application/json",
       "responseSchema": {"type": "object", "properties": {"a": {"type": "object", "additionalProperties": False}}}},
      'Unknown name "additionalProperties"'),

@@ -56,8 +56,8 @@ def test_pydantic_refs_are_inlined_and_only_schema_fields_remain():
 
 
 def test_type_lists_one_of_and_all_of():
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "additionalProperties": False,
-              "properties": {"n": {"type": ["integer", "null"], "exclusiveMinimum": 0},
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+              "additionalProperties": False, "properties": {"n": {"type": ["integer", "null"], "exclusiveMinimum": 0},
                              "u": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
                              "m": {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}},
                                               "required": ["a"]},

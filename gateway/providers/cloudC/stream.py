@@ -4,11 +4,11 @@ Each upstream SSE event's data is one GenerateContentResponse (``alt=sse``; line
 service, which stream parsers of other projects handle explicitly; the splitter takes any line ending). With
 SAFETY and similar stops the streamed candidate's content is empty (Candidate.FinishReason reference).
 
-Out: one chunk id (and ``"system_fingerprint": null``) for the whole stream; per candidate, a delta with the text of the event's parts (the first also
-carries ``role: assistant``), ``tool_calls`` deltas for ``functionCall`` parts (each call complete in one delta,
-with its index, generated id, name and JSON arguments), thought parts as ``content_blocks`` deltas (``{"index": 0,
-"delta": {"thinking": ...}}``) only when strict_vendorA_compliance is explicitly false; a finish chunk (empty delta,
-mapped finish_reason) when a candidate's ``finishReason`` arrives; and, with ``stream_options.include_usage``, a
+Out: one chunk id (and ``"system_fingerprint": null``) for the whole stream; per candidate, a delta with the text
+of the event's parts (the first also carries ``role: assistant``), ``tool_calls`` deltas for ``functionCall`` parts
+(each call complete in one delta, with its index, generated id, name and JSON arguments), thought parts as
+``content_blocks`` deltas (``{"index": 0, "delta": {"thinking": ...}}``) only when strict_vendorA_compliance is
+explicitly false; a finish chunk (empty delta, mapped finish_reason) when a candidate's ``finishReason`` arrives; and, with ``stream_options.include_usage``, a
 last chunk with empty ``choices`` and the usage of the final ``usageMetadata``. An event ``{"error": {...}}`` raises
 the upstream error; a stream that ends before any ``finishReason`` is a 502.
 """
