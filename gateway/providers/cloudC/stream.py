@@ -8,9 +8,10 @@ Out: one chunk id (and ``"system_fingerprint": null``) for the whole stream; per
 of the event's parts (the first also carries ``role: assistant``), ``tool_calls`` deltas for ``functionCall`` parts
 (each call complete in one delta, with its index, generated id, name and JSON arguments), thought parts as
 ``content_blocks`` deltas (``{"index": 0, "delta": {"thinking": ...}}``) only when strict_vendorA_compliance is
-explicitly false; a finish chunk (empty delta, mapped finish_reason) when a candidate's ``finishReason`` arrives; and, with ``stream_options.include_usage``, a
-last chunk with empty ``choices`` and the usage of the final ``usageMetadata``. An event ``{"error": {...}}`` raises
-the upstream error; a stream that ends before any ``finishReason`` is a 502.
+explicitly false; a finish chunk (empty delta, mapped finish_reason) when a candidate's ``finishReason`` arrives;
+and, with ``stream_options.include_usage``, a last chunk with empty ``choices`` and the usage of the final
+``usageMetadata``. An event ``{"error": {...}}`` raises the upstream error; a stream that ends before any
+``finishReason`` is a 502.
 """
 
 from __future__ import annotations
