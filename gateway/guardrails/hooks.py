@@ -108,10 +108,9 @@ def compile_guardrail(item: str | Guardrail, path: str) -> PlanItem:
 
 def compile_saved(record: Any, ref: SavedRef) -> CompiledHook:
     """A saved guardrail (``gateway.guardrails.saved.SavedGuardrail``) as the CompiledHook for ``ref``: the record's
-    checks and flags, with the referring item's own flags over them. ParamError names ``ref.path``."""
+    checks and flags, with the referring item's own flags over them. ParamError names the record's field."""
     checks = tuple(
-        (c.id, build_check(c.id, c.parameters, f"{ref.path}(saved {record.id}).checks[{i}].parameters",
-                           f"{ref.path}(saved {record.id}).checks[{i}].id"))
+        (c.id, build_check(c.id, c.parameters, f"checks[{i}].parameters", f"checks[{i}].id"))
         for i, c in enumerate(record.checks)
     )
     over = ref.overrides

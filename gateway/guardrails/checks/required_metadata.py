@@ -31,7 +31,7 @@ _encode = msgspec.json.encode
 class RequiredMetadataParams(Params, frozen=True):
     metadataKeys: list[str] | None = None
     operator: Literal["all", "any", "none"] = "all"
-    metadata: dict[str, str | list[str]] | None = None
+    metadata: dict[str, Any] | None = None  # key -> string or array of strings, checked in __init__ to name the key
     matchType: Literal["exact", "contains", "containsAll", "regex"] = "exact"
     negate: bool = msgspec.field(default=False, name="not")
 
@@ -52,7 +52,7 @@ class RequiredMetadataKeys(Check):
         for key, want in (params.metadata or {}).items():
             values = tuple(want) if isinstance(want, list) else (want,)
             at = join_path(path, f"metadata.{key}")
-            if not values:
+            if not values or not all(isinstance(v, str) for v in values):
                 raise ParamError(at, "must be a string or a non-empty array of strings")
             if params.matchType == "regex":
                 values = tuple(_compile(v, f"{at}[{i}]" if isinstance(want, list) else at)
