@@ -18,6 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
+import msgspec
+
 from gateway.config.schema import Config
 from gateway.guardrails.checks import Check, ParamError
 from gateway.guardrails.checks.base import OFFLOAD_CHARS, Verdict
@@ -265,7 +267,5 @@ def _hook_result(hook: CompiledHook, row: list[CheckResult]) -> HookResult:
 
 
 def _log_background(phase: str, result: HookResult) -> None:
-    from gateway.guardrails.results import _encoder
-
     log.info("async %s hook %s: %s", "before-request" if phase == "before" else "after-request", result.id,
-             _encoder.encode(result).decode())
+             msgspec.json.encode(result).decode())
