@@ -231,3 +231,16 @@ async def test_a_saved_id_without_a_resolver_is_a_400_naming_it(runner):
     with pytest.raises(InvalidRequest) as info:
         await runner.after(config(output_guardrails=["gr_x"]), chat("hi"), reply("x"))
     assert info.value.status == 400 and "gr_x" in info.value.message
+
+
+async def test_async_results_go_to_the_log_by_default(runner, caplog):
+    caplog.set_level("INFO", logger="gateway.guardrails")
+    cfg = config(input_guardrails=[{"id": "audit", "async": True, **WORDS}])
+    outcome = await runner.before(cfg, chat("one two three four five"))
+    assert outcome.results == []
+    for _ in range(100):  # bounded: 5 s
+        if any("audit" in r.getMessage() for r in caplog.records):
+            break
+        await asyncio.sleep(0.05)
+    line = next(r.getMessage() for r in caplog.records if "audit" in r.getMessage())
+    assert "async before-request hook audit" in line and '"verdict":false' in line

@@ -1,8 +1,10 @@
-"""default.pii: emails, phones, Luhn-valid cards and IPs found (fail) or redacted (pass)."""
+"""default.pii: emails, phones, Luhn-valid cards and IPs found (fail) or redacted (pass), checked on random text."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.guardrails.checks.pii import CATEGORIES, find_pii, luhn_valid, redact_text
 from gateway.guardrails.text import GuardrailRequest, Subject
@@ -64,3 +66,21 @@ def test_redaction_passes_and_rewrites_every_message():
 def test_bad_category_is_named():
     assert param_fault("default.pii", {"categories": ["ssn"]}) == "input_guardrails[0].default.pii.categories[0]"
     assert param_fault("default.pii", {"categories": []}) == "input_guardrails[0].default.pii.categories"
+
+
+_FILLER = st.text(alphabet=st.sampled_from(list("abc xyz,.;!?\n")), max_size=30)
+_FINDS = st.sampled_from(["jane@example.com", "4111 1111 1111 1111", "+1 415 555 0123", "10.20.30.40",
+                          "5500-0000-0000-0004", "2001:db8::1"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.tuples(_FILLER, _FINDS), min_size=1, max_size=4), tail=_FILLER)
+def test_redacted_text_holds_no_find_and_keeps_the_rest(parts, tail):
+    text = "".join(f"{filler} {find} " for filler, find in parts) + tail
+    finds = find_pii(text, CATEGORIES)
+    assert len(finds) == len(parts)
+    redacted = redact_text(text, finds)
+    assert find_pii(redacted, CATEGORIES) == []
+    for filler, find in parts:
+        assert find not in redacted
+        assert filler in redacted
