@@ -71,6 +71,17 @@ def test_check(benchmark, check_id):
     assert result.explanation
 
 
+def test_json_schema_on_a_json_answer(benchmark):
+    """default.jsonSchema validating a small JSON answer (the table above finds no JSON in the prose answer)."""
+    schema = {"type": "object", "required": ["refund", "days"],
+              "properties": {"refund": {"type": "boolean"}, "days": {"type": "integer", "minimum": 1},
+                             "note": {"type": "string", "maxLength": 200}}}
+    check = build_check("default.jsonSchema", {"schema": schema}, "bench")
+    doc = {"choices": [{"message": {"content": '{"refund": true, "days": 7, "note": "duplicate charge"}'}}]}
+    result = benchmark(lambda: check.run(Subject("after", GuardrailRequest(BODY, "chat"), GuardrailAnswer(doc))))
+    assert result.verdict
+
+
 def test_subject_only(benchmark):
     """Building the subject and extracting the answer's text, which every text check pays once per request."""
     benchmark(lambda: subject().text)
