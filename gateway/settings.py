@@ -56,6 +56,10 @@ class Settings(msgspec.Struct, frozen=True):
     otlp_endpoint: str | None = None
     organisation_headers_to_mask: tuple[str, ...] = ()
     no_extensions: bool = False
+    # guardrails
+    guardrail_workers: int = 2  # threads for CPU-heavy checks (large inputs, large JSON schemas)
+    guardrail_queue: int = 64  # such checks waiting or running per worker process; beyond, a check fails
+    guardrail_async_max: int = 256  # async hooks running in the background per worker process; beyond, dropped
 
 
 #: field -> environment variable
@@ -86,6 +90,9 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         raise ValueError("GATEWAY_WORKERS: must be >= 1")
     if settings.log_retention_rows < 1:
         raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
+    for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max"):
+        if getattr(settings, name) < 1:
+            raise ValueError(f"{ENV[name]}: must be >= 1")
     return settings
 
 
