@@ -65,6 +65,10 @@ class Settings(msgspec.Struct, frozen=True):
     state_watch_interval_ms: int = 250
     state_cache_max_entries: int = 10_000
     state_cache_max_bytes: int = 256 * 1024 * 1024
+    # guardrails
+    guardrail_workers: int = 2  # threads for CPU-heavy checks (large inputs, large JSON schemas)
+    guardrail_queue: int = 64  # such checks waiting or running per worker process; beyond, a check fails
+    guardrail_async_max: int = 256  # async hooks running in the background per worker process; beyond, dropped
 
 
 #: field -> environment variable
@@ -96,6 +100,9 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
     if settings.log_retention_rows < 1:
         raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
     _check_state(settings)
+    for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max"):
+        if getattr(settings, name) < 1:
+            raise ValueError(f"{ENV[name]}: must be >= 1")
     return settings
 
 

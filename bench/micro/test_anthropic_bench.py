@@ -99,3 +99,37 @@ def test_stream_rewrite(benchmark, sse_in_use):
     # role chunk + one chunk per text delta + finish chunk + usage chunk
     assert benchmark(rewrite, adapter, call, CHUNKS) == TEXT_DELTAS + 3
     report(benchmark, EVENT_COUNT)
+
+
+STRUCTURED = {**REQUEST, "tools": None, "tool_choice": None, "stream": True,
+              "response_format": {"type": "json_schema", "json_schema": {"name": "Summary", "schema": {
+                  "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}}
+
+
+def structured_stream_bytes() -> tuple[list[bytes], int]:
+    """A forced output tool's stream: its input arrives as input_json_delta pieces (they go out as content)."""
+    events = [{"type": "message_start", "message": {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [], "usage": {"input_tokens": 25, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "tool_use", "id": "toolu_01", "name": "json_response", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+                                                              "partial_json": '{"text": "'}}]
+    events += [{"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+                                                                     "partial_json": f" word{i:03d}"}}
+               for i in range(TEXT_DELTAS)]
+    events += [{"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '"}'}},
+               {"type": "content_block_stop", "index": 0},
+               {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 200}},
+               {"type": "message_stop"}]
+    return chunked(b"".join(sse_event(e) for e in events)), len(events)
+
+
+STRUCTURED_CHUNKS, STRUCTURED_EVENT_COUNT = structured_stream_bytes()
+
+
+def test_structured_output_stream_rewrite(benchmark, sse_in_use):
+    call = call_for(STRUCTURED, stream=True)
+    # role chunk + one content chunk per input_json piece + finish chunk
+    assert benchmark(rewrite, adapter, call, STRUCTURED_CHUNKS) == TEXT_DELTAS + 4
+    report(benchmark, STRUCTURED_EVENT_COUNT)

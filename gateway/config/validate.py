@@ -9,6 +9,8 @@ Beyond the schema's types and unknown-key checks, a config obeys:
   retry.attempts is 0..RETRY_ATTEMPTS_MAX (10): a larger value is rejected with a 400, never clamped; status codes
   are integers 100..599; weight >= 0; request_timeout > 0; cloudB_deployment_type is serverless/managed;
   drop_params are dot paths without empty segments;
+- hooks' and guardrails' checks are known ``default.<check>`` ids with valid parameters (``gateway.guardrails``
+  validates them: ``input_guardrails[0].default.wordCount.minWords``), and an async item cannot deny;
 - ``passthrough: true`` excludes targets, strategy, override_params and guardrails, and hooks count as guardrails;
 - every config node (the root and each target, counting what a target inherits) satisfies one of the spec's
   required-key groups; a ``provider`` of the form ``@slug`` counts as a group of its own, like virtual_key;
@@ -363,6 +365,7 @@ def _check_hooks(hooks: list[Hook], path: str, before: bool) -> None:
             raise ConfigError.at(f"{at}.async", "is allowed only on after_request_hooks")
         for name in _OUTCOMES:
             _check_outcome(getattr(hook, name), f"{at}.{name}", before, "before_request_hooks")
+        _check_parameters("validate_hook", hook, at)
 
 
 def _check_guardrails(items: list[Any], path: str, output: bool) -> None:
@@ -383,6 +386,18 @@ def _check_guardrails(items: list[Any], path: str, output: bool) -> None:
                 raise ConfigError.at(_join(at, key), "must be an object (the parameters of that check)")
         for name in _OUTCOMES:
             _check_outcome(getattr(item, name), f"{at}.{name}", output, "output_guardrails")
+        _check_parameters("validate_guardrail", item, at)
+
+
+def _check_parameters(validator: str, item: Any, at: str) -> None:
+    """The item's check ids and parameters, validated by the guardrails package (imported on first use)."""
+    from gateway.guardrails import hooks
+    from gateway.guardrails.checks import ParamError
+
+    try:
+        getattr(hooks, validator)(item, at)
+    except ParamError as exc:
+        raise ConfigError.at(exc.param, exc.detail) from None
 
 
 def _guardrail_from_dict(raw: dict[str, Any], at: str) -> Guardrail:

@@ -155,6 +155,17 @@ class UpstreamError(GatewayError):
     code = None
 
 
+class GuardrailDenied(GatewayError):
+    """446: a guardrail or hook that denies failed (or passed, with ``on_success.deny``).
+
+    ``extra={"hook_results": ...}`` puts the ``hook_results`` object beside ``error``.
+    """
+
+    status = 446
+    type = "hooks_failed"
+    code = "guardrail_denied"
+
+
 def field_error(message: str, param: str | None) -> InvalidRequest:
     """A 400 naming the offending field."""
     return InvalidRequest(message, param=param)

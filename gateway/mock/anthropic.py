@@ -8,12 +8,17 @@ blocks, ``stop_reason`` (``end_turn``, ``max_tokens``, ``stop_sequence``, ``tool
 fields (text under ``cache_control`` counts as read from the cache). Streams are named SSE events: message_start,
 ping, content_block_start/delta/stop, message_delta, message_stop; scripted stream errors are ``event: error``.
 Requests with ``thinking: {type: enabled}`` get a thinking block (with a signature) before the answer.
+Tools: a ``tool_choice`` of ``{type: tool, name}`` or ``{type: any}`` forces a ``tool_use`` answer (the named tool;
+for ``any`` the step's ``tool_name`` or the first tool) with no text beside it, and is refused alongside thinking
+(as the API refuses forced tool use with extended thinking); otherwise a step's ``tool_call`` asks for one. The
+tool's input is made from its ``input_schema`` (``schema_sample``) and streamed as ``input_json_delta`` pieces.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import re
 import time
 from typing import Any
@@ -29,13 +34,13 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
+from gateway.mock.schema_sample import sample
 
 _ids = itertools.count(1)
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
                403: "permission_error", 404: "not_found_error", 409: "conflict_error", 413: "request_too_large",
                429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
 THINKING = ["The user greeted me; ", "I should answer briefly and kindly."]
-TOOL_INPUT = ('{"location"', ': "Paris"}')
 
 
 def new_id(prefix: str) -> str:
@@ -150,6 +155,11 @@ def validate(req: MockRequest) -> tuple[dict, list[list[dict]]]:
                           "'tool', 'none'")
         if choice["type"] == "tool" and not choice.get("name"):
             raise Invalid("tool_choice.tool.name: Field required")
+        names = [tool.get("name") for tool in doc.get("tools") or []]
+        if choice["type"] in ("any", "tool") and not names:
+            raise Invalid("tool_choice may only be specified while providing tools.")
+        if choice["type"] == "tool" and choice["name"] not in names:
+            raise Invalid(f"Tool '{choice['name']}' not found in provided tools")
     thinking = doc.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         budget = thinking.get("budget_tokens")
@@ -157,6 +167,8 @@ def validate(req: MockRequest) -> tuple[dict, list[list[dict]]]:
             raise Invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
         if max_tokens <= budget:
             raise Invalid("`max_tokens` must be greater than `thinking.budget_tokens`")
+    if _wants_thinking(doc) and choice is not None and choice.get("type") in ("any", "tool"):
+        raise Invalid("Thinking may not be enabled when tool_choice forces tool use.")
     return doc, turns
 
 
@@ -210,14 +222,43 @@ def _signature(doc: dict) -> str:
     return hashlib.sha256(str(doc.get("model")).encode()).hexdigest() + "=="
 
 
+def _tool(req: MockRequest, doc: dict) -> dict | None:
+    """The tool the answer calls: the forced one, else (``any``, or a step asking for a call) the step's choice."""
+    tools = doc.get("tools") or []
+    choice = doc.get("tool_choice") or {}
+    kind = choice.get("type")
+    if not tools or kind == "none":
+        return None
+    if kind == "tool":
+        return next(t for t in tools if t.get("name") == choice.get("name"))
+    if kind != "any" and not req.step.tool_call:
+        return None
+    wanted = req.step.tool_name
+    return next((t for t in tools if t.get("name") == wanted), tools[0])
+
+
+def _tool_input(tool: dict) -> str:
+    """The tool's input as JSON text made from its schema."""
+    return json.dumps(sample(tool.get("input_schema")))
+
+
+def _pieces(text: str) -> list[str]:
+    """JSON text cut in about three pieces (cut at the first ``:``, then halfway through the rest)."""
+    cut = text.find(":")
+    if cut <= 0:
+        return [text]
+    rest = text[cut:]
+    half = max(1, len(rest) // 2)
+    return [text[:cut], rest[:half], rest[half:]] if len(rest) > 12 else [text[:cut], rest]
+
+
 async def messages(req: MockRequest, send: Send) -> None:
     try:
         doc, _ = validate(req)
     except Invalid as exc:
         await _reply_error(send, exc.status, exc.type, str(exc))
         return
-    tools = doc.get("tools") or []
-    tool = tools[0] if req.step.tool_call and tools else None
+    tool = _tool(req, doc)
     if doc.get("stream"):
         await _stream(req, send, doc, tool)
         return
@@ -225,9 +266,10 @@ async def messages(req: MockRequest, send: Send) -> None:
     if _wants_thinking(doc):
         content.append({"type": "thinking", "thinking": "".join(THINKING), "signature": _signature(doc)})
     if tool is not None:
+        output = _tool_input(tool)
         content.append({"type": "tool_use", "id": new_id("toolu_"), "name": tool["name"],
-                        "input": {"location": "Paris"}})
-        output, stop_reason, stop_sequence = "".join(TOOL_INPUT), "tool_use", None
+                        "input": json.loads(output)})
+        stop_reason, stop_sequence = "tool_use", None
     else:
         output, stop_reason, stop_sequence = _answer(req, doc)
         if output:
@@ -268,10 +310,11 @@ async def _stream(req: MockRequest, send: Send, doc: dict, tool: dict | None) ->
     if tool is not None:
         await stream_part(send, _event({"type": "content_block_start", "index": index, "content_block": {
             "type": "tool_use", "id": new_id("toolu_"), "name": tool["name"], "input": {}}}))
-        for part in ("", *TOOL_INPUT):
+        output = _tool_input(tool)
+        for part in ("", *_pieces(output)):
             await stream_part(send, _event({"type": "content_block_delta", "index": index,
                                             "delta": {"type": "input_json_delta", "partial_json": part}}), step)
-        output, stop_reason, stop_sequence = "".join(TOOL_INPUT), "tool_use", None
+        stop_reason, stop_sequence = "tool_use", None
     else:
         output, stop_reason, stop_sequence = _answer(req, doc)
         pieces = req.reply_words() if output == req.reply_text() else [output]

@@ -9,8 +9,10 @@ answered with Converse JSON, or for ``converse-stream`` with real ``application/
 (``:event-type`` / ``:content-type`` / ``:message-type`` headers, a ``p`` padding member like the service sends).
 
 Scenario knobs (see kit): ``status``/``message``/``error_type`` (AWS error types, e.g. ``ThrottlingException``),
-``reply``, ``chunks``, ``chunk_delay_ms``, ``tool_call``, ``stream_error`` (``first`` / ``middle``: an exception frame,
-``error_type`` naming it, e.g. ``throttlingException``; ``cut``: the connection drops midway).
+``reply``, ``chunks``, ``chunk_delay_ms``, ``tool_call`` / ``tool_name``, ``stream_error`` (``first`` / ``middle``: an
+exception frame, ``error_type`` naming it, e.g. ``throttlingException``; ``cut``: the connection drops midway).
+A ``toolConfig.toolChoice`` of ``{tool: {name}}`` (a name that must be among the tools) or ``{any: {}}`` forces a
+``toolUse`` answer without text; its input is made from the tool's ``inputSchema.json`` (``schema_sample``).
 
 The signed path is checked against the raw request path exactly as it came on the wire (``MockRequest.raw_path``,
 scenario prefix included), so a client that sends ``:`` where it signed ``%3A`` fails as it would against AWS.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import calendar
 import hashlib
+import json
 import re
 import time
 import uuid
@@ -37,6 +40,7 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
+from gateway.mock.schema_sample import sample
 from gateway.providers.cloudA import eventstream, sigv4
 
 SERVICE = "bedrock"
@@ -215,6 +219,14 @@ def validate(doc: Any) -> None:
             if not spec or not _TOOL_NAME.match(str(spec.get("name", ""))) or "json" not in (
                     spec.get("inputSchema") or {}):
                 raise _invalid(f"The toolSpec at toolConfig.tools.{k} needs a valid name and inputSchema.json.")
+        choice = tool_config.get("toolChoice")
+        if choice is not None:
+            if not isinstance(choice, dict) or len(choice) != 1 or next(iter(choice)) not in ("auto", "any", "tool"):
+                raise _invalid("toolConfig.toolChoice must set exactly one of auto, any, tool.")
+            if "tool" in choice:
+                names = {t["toolSpec"]["name"] for t in tools}
+                if (choice["tool"] or {}).get("name") not in names:
+                    raise _invalid("The tool named in toolConfig.toolChoice.tool is not among toolConfig.tools.")
 
 
 def _prompt_text(doc: dict) -> str:
@@ -243,9 +255,21 @@ async def _accept(req: MockRequest, send: Send) -> dict | None:
 
 # --- answers --------------------------------------------------------------------------------------------------
 
-def _tool_name(doc: dict) -> str | None:
-    tools = (doc.get("toolConfig") or {}).get("tools") or ()
-    return tools[0]["toolSpec"]["name"] if tools else None
+def _tool(req: MockRequest, doc: dict) -> tuple[str, str, bool] | None:
+    """(name, input JSON text, forced) of the tool the answer calls, or None for a text answer."""
+    config = doc.get("toolConfig") or {}
+    specs = [t["toolSpec"] for t in config.get("tools") or ()]
+    if not specs:
+        return None
+    choice = config.get("toolChoice") or {}
+    if "tool" in choice:
+        spec = next(s for s in specs if s["name"] == choice["tool"]["name"])
+    elif "any" in choice or req.step.tool_call:
+        spec = next((s for s in specs if s["name"] == req.step.tool_name), specs[0])
+    else:
+        return None
+    text = json.dumps(sample((spec.get("inputSchema") or {}).get("json")))
+    return spec["name"], text, "tool" in choice or "any" in choice
 
 
 def _usage(doc: dict, reply: str) -> dict:
@@ -261,11 +285,12 @@ async def converse(req: MockRequest, send: Send) -> None:
     reply = req.reply_text()
     content: list[dict] = [{"text": reply}]
     stop = "end_turn"
-    name = _tool_name(doc)
-    if step.tool_call and name:
+    call = _tool(req, doc)
+    if call is not None:
+        name, text, forced = call
         tool = {"toolUse": {"toolUseId": "tooluse_" + uuid.uuid4().hex[:22], "name": name,
-                            "input": {"location": "Paris"}}}
-        content = [{"text": step.reply}, tool] if step.reply else [tool]
+                            "input": json.loads(text)}}
+        content = [{"text": step.reply}, tool] if step.reply and not forced else [tool]
         stop = "tool_use"
     await respond_json(send, 200, {
         "output": {"message": {"role": "assistant", "content": content}},
@@ -303,19 +328,21 @@ async def converse_stream(req: MockRequest, send: Send) -> None:
         await end_stream(send, eventstream.exception_message(_member(step.error_type, "throttlingException"), payload))
         return
     frames: list[bytes] = [_event("messageStart", {"role": "assistant"}, 0)]
-    name = _tool_name(doc)
+    call = _tool(req, doc)
     pieces = req.reply_words()
     index = 0
-    if not (step.tool_call and name) or step.reply:
+    if call is None or (step.reply and not call[2]):
         for piece in pieces:
             frames.append(_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}}, len(frames)))
         frames.append(_event("contentBlockStop", {"contentBlockIndex": 0}, len(frames)))
         index = 1
     stop = "end_turn"
-    if step.tool_call and name:
+    if call is not None:
+        name, text, _ = call
         frames.append(_event("contentBlockStart", {"contentBlockIndex": index, "start": {"toolUse": {
             "toolUseId": "tooluse_" + uuid.uuid4().hex[:22], "name": name}}}, len(frames)))
-        for part in ('{"location"', ': "Paris"}'):
+        cut = max(1, text.find(":"))
+        for part in (text[:cut], text[cut:]):
             frames.append(_event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"toolUse": {
                 "input": part}}}, len(frames)))
         frames.append(_event("contentBlockStop", {"contentBlockIndex": index}, len(frames)))

@@ -2,7 +2,9 @@
 
 Bodies come from the vendorA mock handlers. Like the real service: a missing or empty ``api-key`` header is a 401,
 a missing ``api-version`` query a 404, both in cloudB's error format ``{"error": {"code", "message"}}``; streamed
-chat opens with a ``prompt_filter_results`` chunk whose ``choices`` is empty. Scripted errors use the same format.
+chat opens with a ``prompt_filter_results`` chunk whose ``choices`` is empty (and ``id``, ``object``, ``model``
+empty); a step's ``filter_annotations`` adds the asynchronous content filter's annotation chunk before ``[DONE]``.
+Scripted errors use the same format.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ def _checked(handler):
     return handle
 
 
+_SAFE_RESULTS = _PROMPT_FILTER["prompt_filter_results"][0]["content_filter_results"]
+_ANNOTATION = {"choices": [{"index": 0, "finish_reason": None, "content_filter_results": _SAFE_RESULTS,
+                            "content_filter_offsets": {"check_offset": 0, "start_offset": 0, "end_offset": 120}}],
+               "created": 0, "id": "", "model": "", "object": ""}
+
+
 async def _chat(req: MockRequest, send: Send) -> None:
     if not req.json().get("stream"):
         await vendorA.chat(req, send)
@@ -59,6 +67,9 @@ async def _chat(req: MockRequest, send: Send) -> None:
         if message["type"] == "http.response.body" and not opened:
             opened = True
             message = {**message, "body": sse(_PROMPT_FILTER) + message.get("body", b"")}
+        if (req.step.filter_annotations and message["type"] == "http.response.body"
+                and message.get("body", b"").startswith(b"data: [DONE]")):
+            message = {**message, "body": sse(_ANNOTATION) + message["body"]}
         await send(message)
 
     await vendorA.chat(req, send_with_filter_chunk)

@@ -8,7 +8,11 @@ server-sent events ``data: {GenerateContentResponse}`` with CRLF line ends like 
 the last stream event holds ``finishReason`` and ``usageMetadata``; ``candidateCount`` gives that many candidates;
 ``thinkingConfig.includeThoughts`` adds a ``thought: true`` part and ``thoughtsTokenCount``. Scenario knobs beyond
 kit's: a step with status 200 and ``error_type`` ``SAFETY`` (or another finish reason such as ``MAX_TOKENS``) ends
-the candidate with that finishReason (SAFETY with no content).
+the candidate with that finishReason (SAFETY with no content). ``generationConfig.responseMimeType``
+``application/json`` makes the reply JSON: made from ``responseSchema`` or ``responseJsonSchema``
+(``schema_sample``), ``{"answer": ...}`` without a schema. Like the service, ``responseSchema`` accepts only the
+fields of its OpenAPI-subset Schema (``$ref``, ``$defs``, ``additionalProperties``... are a 400; they belong in
+``responseJsonSchema``), may not be sent together with ``responseJsonSchema``, and needs the JSON MIME type.
 
 Token endpoint ``POST /token`` (form ``grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=<jwt>``)
 verifies the assertion: RS256 signature against the public key registered for its ``iss``, ``aud`` equal to the
@@ -22,6 +26,7 @@ registered token_uri, the cloud-platform ``scope``, ``iat``/``exp`` (at most an 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import time
@@ -42,6 +47,7 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
+from gateway.mock.schema_sample import sample
 from gateway.mock.vendorA import embedding_vector
 
 #: a bearer token the model routes always accept (test data, not a credential)
@@ -171,6 +177,53 @@ def _first_function(doc: dict) -> str | None:
     return None
 
 
+#: the fields of the generateContent Schema object (an OpenAPI 3.0 subset)
+_SCHEMA_FIELDS = frozenset({"type", "format", "title", "description", "nullable", "default", "items", "minItems",
+                            "maxItems", "enum", "properties", "propertyOrdering", "required", "minProperties",
+                            "maxProperties", "minimum", "maximum", "minLength", "maxLength", "pattern", "example",
+                            "anyOf"})
+
+
+class BadRequest(Exception):
+    """A request the service refuses with 400 INVALID_ARGUMENT."""
+
+
+def _check_schema(schema: object, where: str) -> None:
+    if not isinstance(schema, dict):
+        raise BadRequest(f"Invalid value at '{where}': expected an object")
+    for key, value in schema.items():
+        if key not in _SCHEMA_FIELDS:
+            raise BadRequest(f'Invalid JSON payload received. Unknown name "{key}" at \'{where}\': Cannot find field.')
+        if key == "properties":
+            for name, sub in value.items():
+                _check_schema(sub, f"{where}.properties[{name}].value")
+        elif key == "items":
+            _check_schema(value, f"{where}.items")
+        elif key == "anyOf":
+            for i, sub in enumerate(value):
+                _check_schema(sub, f"{where}.any_of[{i}]")
+
+
+def _json_reply(doc: dict) -> str | None:
+    """The JSON text a JSON-mode request gets (None for text mode); raises BadRequest like the service."""
+    config = doc.get("generationConfig") or {}
+    schema, json_schema = config.get("responseSchema"), config.get("responseJsonSchema")
+    if schema is not None and json_schema is not None:
+        raise BadRequest("responseSchema and responseJsonSchema may not both be set.")
+    if schema is not None:
+        _check_schema(schema, "generation_config.response_schema")
+    if config.get("responseMimeType") != "application/json":
+        if schema is not None or json_schema is not None:
+            raise BadRequest("response_mime_type must be application/json when a response schema is set.")
+        return None
+    return json.dumps(sample(schema if schema is not None else json_schema))
+
+
+def _json_pieces(text: str) -> list[str]:
+    cut = text.find(":")
+    return [text[:cut], text[cut:]] if cut > 0 else [text]
+
+
 def _meta(model: str) -> dict:
     return {"modelVersion": model, "createTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
             "responseId": os.urandom(9).hex()}
@@ -194,10 +247,16 @@ async def model_route(req: MockRequest, send: Send) -> None:
     method = req.match.group("method")
     if method == "predict":
         await _predict(req, send)
-    elif method == "generateContent":
-        await _generate(req, send)
+        return
+    try:
+        json_reply = _json_reply(req.json())
+    except BadRequest as exc:
+        await respond_json(send, 400, google_error(400, str(exc)))
+        return
+    if method == "generateContent":
+        await _generate(req, send, json_reply)
     else:
-        await _stream(req, send, "alt=sse" in req.query.split("&"))
+        await _stream(req, send, "alt=sse" in req.query.split("&"), json_reply)
 
 
 async def _predict(req: MockRequest, send: Send) -> None:
@@ -228,10 +287,10 @@ def _plan(req: MockRequest) -> tuple[dict, int, bool, str | None, str | None]:
 _THOUGHT = "Let me think about what the user asked."
 
 
-async def _generate(req: MockRequest, send: Send) -> None:
+async def _generate(req: MockRequest, send: Send, json_reply: str | None) -> None:
     doc, count, thoughts, function, override = _plan(req)
     model = req.match.group("model")
-    reply = req.reply_text()
+    reply = json_reply if json_reply is not None else req.reply_text()
     parts: list[dict] = []
     if thoughts:
         parts.append({"text": _THOUGHT, "thought": True})
@@ -259,7 +318,7 @@ def _event(doc: dict) -> bytes:
     return b"data: " + _encode(doc) + b"\r\n\r\n"
 
 
-async def _stream(req: MockRequest, send: Send, sse: bool) -> None:
+async def _stream(req: MockRequest, send: Send, sse: bool, json_reply: str | None) -> None:
     doc, count, thoughts, function, override = _plan(req)
     step = req.step
     meta = _meta(req.match.group("model"))
@@ -284,8 +343,8 @@ async def _stream(req: MockRequest, send: Send, sse: bool) -> None:
         events.append(event([{"functionCall": {"name": function, "args": {"location": "Paris"}}}]))
         reply = ""
     else:
-        reply = req.reply_text() if override != "SAFETY" else ""
-        pieces = req.reply_words() if reply else []
+        reply = (json_reply if json_reply is not None else req.reply_text()) if override != "SAFETY" else ""
+        pieces = (_json_pieces(reply) if json_reply is not None else req.reply_words()) if reply else []
         events.extend(event([{"text": piece}]) for piece in pieces)
     final_usage = _usage(_prompt_text(doc), reply, count, thought_tokens)
     last = event([], override or "STOP", final_usage)

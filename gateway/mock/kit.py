@@ -11,7 +11,12 @@ requests (default 1; the last step repeats forever). A step may hold:
 - ``chunks`` (int): number of content chunks in a stream; ``chunk_delay_ms`` (int): wait between chunks;
 - ``stream_error`` ("first" | "middle" | "burst" | "cut"): an in-band error as the first event, one midway, one
   written together with the first content events, or a connection cut midway;
-- ``reply`` (str): the assistant text to answer with; ``tool_call`` (bool): answer with a tool call.
+- ``reply`` (str): the assistant text to answer with; ``tool_call`` (bool): answer with a tool call;
+  ``tool_name`` (str): the tool to call when the request leaves the choice to the model (default: the first tool).
+  anthropic and cloudA also call a tool whenever the request forces one (``tool_choice``), with an input made from
+  the tool's schema (``schema_sample``).
+- ``filter_annotations`` (bool, cloudB): stream like the asynchronous content filter, with an annotation chunk (empty
+  ``id`` / ``object``, a choice with ``content_filter_offsets`` and no ``delta``) before ``[DONE]``.
 
 ``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,
 aborted}]}`` (the last
@@ -48,6 +53,8 @@ class Step(msgspec.Struct, omit_defaults=True):
     stream_error: str | None = None
     reply: str | None = None
     tool_call: bool = False
+    tool_name: str | None = None
+    filter_annotations: bool = False
 
 
 class Scenario(msgspec.Struct):

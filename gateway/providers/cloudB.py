@@ -25,15 +25,20 @@ parsed and streamed by the vendorA adapter's code):
 
 ``custom_host`` replaces the base in both forms (the same path is appended). A missing piece is a 400 naming the
 field. ``x-gateway-cloudB-model-name`` names the underlying model for the request's records when the answer does
-not. Streams are relayed as vendorA's, except that leading ``prompt_filter_results`` chunks (empty ``choices``) are
-held back until the first real event, so an error that follows them is still the stream's first event.
+not. Streams are relayed as vendorA's (``system_fingerprint`` as the upstream sends it), except the chunks cloudB
+sends without a stream identity (``CloudBStream``): the leading ``prompt_filter_results`` chunk and the annotation
+chunks of the asynchronous content filter get the unified chunk shape, and leading ones are held back until the
+first real event, so an error that follows them is still the stream's first event.
 
 Wire facts (public references: learn.microsoft.com/azure/ai-services/openai/reference,
 learn.microsoft.com/azure/ai-studio/reference/reference-model-inference-api,
 learn.microsoft.com/azure/machine-learning/how-to-authenticate-online-endpoint): the resource data-plane inference
 API (``/openai/deployments/{id}/...`` with an ``api-version`` query and the ``api-key`` header; errors as
 ``{"error": {"code", "message"}}``; a stream may open with a chunk whose ``choices`` is empty and which carries
-``prompt_filter_results``); the AI model inference endpoints (``*.models.ai.azure.com`` and
+``prompt_filter_results``, with ``id``, ``object`` and ``model`` empty and ``created`` 0; with the asynchronous
+content filter (learn.microsoft.com/azure/ai-services/openai/concepts/content-filter, "content streaming"),
+annotation chunks with the same empty members carry choices with ``content_filter_results`` and
+``content_filter_offsets`` and no ``delta``); the AI model inference endpoints (``*.models.ai.azure.com`` and
 ``*.inference.ml.azure.com`` hosts, bearer keys, ``/v1/chat/completions`` routes, the ``azureml-model-deployment``
 header of managed online endpoints).
 """
@@ -42,6 +47,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+import msgspec
 
 from gateway.http.errors import InvalidRequest
 from gateway.providers.base import (
@@ -176,47 +183,115 @@ class CloudBAdapter(VendorAAdapter):
         return CloudBStream(NAME)
 
 
+class _ChunkMeta(msgspec.Struct):
+    """The stream-wide members of a real chunk (``system_fingerprint`` only when the upstream sent it)."""
+
+    id: str = ""
+    created: int = 0
+    model: str = ""
+    system_fingerprint: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+_chunk_meta = msgspec.json.Decoder(_ChunkMeta)
+_any_json = msgspec.json.Decoder()
+_encode = msgspec.json.encode
+#: the marks of a chunk without a stream identity (compact JSON, as the service writes it)
+_NO_ID = b'"id":""'
+_NO_OBJECT = b'"object":""'
+
+
 class CloudBStream(VendorAStream):
-    """vendorA stream relay that holds back the leading ``prompt_filter_results`` chunk(s) (empty ``choices``)
-    until the first real event, so an error that follows them is still the stream's first event (a real status).
+    """vendorA stream relay that gives cloudB's chunks without an identity the unified chunk shape.
+
+    cloudB writes chunks with an empty ``id``, ``object`` and ``model`` and ``created: 0``: a leading one with
+    ``prompt_filter_results`` and empty ``choices``, and, in its asynchronous content-filter mode, annotation chunks
+    whose choices carry ``content_filter_results`` / ``content_filter_offsets`` and no ``delta``. Such chunks get the
+    stream's ``id``, ``object: chat.completion.chunk``, ``created``, ``model`` (and ``system_fingerprint`` when the
+    stream has one), and ``"delta": {}`` in every choice without one; their filter members are kept. Chunks seen
+    before the first real chunk are held back until it arrives (so an error that follows them is still the stream's
+    first event, a real status), and are sent first.
     """
 
-    __slots__ = ("held", "started")
+    __slots__ = ("held", "meta")
 
     def __init__(self, provider: str) -> None:
         super().__init__(provider)
         self.held: list[bytes] = []
-        self.started = False
+        #: the members every rewritten chunk starts with, known from the first real chunk
+        self.meta: dict[str, Any] | None = None
         self.aligned = False  # no raw relay before the first real event (see passthrough_ready)
 
-    def _events(self, events: list) -> list[bytes]:
-        out = super()._events(events)
-        if self.started or not out:
-            return out
-        index = 0
-        while index < len(out) and _is_filter_only(out[index]):
-            index += 1
-        self.held.extend(out[:index])
-        if index == len(out):
-            return []
-        self.started = True
-        out = self.held + out[index:]
-        self.held = []
-        return out
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if _NO_ID in chunk or _NO_OBJECT in chunk:
+            self.aligned = False  # through the splitter, to be rewritten
+        return super().feed(chunk)
 
     def passthrough_ready(self) -> bool:
-        return self.started  # until then every chunk goes through _events, which holds the filter chunks
+        return self.meta is not None  # until then every chunk goes through _events, which holds the filter chunks
+
+    def _events(self, events: list) -> list[bytes]:
+        ready: list = []
+        for name, data in events:
+            if _is_error(data):
+                ready.append((name, data))
+                continue
+            if _NO_ID in data or _NO_OBJECT in data:
+                if self.meta is None:
+                    self.held.append(data)
+                else:
+                    ready.append((name, self._unified(data)))
+                continue
+            if self.meta is None and not self._is_done(data):
+                self.meta = self._meta_of(data)
+                ready.extend((None, self._unified(held)) for held in self.held)
+                self.held = []
+            ready.append((name, data))
+        return super()._events(ready) if ready else []
 
     def close(self) -> list[bytes]:
         out = super().close()
         if self.held:
-            out = self.held + out
+            self.meta = self.meta or {"id": "", "object": "chat.completion.chunk", "created": 0, "model": ""}
+            out = [self._encode(self._unified(data)) for data in self.held] + out
             self.held = []
         return out
 
+    @staticmethod
+    def _meta_of(data: bytes) -> dict[str, Any]:
+        try:
+            meta = _chunk_meta.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            meta = _ChunkMeta()
+        out: dict[str, Any] = {"id": meta.id, "object": "chat.completion.chunk", "created": meta.created,
+                               "model": meta.model}
+        if meta.system_fingerprint is not msgspec.UNSET:
+            out["system_fingerprint"] = meta.system_fingerprint
+        return out
 
-def _is_filter_only(event: bytes) -> bool:
-    return b'"prompt_filter_results"' in event and b'"choices":[]' in event
+    def _unified(self, data: bytes) -> bytes:
+        try:
+            doc = _any_json.decode(data)
+        except msgspec.DecodeError:
+            return data
+        if not isinstance(doc, dict) or self.meta is None:
+            return data
+        out = dict(self.meta)
+        for key, value in doc.items():
+            if key not in out:
+                out[key] = value
+        choices = out.get("choices")
+        if not isinstance(choices, list):
+            out["choices"] = []
+        else:
+            for choice in choices:
+                if isinstance(choice, dict) and "delta" not in choice:
+                    choice["delta"] = {}
+        return _encode(out)
+
+
+def _is_error(data: bytes) -> bool:
+    """An in-band error event: ``{"error": ...}`` at the top level."""
+    return data.lstrip(b" \t\r\n{")[:7] == b'"error"'
 
 
 _QUERY_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeAlias
 
+# compile_guarded_regex is public too (guardrail checks use it) but stays out of __all__, which the compiled twin
+# mirrors name for name.
 __all__ = ["MAX_DEPTH", "CompiledQuery", "QueryError", "compile_query", "evaluate", "first_match"]
 
 #: The compiled form of a query. Opaque: build it with ``compile_query``, read it with ``evaluate``.
@@ -216,19 +218,31 @@ def _compile_operator(name: Any, operand: Any, path: str) -> tuple[int, Any, int
     if op == _REGEX:
         if not isinstance(operand, str):
             raise QueryError(f"$regex takes a string pattern, got {_json_type(operand)}", path)
-        if len(operand) > REGEX_MAX_LENGTH:
-            raise QueryError(f"$regex pattern is longer than {REGEX_MAX_LENGTH} characters", path)
-        if _NESTED_QUANTIFIER.search(operand):
-            raise QueryError(
-                "$regex has a quantified group that itself contains a quantifier (e.g. (a+)+): "
-                "such patterns can backtrack for minutes on one request, so they are refused", path)
         try:
-            pattern = re.compile(operand)
-        except (re.error, OverflowError, RecursionError) as exc:
-            raise QueryError(f"$regex is not a valid regular expression: {exc}", path) from None
+            pattern = compile_guarded_regex(operand)
+        except QueryError as exc:
+            raise QueryError(exc.message, path) from None
         return (op, pattern.search, _K_STRING)
     _check_depth(operand, path, 0)
     return (op, operand, _kind(operand))
+
+
+def compile_guarded_regex(pattern: str, name: str = "$regex") -> re.Pattern[str]:
+    """Compile a pattern that arrives with a config, under the backtracking guard (see REGEX_MAX_LENGTH).
+
+    Raises QueryError (with no path; ``name`` is how the message calls the pattern) for a pattern that is too
+    long, has a quantified group holding a quantifier, or does not compile. Guardrail checks reuse this guard.
+    """
+    if len(pattern) > REGEX_MAX_LENGTH:
+        raise QueryError(f"{name} pattern is longer than {REGEX_MAX_LENGTH} characters")
+    if _NESTED_QUANTIFIER.search(pattern):
+        raise QueryError(
+            f"{name} has a quantified group that itself contains a quantifier (e.g. (a+)+): "
+            "such patterns can backtrack for minutes on one request, so they are refused")
+    try:
+        return re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise QueryError(f"{name} is not a valid regular expression: {exc}") from None
 
 
 def _check_depth(value: Any, path: str, depth: int) -> None:

@@ -380,8 +380,9 @@ def test_validate_config_checks_a_config_built_in_code_and_returns_it():
 
 
 def test_validate_config_converts_guardrail_dicts_in_code_built_configs():
-    cfg = validate_config(Config(input_guardrails=[{"id": "g", "c": {}}, Guardrail(id="h")]))
-    assert cfg.input_guardrails == [Guardrail(id="g", checks={"c": {}}), Guardrail(id="h")]
+    words = {"words": ["x"]}
+    cfg = validate_config(Config(input_guardrails=[{"id": "g", "default.contains": words}, Guardrail(id="h")]))
+    assert cfg.input_guardrails == [Guardrail(id="g", checks={"default.contains": words}), Guardrail(id="h")]
 
 
 # --- a 3-level config and the parse cache ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ import http.server
 import threading
 
 import msgspec
+import openai
 import pytest
 from openai import OpenAI
 
@@ -169,7 +170,7 @@ def test_streamed_tool_call_with_the_sdk(gateway, mock):
     base = mock.scenario([{"tool_call": True, "reply": "Let me check."}])
     client = sdk(gateway, config_headers(base))
     chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Paris?"}],
-                                                 tools=[WEATHER], tool_choice="required", stream=True))
+                                                 tools=[WEATHER], tool_choice="auto", stream=True))
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     assert "".join(d.content or "" for d in deltas) == "Let me check."
     calls = [t for d in deltas for t in d.tool_calls or ()]
@@ -177,7 +178,7 @@ def test_streamed_tool_call_with_the_sdk(gateway, mock):
     assert "".join(t.function.arguments or "" for t in calls) == '{"location": "Paris"}'
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     sent = msgspec.json.decode(mock.calls(base)["requests"][0]["body"])
-    assert sent["toolConfig"]["toolChoice"] == {"any": {}}
+    assert sent["toolConfig"]["toolChoice"] == {"auto": {}}
 
 
 def test_throttling_is_a_429_with_the_aws_message_and_retry_after(gateway, mock):
@@ -230,3 +231,61 @@ def test_a_missing_secret_is_a_400_naming_the_field(gateway, mock):
     resp = post(url(gateway), CHAT, headers)
     assert resp.status == 400
     assert "cloudA_secret_access_key" in resp.json()["error"]["message"]
+
+
+def test_n_above_one_is_a_400_naming_n(gateway, mock):
+    base = mock.scenario()
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk(gateway, config_headers(base)).chat.completions.create(model=MODEL, messages=CHAT["messages"], n=2)
+    assert info.value.body["param"] == "n" and "n > 1" in info.value.body["message"]
+    assert mock.calls(base)["calls"] == 0
+
+
+def test_a_follow_up_without_tools_after_a_tool_round_works(gateway, mock):
+    """The history's tool calls are enough: the toolConfig Converse wants is rebuilt from them."""
+    base = mock.scenario([{"tool_call": True}, {"reply": "It is 18C and sunny in Paris."}])
+    client = sdk(gateway, config_headers(base))
+    ask = [{"role": "user", "content": "Weather in Paris?"}]
+    first = client.chat.completions.create(model=MODEL, messages=ask, tools=[WEATHER])
+    [call] = first.choices[0].message.tool_calls
+    follow = [*ask, first.choices[0].message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}),
+              {"role": "tool", "tool_call_id": call.id, "content": "18C and sunny"}]
+    second = client.chat.completions.create(model=MODEL, messages=follow)
+    assert second.choices[0].message.content == "It is 18C and sunny in Paris."
+    assert second.choices[0].finish_reason == "stop"
+    sent = msgspec.json.decode(mock.calls(base)["requests"][1]["body"])
+    assert sent["toolConfig"] == {"tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {
+        "json": {"type": "object", "additionalProperties": True}}}}]}
+
+
+class _NotAws(http.server.BaseHTTPRequestHandler):
+    """A proxy in front of the service: errors that are not AWS-shaped."""
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        if "/json/" in self.path:
+            body, kind = b'{"error": {"message": "proxy: no healthy upstream for bedrock"}}', "application/json"
+        else:
+            body, kind = b"Service Unavailable: the load balancer has no healthy targets", "text/plain"
+        self.send_response(503)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(("prefix", "text"), [("json", "proxy: no healthy upstream for bedrock"),
+                                              ("text", "the load balancer has no healthy targets")])
+def test_an_error_body_that_is_not_aws_shaped_keeps_the_upstream_message(gateway, prefix, text):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAws)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        resp = post(url(gateway), CHAT, config_headers(f"http://127.0.0.1:{server.server_address[1]}/{prefix}"))
+    finally:
+        server.shutdown()
+    assert resp.status == 503
+    assert text in resp.json()["error"]["message"] and resp.json()["provider"] == "cloudA"

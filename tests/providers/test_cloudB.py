@@ -164,3 +164,25 @@ def test_stream_error_after_prompt_filter_chunk_is_still_the_first_event():
     with pytest.raises(GatewayError) as info:
         stream.feed(b'data: {"error": {"code": 429, "message": "Rate limit"}}\n\n')
     assert (info.value.status, info.value.message) == (429, "Rate limit")
+
+
+def test_filter_chunks_get_the_streams_identity():
+    stream = CloudBStream("cloudB")
+    real = (b'data: {"id":"c1","object":"chat.completion.chunk","created":7,"model":"gpt-4o","system_fingerprint":'
+            b'"fp_1","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n')
+    annotation = (b'data: {"choices":[{"index":0,"finish_reason":null,"content_filter_offsets":{"check_offset":0}}],'
+                  b'"created":0,"id":"","model":"","object":""}\n\n')
+    events = stream.feed(FILTER) + stream.feed(real) + stream.feed(annotation + b"data: [DONE]\n\n")
+    docs = [dec(e[6:]) for e in events + stream.close()]
+    assert [d["id"] for d in docs] == ["c1", "c1", "c1"]
+    assert {d["object"] for d in docs} == {"chat.completion.chunk"}
+    assert {(d["created"], d["model"], d["system_fingerprint"]) for d in docs} == {(7, "gpt-4o", "fp_1")}
+    assert docs[0]["choices"] == [] and docs[0]["prompt_filter_results"][0]["prompt_index"] == 0
+    assert docs[2]["choices"][0]["delta"] == {} and docs[2]["choices"][0]["content_filter_offsets"]
+
+
+def test_filter_chunks_alone_still_get_the_chunk_object():
+    stream = CloudBStream("cloudB")
+    events = stream.feed(FILTER + b"data: [DONE]\n\n") + stream.close()
+    [doc] = [dec(e[6:]) for e in events]
+    assert doc["object"] == "chat.completion.chunk" and doc["choices"] == []

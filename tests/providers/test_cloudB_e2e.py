@@ -10,7 +10,7 @@ from openai import OpenAI
 
 from gateway.mock.kit import DEFAULT_REPLY
 from gateway.mock.vendorA import embedding_vector
-from tests.support.http import post
+from tests.support.http import post, stream_events
 from tests.support.servers import ADMIN_KEY
 
 API_VERSION = "2024-10-21"
@@ -158,3 +158,23 @@ def test_managed_endpoint_through_custom_host(gateway, mock):
     assert sent["path"] == "/v1/chat/completions"
     assert sent["headers"]["authorization"] == "Bearer ml-key"
     assert sent["headers"]["azureml-model-deployment"] == "green"
+
+
+def test_streamed_filter_chunks_have_the_unified_chunk_shape(gateway, mock):
+    """The leading prompt_filter_results chunk and the async filter's annotation chunk carry the stream's identity."""
+    base = mock.scenario([{"filter_annotations": True}])
+    chunks = list(client(gateway, config(base)).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl")
+    assert {c.object for c in chunks} == {"chat.completion.chunk"} and all(c.created > 0 for c in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == DEFAULT_REPLY
+    first, last = chunks[0].model_dump(), chunks[-1].model_dump()
+    assert first["choices"] == [] and first["prompt_filter_results"][0]["content_filter_results"]
+    assert last["choices"][0]["content_filter_offsets"]["end_offset"] == 120
+    # on the wire: every chunk has an id, the annotation chunk an empty delta
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", body,
+                                      headers(config(mock.scenario([{"filter_annotations": True}]))))
+    raw = [msgspec.json.decode(e) for e in events if e != b"[DONE]"]
+    assert status == 200 and all(doc["id"] and doc["object"] == "chat.completion.chunk" for doc in raw)
+    assert raw[-1]["choices"][0]["delta"] == {} and "content_filter_offsets" in raw[-1]["choices"][0]

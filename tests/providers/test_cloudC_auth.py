@@ -158,6 +158,7 @@ async def test_unreachable_token_endpoint_is_a_502():
         with pytest.raises(GatewayError) as caught:
             await cache.token(info)
         assert caught.value.status == 502 and "127.0.0.1:9/token" in caught.value.message
+        assert "could not be reached" in caught.value.message and "Error" not in caught.value.message
     finally:
         await cache.close()
 

@@ -8,7 +8,9 @@ Facts relied on, from Anthropic's public API reference and guides (platform.clau
 - Body: ``model``, ``messages`` (roles ``user`` / ``assistant`` only, turns alternating), ``max_tokens``
   (required), ``system`` (a string or a list of text blocks), ``temperature``, ``top_p``, ``stop_sequences``,
   ``stream``, ``metadata.user_id``, ``tools`` (``{name, description, input_schema}``), ``tool_choice``
-  (``{type: auto | any | tool (+ name) | none}``, with ``disable_parallel_tool_use`` on auto/any/tool), ``thinking``.
+  (``{type: auto | any | tool (+ name) | none}``, with ``disable_parallel_tool_use`` on auto/any/tool), ``thinking``;
+  with ``any`` or ``tool`` the answer is tool_use blocks without text before them ("Handle tool calls": forced tool
+  use prefills the assistant turn).
 - Content blocks: ``text``; ``image`` with a ``base64`` source (``media_type``, ``data``) or a ``url`` source;
   ``document``; assistant ``tool_use`` (``id``, ``name``, ``input`` object); user ``tool_result`` (``tool_use_id``,
   ``content`` a string or blocks); ``thinking`` (``thinking``, ``signature``) and ``redacted_thinking`` (``data``).
@@ -28,7 +30,13 @@ Facts relied on, from Anthropic's public API reference and guides (platform.clau
 Choices made here: ``max_tokens`` is ``max_completion_tokens``, else ``max_tokens``, else 4096; system and developer
 messages are joined with newlines into ``system`` (a list of text blocks when any part has ``cache_control``);
 consecutive same-role turns are merged; ``n > 1``, ``functions``/``function_call`` and the ``function`` role are 400s;
-vendorA-only sampling fields (penalties, logit_bias, logprobs, seed, response_format) are dropped. Upstream error
+vendorA-only sampling fields (penalties, logit_bias, logprobs, seed) are dropped. ``response_format`` becomes a forced
+output tool whose ``input_schema`` is the schema and whose input comes back as ``message.content``
+(``structured_output``; chosen over the native ``output_config.format`` because a forced tool works on every model,
+while native structured output is limited to recent models and a narrower schema dialect); since the API refuses
+forced tool use while thinking is enabled ("Extended thinking": only ``auto`` / ``none`` with thinking),
+``response_format`` with ``thinking`` is a 400 naming ``response_format``. Answers and chunks carry
+``"system_fingerprint": null`` (the API has none). Upstream error
 statuses are relayed unchanged (529 stays 529). Thinking is dropped unless the target's
 ``strict_vendorA_compliance`` is explicitly false; then it comes back as ``message.content_blocks`` (and as
 ``delta.content_blocks`` entries in streams). A text completion is one user message holding the prompt.
@@ -56,6 +64,7 @@ from gateway.providers.base import (
     UpstreamRequest,
     UpstreamResult,
 )
+from gateway.providers.structured_output import output_tool_name
 
 __all__ = ["AnthropicAdapter", "AnthropicStream", "BASE_URL", "API_VERSION", "DEFAULT_MAX_TOKENS"]
 
@@ -92,7 +101,8 @@ class AnthropicAdapter(ProviderAdapter):
     def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
         message = decode_message(body)
         if call.endpoint == CHAT:
-            data, usage = chat_completion(message, call.model, is_strict(call.target))
+            data, usage = chat_completion(message, call.model, is_strict(call.target),
+                                          output_tool_name(call.request))
         else:
             data, usage = text_completion(message, call.model)
         return UpstreamResult(data, usage, message.model or call.model)
@@ -103,4 +113,5 @@ class AnthropicAdapter(ProviderAdapter):
     def stream(self, call: UpstreamCall) -> AnthropicStream:
         options = getattr(call.request, "stream_options", None)
         include_usage = bool(options is not None and options.include_usage)
-        return AnthropicStream(call.endpoint == CHAT, is_strict(call.target), include_usage, call.model)
+        output = output_tool_name(call.request) if call.endpoint == CHAT else None
+        return AnthropicStream(call.endpoint == CHAT, is_strict(call.target), include_usage, call.model, output)

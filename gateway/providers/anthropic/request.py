@@ -8,6 +8,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from gateway.http.errors import InvalidRequest
+from gateway.providers.structured_output import OutputTool, output_tool
 from gateway.schema.chat import ChatRequest, Message
 from gateway.schema.completions import CompletionRequest
 
@@ -228,11 +229,11 @@ def map_messages(messages: list[Message]) -> tuple[list[MessageParam], str | lis
     return [MessageParam(role, _compact(blocks)) for role, blocks in turns], _system(system)
 
 
-def _tools(req: ChatRequest) -> tuple[list[dict[str, Any]] | UnsetType, dict[str, Any] | UnsetType]:
-    if not req.tools:
-        return UNSET, UNSET
-    tools = []
-    for tool in req.tools:
+def _tools(req: ChatRequest, output: OutputTool | None
+           ) -> tuple[list[dict[str, Any]] | UnsetType, dict[str, Any] | UnsetType]:
+    """``tools`` and ``tool_choice``: the client's, plus the output tool that carries ``response_format``."""
+    tools: list[dict[str, Any]] = []
+    for tool in req.tools or ():
         function = tool.function
         item: dict[str, Any] = {
             "name": function.name,
@@ -241,22 +242,34 @@ def _tools(req: ChatRequest) -> tuple[list[dict[str, Any]] | UnsetType, dict[str
         if function.description:
             item["description"] = function.description
         tools.append(item)
-    choice = req.tool_choice
-    mapped: dict[str, Any] | UnsetType = UNSET
-    if choice == "auto":
-        mapped = {"type": "auto"}
-    elif choice == "required":
-        mapped = {"type": "any"}
-    elif choice == "none":
-        mapped = {"type": "none"}
-    elif isinstance(choice, dict):
-        mapped = {"type": "tool", "name": choice["function"]["name"]}
+    if output is not None:
+        tools.append({"name": output.name, "description": output.description, "input_schema": output.schema})
+        if output.forced:
+            return tools, {"type": "tool", "name": output.name, "disable_parallel_tool_use": True}
+        mapped: dict[str, Any] | UnsetType = {"type": "any"}
+    elif not tools:
+        return UNSET, UNSET
+    else:
+        choice = req.tool_choice
+        mapped = UNSET
+        if choice == "auto":
+            mapped = {"type": "auto"}
+        elif choice == "required":
+            mapped = {"type": "any"}
+        elif choice == "none":
+            mapped = {"type": "none"}
+        elif isinstance(choice, dict):
+            mapped = {"type": "tool", "name": choice["function"]["name"]}
     if req.parallel_tool_calls is False:
         if mapped is UNSET:
             mapped = {"type": "auto"}
         if mapped["type"] != "none":
             mapped["disable_parallel_tool_use"] = True
     return tools, mapped
+
+
+def _thinking_on(thinking: dict[str, Any] | None) -> bool:
+    return bool(thinking) and thinking.get("type") != "disabled"
 
 
 def _stop(stop: str | list[str] | None) -> list[str] | UnsetType:
@@ -274,8 +287,13 @@ def chat_body(req: ChatRequest, stream: bool) -> bytes:
     if req.functions is not None or req.function_call is not None:
         raise InvalidRequest("functions and function_call are deprecated and not supported by anthropic; use tools",
                              param="functions" if req.functions is not None else "function_call")
+    output = output_tool(req)
+    if output is not None and _thinking_on(req.thinking):
+        raise InvalidRequest("response_format cannot be combined with thinking on anthropic: structured output is a "
+                             "forced tool call, which anthropic refuses while thinking is enabled",
+                             param="response_format")
     messages, system = map_messages(req.messages)
-    tools, tool_choice = _tools(req)
+    tools, tool_choice = _tools(req, output)
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     body = MessagesBody(
         model=req.model,

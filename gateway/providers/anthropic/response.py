@@ -133,6 +133,7 @@ class ChatCompletion(msgspec.Struct, gc=False):
     choices: list[ChoiceOut]
     usage: UsageOut
     object: str = "chat.completion"
+    system_fingerprint: None = None
 
 
 class TextChoice(msgspec.Struct, gc=False):
@@ -149,6 +150,7 @@ class TextCompletion(msgspec.Struct, gc=False):
     choices: list[TextChoice]
     usage: UsageOut
     object: str = "text_completion"
+    system_fingerprint: None = None
 
 
 _encode = msgspec.json.encode
@@ -217,18 +219,29 @@ def _arguments(block: Block) -> str:
     return raw.decode() if raw else "{}"
 
 
-def chat_completion(message: AMessage, model: str | None, strict: bool) -> tuple[bytes, Usage]:
-    """The unified chat completion JSON for a Message (thinking blocks only when ``strict`` is false)."""
+def chat_completion(message: AMessage, model: str | None, strict: bool, output_tool: str | None = None
+                    ) -> tuple[bytes, Usage]:
+    """The unified chat completion JSON for a Message (thinking blocks only when ``strict`` is false).
+
+    ``output_tool`` names the tool that carries ``response_format``: its input is the answer's ``content`` (JSON
+    text), and text blocks are left out (see ``structured_output``).
+    """
     texts: list[str] = []
     tool_calls: list[ToolCallOut] = []
     blocks: list[dict[str, Any]] = []
+    outputs: list[str] = []
     for block in message.content or ():
         kind = block.type
         if kind == "text":
+            if output_tool is not None:
+                continue
             texts.append(block.text or "")
             if not strict:
                 blocks.append({"type": "text", "text": block.text or ""})
         elif kind == "tool_use":
+            if output_tool is not None and block.name == output_tool:
+                outputs.append(_arguments(block))
+                continue
             tool_calls.append(ToolCallOut(block.id or "", FunctionOut(block.name or "", _arguments(block))))
         elif kind == "thinking":
             if not strict:
@@ -236,15 +249,21 @@ def chat_completion(message: AMessage, model: str | None, strict: bool) -> tuple
         elif kind == "redacted_thinking":
             if not strict:
                 blocks.append({"type": "redacted_thinking", "data": block.data})
-    content = "".join(texts) if texts else (None if tool_calls else "")
+    if outputs:
+        content: str | None = outputs[0]
+    else:
+        content = "".join(texts) if texts else (None if tool_calls else "")
     out = MessageOut("assistant", content, tool_calls=tool_calls or UNSET, content_blocks=UNSET if strict else blocks)
     tokens = Tokens()
     tokens.update(message.usage)
+    reason = finish_reason(message.stop_reason)
+    if reason == "tool_calls" and outputs and not tool_calls:
+        reason = "stop"  # only the output tool was called: the answer is complete
     body = ChatCompletion(
         id=message.id or "",
         created=int(time.time()),
         model=message.model or model or "",
-        choices=[ChoiceOut(0, out, None, finish_reason(message.stop_reason))],
+        choices=[ChoiceOut(0, out, None, reason)],
         usage=tokens.out(),
     )
     return _encode(body), tokens.unified()

@@ -1,7 +1,10 @@
 """Anthropic Messages SSE events -> unified ``chat.completion.chunk`` (or ``text_completion``) SSE events.
 
 Each upstream event is decoded once into a small Struct; each chunk out is one pre-built prefix, one msgspec encode
-of the delta and one pre-built suffix (the id, created and model never change within a stream).
+of the delta and one pre-built suffix (the id, created, model and a null ``system_fingerprint`` never change within
+a stream). With ``response_format`` the output tool's ``input_json_delta`` pieces go out as ``content`` deltas, text
+blocks are left out, and a stream whose only call was the output tool finishes with ``stop``
+(``structured_output``).
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ class AnthropicStream(HeldError):
 
     __slots__ = ("splitter", "chat", "strict", "include_usage", "model", "created", "usage", "tokens",
                  "started", "stopped", "stop_reason", "tools", "tool_count", "_head", "_text_head", "_meta", "_seen",
-                 "held_error")
+                 "held_error", "output_tool", "outputs")
 
-    def __init__(self, chat: bool, strict: bool, include_usage: bool, model: str | None) -> None:
+    def __init__(self, chat: bool, strict: bool, include_usage: bool, model: str | None,
+                 output_tool: str | None = None) -> None:
         self.splitter = _speedups.sse.SseSplitter()
         self.chat = chat
         self.strict = strict
@@ -82,6 +86,9 @@ class AnthropicStream(HeldError):
         self._meta = b""
         self._seen = b""
         self.held_error: GatewayError | None = None
+        #: the tool that carries response_format, and its content blocks: index -> whether any input was sent
+        self.output_tool = output_tool
+        self.outputs: dict[int, bool] = {}
 
     # --- the StreamTransformer interface ----------------------------------------------------------------------
 
@@ -147,7 +154,8 @@ class AnthropicStream(HeldError):
         self.usage = self.tokens.unified()
         obj = b"chat.completion.chunk" if self.chat else b"text_completion"
         self._meta = (b'{"id":' + _encode(message.id or "") + b',"object":"' + obj + b'","created":'
-                      + str(self.created).encode() + b',"model":' + _encode(self.model))
+                      + str(self.created).encode() + b',"model":' + _encode(self.model)
+                      + b',"system_fingerprint":null')
         if self.chat:
             self._head = b"data: " + self._meta + b',"choices":[{"index":0,"delta":'
             self._text_head = self._head + b'{"content":'
@@ -165,7 +173,7 @@ class AnthropicStream(HeldError):
         kind = delta.type
         if kind == "text_delta":
             text = delta.text
-            if not text:
+            if not text or self.output_tool is not None:
                 return
             if not self.chat:
                 out.append(self._head + _encode(text) + _CHUNK_TAIL)
@@ -175,6 +183,11 @@ class AnthropicStream(HeldError):
                 out.append(self._chunk({"content": text,
                                         "content_blocks": [{"index": event.index, "delta": {"text": text}}]}))
         elif kind == "input_json_delta":
+            if event.index in self.outputs:
+                if delta.partial_json:
+                    self.outputs[event.index] = True
+                    out.append(self._text_head + _encode(delta.partial_json) + b"}" + _CHUNK_TAIL)
+                return
             tool = self.tools.get(event.index)
             if tool is None or not delta.partial_json:
                 return
@@ -197,7 +210,13 @@ class AnthropicStream(HeldError):
                 out.append(self._head + _encode(block.text) + _CHUNK_TAIL)
             return
         kind = block.type
-        if kind == "tool_use":
+        if kind == "tool_use" and self.output_tool is not None and block.name == self.output_tool:
+            raw = bytes(block.input)
+            has_input = bool(raw) and raw.replace(b" ", b"") != b"{}"
+            self.outputs[event.index] = has_input
+            if has_input:
+                out.append(self._text_head + _encode(raw.decode()) + b"}" + _CHUNK_TAIL)
+        elif kind == "tool_use":
             index = self.tool_count
             self.tool_count += 1
             raw = bytes(block.input)
@@ -208,7 +227,7 @@ class AnthropicStream(HeldError):
                 "function": {"name": block.name or "", "arguments": raw.decode() if has_input else ""},
             }]}))
         elif kind == "text":
-            if block.text:
+            if block.text and self.output_tool is None:
                 self._delta(Event(type="content_block_delta", index=event.index,
                                   delta=Delta(type="text_delta", text=block.text)), out)
         elif self.strict:
@@ -222,6 +241,10 @@ class AnthropicStream(HeldError):
                 {"index": event.index, "delta": {"type": "redacted_thinking", "data": block.data}}]}))
 
     def _block_stop(self, event: Event, out: list[bytes]) -> None:
+        if self.outputs.get(event.index) is False:
+            self.outputs[event.index] = True  # the output tool called without input: an empty JSON object
+            out.append(self._text_head + b'"{}"}' + _CHUNK_TAIL)
+            return
         tool = self.tools.get(event.index)
         if tool is not None and not tool[1]:
             tool[1] = True  # a tool called without arguments: say so as an empty JSON object
@@ -231,7 +254,10 @@ class AnthropicStream(HeldError):
         self.stopped = True
         if not self.started:
             raise malformed(PROVIDER, "message_stop before message_start")
-        reason = _encode(finish_reason(self.stop_reason))
+        reason_text = finish_reason(self.stop_reason)
+        if reason_text == "tool_calls" and self.outputs and not self.tool_count:
+            reason_text = "stop"  # only the output tool was called
+        reason = _encode(reason_text)
         if self.chat:
             out.append(self._head + b'{},"logprobs":null,"finish_reason":' + reason + b"}]}\n\n")
         else:

@@ -22,6 +22,7 @@ from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall, UpstreamRequest, UpstreamResult
 from gateway.providers.cloudA import converse, sigv4
 from gateway.providers.cloudA.stream import ConverseStream
+from gateway.providers.structured_output import output_tool_name
 
 DEFAULT_REGION = "us-east-1"
 SERVICE = "bedrock"
@@ -90,7 +91,8 @@ class CloudAAdapter(ProviderAdapter):
 
     def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
         reasoning = call.target.strict_vendorA_compliance is False
-        data, usage = converse.parse_response(self.name, body, call.model or "", reasoning)
+        data, usage = converse.parse_response(self.name, body, call.model or "", reasoning,
+                                              output_tool_name(call.request))
         return UpstreamResult(data, usage, call.model)
 
     def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
@@ -100,4 +102,4 @@ class CloudAAdapter(ProviderAdapter):
         options = getattr(call.request, "stream_options", None)
         include_usage = bool(options is not None and options.include_usage)
         return ConverseStream(self.name, call.model or "", include_usage,
-                              call.target.strict_vendorA_compliance is False)
+                              call.target.strict_vendorA_compliance is False, output_tool_name(call.request))

@@ -22,11 +22,21 @@ Facts relied on (AWS's public Bedrock Runtime API reference for Converse / Conve
 
 Choices made here: ``system`` and ``developer`` messages become ``system`` blocks; ``tool`` messages become user
 ``toolResult`` blocks; consecutive messages with the same Converse role are merged; ``tool_choice: "required"`` is
-``any``; ``"none"`` sends no toolConfig unless the history holds tool blocks (then the tools go without a choice);
-images must be ``data:`` URLs; ``n``, ``seed``, ``response_format``, penalties and ``logit_bias`` have no Converse
-field and are not sent. ``thinking`` goes to ``additionalModelRequestFields.thinking`` and reasoning text comes back
-as ``reasoning_content`` only when ``strict_vendorA_compliance`` is false. ``prompt_tokens`` is ``inputTokens``;
-``cacheReadInputTokens`` is reported as ``prompt_tokens_details.cached_tokens``.
+``any``; ``"none"`` sends no toolConfig unless the history holds tool blocks (then the tools go without a choice).
+A turn whose history holds tool calls but which sends no ``tools`` (a plain follow-up after a tool round, as several
+client libraries send it) gets a ``toolConfig`` rebuilt from the history: one ``toolSpec`` per tool name the
+history calls, with the permissive schema ``{"type": "object", "additionalProperties": true}`` and no
+``toolChoice`` (the model may call those tools again; their calls come back as ``tool_calls``). ``n > 1`` is a 400
+naming ``n`` (Converse answers one choice). ``response_format`` becomes a forced output tool (a ``toolSpec`` whose
+``inputSchema.json`` is the schema, ``toolChoice {tool: {name}}``, or ``{any: {}}`` beside client tools) whose input
+comes back as ``message.content`` (``structured_output``; ``toolChoice`` ``any`` / ``tool`` is honoured by the
+models that support it, e.g. anthropic's and mistral's large models). Images must be ``data:`` URLs; ``seed``,
+penalties and ``logit_bias`` have no Converse field and are not sent. ``thinking`` goes to
+``additionalModelRequestFields.thinking`` and reasoning text comes back as ``reasoning_content`` only when
+``strict_vendorA_compliance`` is false. ``prompt_tokens`` is ``inputTokens``; ``cacheReadInputTokens`` is reported as
+``prompt_tokens_details.cached_tokens``. Answers carry ``"system_fingerprint": null`` (Converse has none). An error
+body that is not AWS-shaped (no ``message`` / ``Message``: a proxy or load balancer in front) keeps what the
+upstream said: its vendorA-style ``error.message`` / ``message``, else the start of the body.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ import msgspec
 
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import malformed, upstream_error
+from gateway.providers.structured_output import PERMISSIVE_OBJECT, OutputTool, output_tool
 from gateway.schema.chat import ChatRequest
 from gateway.schema.common import Usage
 
@@ -157,10 +168,11 @@ def _tool_input(arguments: str | None, where: str) -> Any:
         raise InvalidRequest(f"{where} is not valid JSON", param=where) from None
 
 
-def _messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, str]], bool]:
-    """(Converse messages, system blocks, whether any tool block is present)."""
+def _messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[str], bool]:
+    """(Converse messages, system blocks, the tool names the history calls, whether any tool block is present)."""
     system: list[dict[str, str]] = []
     out: list[dict[str, Any]] = []
+    called: dict[str, None] = {}
     has_tools = False
     for i, message in enumerate(request.messages):
         where = f"messages[{i}]"
@@ -186,6 +198,7 @@ def _messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str
                     "name": fn.name,
                     "input": _tool_input(fn.arguments, f"{where}.tool_calls[{j}].function.arguments"),
                 }})
+                called[fn.name] = None
                 has_tools = True
         else:  # tool / function results
             tool_id = message.tool_call_id if role == "tool" else message.name
@@ -200,10 +213,13 @@ def _messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": converse_role, "content": blocks})
-    return out, system, has_tools
+    return out, system, list(called), has_tools
 
 
-def _tool_config(request: ChatRequest, has_tool_blocks: bool) -> dict[str, Any] | None:
+def _tool_config(request: ChatRequest, called: list[str], has_tool_blocks: bool,
+                 output: OutputTool | None) -> dict[str, Any] | None:
+    """``toolConfig``: the client's tools (else those the history calls, with a permissive schema, since Converse
+    wants a toolConfig beside tool blocks), plus the output tool that carries ``response_format``."""
     specs: list[dict[str, Any]] = []
     definitions = [t.function for t in request.tools] if request.tools else list(request.functions or ())
     for fn in definitions:
@@ -213,7 +229,16 @@ def _tool_config(request: ChatRequest, has_tool_blocks: bool) -> dict[str, Any] 
             spec["description"] = fn.description
         specs.append({"toolSpec": spec})
     if not specs:
+        specs = [{"toolSpec": {"name": name, "inputSchema": {"json": PERMISSIVE_OBJECT}}} for name in called]
+    if output is not None:
+        specs.append({"toolSpec": {"name": output.name, "description": output.description,
+                                   "inputSchema": {"json": output.schema}}})
+        choice = {"tool": {"name": output.name}} if output.forced else {"any": {}}
+        return {"tools": specs, "toolChoice": choice}
+    if not specs:
         return None
+    if not definitions:
+        return {"tools": specs}  # tools rebuilt from the history: there only for the history's sake
     choice = request.tool_choice if request.tool_choice is not None else request.function_call
     config: dict[str, Any] = {"tools": specs}
     if choice == "none":
@@ -230,7 +255,10 @@ def _tool_config(request: ChatRequest, has_tool_blocks: bool) -> dict[str, Any] 
 
 def build_body(request: ChatRequest, reasoning: bool) -> bytes:
     """The Converse / ConverseStream JSON body for a unified chat request."""
-    messages, system, has_tool_blocks = _messages(request)
+    if request.n is not None and request.n > 1:
+        raise InvalidRequest("n > 1 is not supported by cloudA (Converse answers one choice)", param="n")
+    output = output_tool(request)
+    messages, system, called, has_tool_blocks = _messages(request)
     body: dict[str, Any] = {"messages": messages}
     if system:
         body["system"] = system
@@ -246,13 +274,9 @@ def build_body(request: ChatRequest, reasoning: bool) -> bytes:
         inference["stopSequences"] = [request.stop] if isinstance(request.stop, str) else list(request.stop)
     if inference:
         body["inferenceConfig"] = inference
-    tools = _tool_config(request, has_tool_blocks)
+    tools = _tool_config(request, called, has_tool_blocks, output)
     if tools is not None:
         body["toolConfig"] = tools
-    elif has_tool_blocks:
-        raise InvalidRequest(
-            "cloudA needs the tools that earlier tool calls used: send tools with this conversation", param="tools"
-        )
     if reasoning and request.thinking:
         body["additionalModelRequestFields"] = {"thinking": request.thinking}
     return _encode(body)
@@ -370,8 +394,13 @@ def finish_reason(stop_reason: str | None) -> str | None:
     return FINISH_REASONS.get(stop_reason, "stop")
 
 
-def parse_response(provider: str, body: bytes, model: str, reasoning: bool) -> tuple[bytes, Usage | None]:
-    """A Converse answer as unified ``chat.completion`` JSON bytes, plus usage."""
+def parse_response(provider: str, body: bytes, model: str, reasoning: bool, output_tool: str | None = None
+                   ) -> tuple[bytes, Usage | None]:
+    """A Converse answer as unified ``chat.completion`` JSON bytes, plus usage.
+
+    ``output_tool`` names the tool that carries ``response_format``: its input is the ``content`` (JSON text) and
+    text blocks are left out.
+    """
     try:
         doc = _response.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -381,24 +410,31 @@ def parse_response(provider: str, body: bytes, model: str, reasoning: bool) -> t
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[_ToolCall] = []
+    outputs: list[str] = []
     for block in doc.output.message.content:
         if block.text is not None:
-            texts.append(block.text)
+            if output_tool is None:
+                texts.append(block.text)
         elif block.toolUse is not None:
             tool = block.toolUse
             arguments = _encode(tool.input if tool.input is not None else {}).decode()
-            calls.append(_ToolCall(tool.toolUseId, _Function(tool.name, arguments)))
+            if output_tool is not None and tool.name == output_tool:
+                outputs.append(arguments)
+            else:
+                calls.append(_ToolCall(tool.toolUseId, _Function(tool.name, arguments)))
         elif block.reasoningContent is not None and block.reasoningContent.reasoningText is not None:
             thoughts.append(block.reasoningContent.reasoningText.text)
-    content = "".join(texts) if texts or not calls else None
+    content = outputs[0] if outputs else "".join(texts) if texts or not calls else None
     message = _OutMessage(content)
     if calls:
         message.tool_calls = calls
     if reasoning and thoughts:
         message.reasoning_content = "".join(thoughts)
     out_usage, usage = usage_of(doc.usage) if doc.usage is not None else (None, None)
-    completion = _Completion(new_id(), int(time.time()), model,
-                             [_Choice(message, finish_reason(doc.stopReason))], out_usage)
+    reason = finish_reason(doc.stopReason)
+    if reason == "tool_calls" and outputs and not calls:
+        reason = "stop"  # only the output tool was called: the answer is complete
+    completion = _Completion(new_id(), int(time.time()), model, [_Choice(message, reason)], out_usage)
     return _encode(completion), usage
 
 
@@ -436,10 +472,11 @@ def aws_error(provider: str, status: int, headers: Any, body: bytes) -> GatewayE
     message = (doc.message or doc.Message) if doc is not None else None
     if error_type in ERROR_STATUSES:
         status = ERROR_STATUSES[error_type]
+    if message is None and body:
+        # not AWS-shaped (a proxy, a load balancer, a gateway in front): keep what the upstream said
+        return upstream_error(provider, status, body, headers, type_=error_type)
     if message is None:
         message = f"{provider} returned HTTP {status}" + (f" ({error_type})" if error_type else "")
-        if doc is None and body:
-            return upstream_error(provider, status, body, headers, type_=error_type)
     return upstream_error(provider, status, body, headers, message=message, type_=error_type)
 
 

@@ -9,7 +9,10 @@ member, named by ``:event-type``, with a JSON payload: ``messageStart {role}``, 
 (``:exception-type`` ``internalServerException``, ``modelStreamErrorException``, ``validationException``,
 ``throttlingException``, ``serviceUnavailableException``) with ``{message}`` payloads.
 
-Every chunk carries one generated id; tool calls are numbered in the order their blocks start; the finish chunk is
+Every chunk carries one generated id and ``"system_fingerprint": null``; tool calls are numbered in the order their
+blocks start; with ``response_format`` the output tool's input deltas go out as ``content`` deltas, text deltas are
+left out, and a stream whose only call was the output tool finishes with ``stop`` (``structured_output``); the finish
+chunk is
 sent at ``messageStop``; a usage chunk (empty ``choices``) follows ``metadata`` when ``stream_options.include_usage``
 is set. The role chunk ``messageStart`` makes is held back until the first content, so an exception right after
 ``messageStart`` is still the stream's first event (a real status). When one read holds events and then an
@@ -104,9 +107,10 @@ class ConverseStream(HeldError):
     """One stream's transformer: ``feed`` raw upstream bytes, get encoded SSE events."""
 
     __slots__ = ("provider", "model", "include_usage", "reasoning", "usage", "id", "created", "decoder",
-                 "tools", "stopped", "held_error", "role_pending", "_head", "_encode_event")
+                 "tools", "stopped", "held_error", "role_pending", "_head", "_encode_event", "output_tool", "outputs")
 
-    def __init__(self, provider: str, model: str, include_usage: bool, reasoning: bool) -> None:
+    def __init__(self, provider: str, model: str, include_usage: bool, reasoning: bool,
+                 output_tool: str | None = None) -> None:
         self.provider = provider
         self.model = model
         self.include_usage = include_usage
@@ -119,6 +123,9 @@ class ConverseStream(HeldError):
         self.stopped = False
         self.held_error: GatewayError | None = None
         self.role_pending = False
+        #: the tool that carries response_format, and its content block indexes: index -> whether input was sent
+        self.output_tool = output_tool
+        self.outputs: dict[int, bool] = {}
         self._head = (b'{"id":"' + self.id.encode() + b'","object":"chat.completion.chunk","created":'
                       + str(self.created).encode() + b',"model":' + _encode(model)
                       + b',"system_fingerprint":null,"choices":[{"index":0,"delta":')
@@ -181,13 +188,22 @@ class ConverseStream(HeldError):
             self.role_pending = True
         elif name == "contentBlockStart":
             tool = event.start.toolUse if event.start is not None else None
-            if tool is not None:
+            if tool is not None and self.output_tool is not None and tool.name == self.output_tool:
+                self.outputs[event.contentBlockIndex] = False
+            elif tool is not None:
                 index = self.tools[event.contentBlockIndex] = len(self.tools)
                 delta = _encode([_CallStart(index, tool.toolUseId, _FunctionStart(tool.name))])
                 self._push(out, self._chunk(b'{"tool_calls":' + delta + b"}"))
+        elif name == "contentBlockStop":
+            if self.outputs.get(event.contentBlockIndex) is False:
+                self.outputs[event.contentBlockIndex] = True  # the output tool called without input
+                self._push(out, self._chunk(b'{"content":"{}"}'))
         elif name == "messageStop":
             self.stopped = True
-            self._push(out, self._chunk(b"{}", converse.finish_reason(event.stopReason) or "stop"))
+            reason = converse.finish_reason(event.stopReason) or "stop"
+            if reason == "tool_calls" and self.outputs and not self.tools:
+                reason = "stop"  # only the output tool was called
+            self._push(out, self._chunk(b"{}", reason))
         elif name == "metadata" and event.usage is not None:
             out_usage, self.usage = converse.usage_of(event.usage)
             if self.include_usage:
@@ -198,8 +214,14 @@ class ConverseStream(HeldError):
         if delta is None:
             return
         if delta.text is not None:
-            self._push(out, self._chunk(b'{"content":' + _encode(delta.text) + b"}"))
+            if self.output_tool is None:
+                self._push(out, self._chunk(b'{"content":' + _encode(delta.text) + b"}"))
         elif delta.toolUse is not None:
+            if event.contentBlockIndex in self.outputs:
+                if delta.toolUse.input:
+                    self.outputs[event.contentBlockIndex] = True
+                    self._push(out, self._chunk(b'{"content":' + _encode(delta.toolUse.input) + b"}"))
+                return
             index = self.tools.get(event.contentBlockIndex)
             if index is None:
                 index = self.tools[event.contentBlockIndex] = len(self.tools)

@@ -212,10 +212,8 @@ class TokenCache:
             raise UpstreamTimeout(f"{PROVIDER} token endpoint {uri} timed out", extra={"provider": PROVIDER}) \
                 from None
         except aiohttp.ClientError as exc:
-            raise UpstreamUnreachable(
-                f"{PROVIDER} token endpoint {uri} is unreachable: {exc.__class__.__name__}: {exc}",
-                extra={"provider": PROVIDER},
-            ) from None
+            raise UpstreamUnreachable(f"{PROVIDER} token endpoint {uri} {_failure(exc)}",
+                                      extra={"provider": PROVIDER}) from None
         try:
             answer = _answer.decode(body)
         except msgspec.DecodeError:
@@ -245,3 +243,16 @@ class TokenCache:
         if self._resolver is not None:
             await self._resolver.close()
             self._resolver = None
+
+
+def _failure(exc: aiohttp.ClientError) -> str:
+    """What went wrong, in words (never a library's class name)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"could not be reached ({exc.os_error.strerror or 'connection failed'})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "closed the connection before answering"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "broke off its answer"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"answered a malformed response (HTTP {exc.status})"
+    return "could not be reached"

@@ -15,8 +15,8 @@ Request (unified -> Gemini):
   ``response_format``, thinkingConfig {includeThoughts, thinkingBudget} from ``thinking``.
 - ``tools`` / legacy ``functions`` -> ``tools: [{functionDeclarations: [{name, description, parameters}]}]``;
   ``tool_choice`` -> ``toolConfig.functionCallingConfig`` mode AUTO / NONE / ANY (``required``) or ANY with
-  ``allowedFunctionNames`` for a named function. Schemas lose the ``$schema`` and ``additionalProperties`` keys,
-  which the OpenAPI-subset Schema of generateContent does not accept.
+  ``allowedFunctionNames`` for a named function. Tool and response schemas are translated to the OpenAPI-subset
+  Schema of generateContent (``schema.openapi_schema``: ``$ref`` inlined, unknown keywords left out).
 
 Response (Gemini -> unified): each candidate is a choice; text parts joined; ``functionCall`` parts -> ``tool_calls``
 (id from the part or generated, arguments JSON-encoded; a part's ``thoughtSignature`` is appended to the id after
@@ -29,6 +29,8 @@ thoughtsTokenCount -> completion_tokens, totalTokenCount -> total_tokens, cached
 prompt_tokens_details.cached_tokens, thoughtsTokenCount -> completion_tokens_details.reasoning_tokens. Thought parts
 (``thought: true``) become ``content_blocks`` (``{"type": "thinking", "thinking", "signature"}`` then
 ``{"type": "text", "text"}``) only when strict_vendorA_compliance is explicitly false, and are dropped otherwise.
+
+Answers and chunks carry ``"system_fingerprint": null`` (generateContent has none).
 
 Errors: ``{"error": {"code", "message", "status"}}`` (also inside a one-element array) -> the upstream status and
 message, with ``status`` as the error code.
@@ -52,6 +54,7 @@ import msgspec
 
 from gateway.http.errors import InvalidRequest, UpstreamError
 from gateway.providers.base import malformed, snippet, upstream_error
+from gateway.providers.cloudC.schema import openapi_schema
 from gateway.providers.cloudC.wire import (
     Content,
     FileData,
@@ -88,29 +91,6 @@ _TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 #: a functionCall part's thoughtSignature travels in the tool call's id after this mark, so that the client echoing
 #: the id back in the next turn echoes the signature the model needs to see with its own function call
 SIGNATURE_MARK = "__thought__"
-_SCHEMA_DROP = frozenset({"$schema", "additionalProperties"})
-
-
-def clean_schema(schema: Any, properties: bool = False) -> Any:
-    """A JSON schema without the keys generateContent's Schema refuses; the same object when nothing changes.
-
-    ``properties`` marks a ``properties`` map, whose keys are property names (kept whatever they are called).
-    """
-    if isinstance(schema, dict):
-        changed = False
-        out: dict[str, Any] = {}
-        for key, value in schema.items():
-            if not properties and key in _SCHEMA_DROP:
-                changed = True
-                continue
-            cleaned = clean_schema(value, not properties and key == "properties")
-            changed = changed or cleaned is not value
-            out[key] = cleaned
-        return out if changed else schema
-    if isinstance(schema, list):
-        items = [clean_schema(v) for v in schema]
-        return items if any(a is not b for a, b in zip(items, schema)) else schema
-    return schema
 
 
 def _mime_for(url: str, field: str) -> str:
@@ -266,10 +246,10 @@ def _tools(request: Any) -> list[Tool] | None:
     if request.tools:
         for tool in request.tools:
             fn = tool.function
-            declarations.append(FunctionDeclaration(fn.name, fn.description, clean_schema(fn.parameters)))
+            declarations.append(FunctionDeclaration(fn.name, fn.description, openapi_schema(fn.parameters)))
     elif request.functions:
         for fn in request.functions:
-            declarations.append(FunctionDeclaration(fn.name, fn.description, clean_schema(fn.parameters)))
+            declarations.append(FunctionDeclaration(fn.name, fn.description, openapi_schema(fn.parameters)))
     return [Tool(declarations)] if declarations else None
 
 
@@ -299,7 +279,10 @@ def _generation_config(request: Any) -> GenerationConfig | None:
             if not isinstance(spec, dict):
                 raise InvalidRequest("response_format.json_schema must be an object",
                                      param="response_format.json_schema")
-            schema = clean_schema(spec.get("schema")) if spec.get("schema") is not None else None
+            schema = openapi_schema(spec.get("schema")) if spec.get("schema") is not None else None
+        elif kind != "text":
+            raise InvalidRequest("response_format.type must be 'text', 'json_object' or 'json_schema'",
+                                 param="response_format.type")
     thinking = None
     if request.thinking:
         if request.thinking.get("type") == "disabled":
@@ -438,7 +421,7 @@ def parse_response(body: bytes, model: str | None, thoughts: bool, headers: Any 
     usage, record = usage_doc(doc.usage_metadata)
     model_name = doc.model_version or model
     out = {"id": completion_id(doc.response_id), "object": "chat.completion", "created": int(time.time()),
-           "model": model_name, "choices": choices, "usage": usage}
+           "model": model_name, "system_fingerprint": None, "choices": choices, "usage": usage}
     return _response_encoder.encode(out), record, model_name
 
 

@@ -4,13 +4,14 @@ Each upstream SSE event's data is one GenerateContentResponse (``alt=sse``; line
 service, which stream parsers of other projects handle explicitly; the splitter takes any line ending). With
 SAFETY and similar stops the streamed candidate's content is empty (Candidate.FinishReason reference).
 
-Out: one chunk id for the whole stream; per candidate, a delta with the text of the event's parts (the first also
-carries ``role: assistant``), ``tool_calls`` deltas for ``functionCall`` parts (each call complete in one delta,
-with its index, generated id, name and JSON arguments), thought parts as ``content_blocks`` deltas (``{"index": 0,
-"delta": {"thinking": ...}}``) only when strict_vendorA_compliance is explicitly false; a finish chunk (empty delta,
-mapped finish_reason) when a candidate's ``finishReason`` arrives; and, with ``stream_options.include_usage``, a
-last chunk with empty ``choices`` and the usage of the final ``usageMetadata``. An event ``{"error": {...}}`` raises
-the upstream error; a stream that ends before any ``finishReason`` is a 502.
+Out: one chunk id (and ``"system_fingerprint": null``) for the whole stream; per candidate, a delta with the text
+of the event's parts (the first also carries ``role: assistant``), ``tool_calls`` deltas for ``functionCall`` parts
+(each call complete in one delta, with its index, generated id, name and JSON arguments), thought parts as
+``content_blocks`` deltas (``{"index": 0, "delta": {"thinking": ...}}``) only when strict_vendorA_compliance is
+explicitly false; a finish chunk (empty delta, mapped finish_reason) when a candidate's ``finishReason`` arrives;
+and, with ``stream_options.include_usage``, a last chunk with empty ``choices`` and the usage of the final
+``usageMetadata``. An event ``{"error": {...}}`` raises the upstream error; a stream that ends before any
+``finishReason`` is a 502.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class GeminiStream(HeldError):
         model = model_version or self.model
         self.prefix = (b'{"id":' + _encode(completion_id(response_id)) + b',"object":"chat.completion.chunk",'
                        b'"created":' + str(int(time.time())).encode() + b',"model":' + _encode(model) +
-                       b',"choices":')
+                       b',"system_fingerprint":null,"choices":')
         return self.prefix
 
     def _chunk(self, choices: list[dict[str, Any]]) -> bytes:

@@ -1,0 +1,221 @@
+"""Saved guardrails (``/v1/guardrails``): the record, its create/update bodies and their validation, and listing.
+
+A saved guardrail: ``id``, ``name`` (1..128 characters), ``workspace``, ``checks`` (a non-empty array of
+``{"id": "default.<check>", "parameters": {...}}``, each validated like a config's), ``deny`` (deny the request when
+it fails), ``async``, ``on_fail`` / ``on_success`` (``{"feedback": {"value", "weight", "metadata"}, "deny"}``),
+``created_at`` and ``updated_at`` (Unix seconds). A config names it by id (``"input_guardrails": ["gr_..."]``); an
+async guardrail cannot deny. A bad body is a 400 whose ``param`` is the field's path (``checks[0].parameters.rule``).
+
+Listing: ``current_page`` (integer >= 0, default 0, the first page is 0), ``page_size`` (1..PAGE_SIZE_MAX, default
+PAGE_SIZE_DEFAULT) and ``ids`` (comma-separated ids; only those are listed). Newest first (``created_at``, then
+``id``). The answer is ``{"object": "list", "data": [...], "total": N, "current_page", "page_size", "has_more"}``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Iterable, Mapping
+
+import msgspec
+
+from gateway.config.schema import HookOutcome
+from gateway.guardrails.checks import ParamError, build_check
+from gateway.guardrails.checks.base import Params, decode_params
+from gateway.http.errors import InvalidRequest
+
+PAGE_SIZE_DEFAULT = 100
+PAGE_SIZE_MAX = 1000
+NAME_MAX = 128
+CHECKS_MAX = 64
+
+_encoder = msgspec.json.Encoder()
+
+
+class SavedCheck(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One check of a saved guardrail."""
+
+    id: str
+    parameters: dict[str, Any] = {}
+
+
+class SavedGuardrail(msgspec.Struct, frozen=True):
+    """A stored guardrail record."""
+
+    id: str
+    name: str
+    checks: list[SavedCheck]
+    workspace: str = "default"
+    deny: bool = False
+    async_: bool = msgspec.field(default=False, name="async")
+    on_fail: HookOutcome | None = None
+    on_success: HookOutcome | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    object: str = "guardrail"
+
+
+class GuardrailCreate(Params, frozen=True):
+    """The body of ``POST /v1/guardrails``."""
+
+    name: str
+    checks: list[SavedCheck]
+    deny: bool = False
+    async_: bool = msgspec.field(default=False, name="async")
+    on_fail: HookOutcome | None = None
+    on_success: HookOutcome | None = None
+    workspace: str | None = None
+
+
+class GuardrailUpdate(Params, frozen=True):
+    """The body of an update: every field optional; ``checks`` replaces the whole list."""
+
+    name: str | None = None
+    checks: list[SavedCheck] | None = None
+    deny: bool | None = None
+    async_: bool | None = msgspec.field(default=None, name="async")
+    on_fail: HookOutcome | None = None
+    on_success: HookOutcome | None = None
+
+
+def _invalid(exc: ParamError) -> InvalidRequest:
+    return InvalidRequest(f"invalid guardrail: {exc.param}: {exc.detail}", param=exc.param)
+
+
+def _decode(raw: bytes | str | dict[str, Any], shape: type[Params]) -> Any:
+    doc = raw
+    if isinstance(raw, (bytes, str)):
+        try:
+            doc = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise InvalidRequest(f"invalid guardrail: the body is not valid JSON ({exc})", param="body") from None
+    try:
+        return decode_params(shape, doc, "", "field")
+    except ParamError as exc:
+        if not exc.param:
+            raise InvalidRequest("invalid guardrail: the body must be a JSON object", param="body") from None
+        raise _invalid(exc) from None
+
+
+def parse_create(raw: bytes | str | dict[str, Any]) -> GuardrailCreate:
+    """A create body, decoded and fully validated (400 naming the field)."""
+    body = _decode(raw, GuardrailCreate)
+    try:
+        _validate(body.name, body.checks, body.deny, body.async_, body.on_fail, body.on_success)
+        if body.workspace is not None and not body.workspace:
+            raise ParamError("workspace", "must be a non-empty string")
+    except ParamError as exc:
+        raise _invalid(exc) from None
+    return body
+
+
+def parse_update(raw: bytes | str | dict[str, Any]) -> GuardrailUpdate:
+    """An update body, decoded; its fields are validated against the record in ``updated_guardrail``."""
+    return _decode(raw, GuardrailUpdate)
+
+
+def new_guardrail(body: GuardrailCreate, workspace: str, now: int | None = None,
+                  guardrail_id: str | None = None) -> SavedGuardrail:
+    """The record for a validated create body (``workspace`` from the caller's key unless the body names one)."""
+    stamp = int(time.time()) if now is None else now
+    return SavedGuardrail(
+        id=guardrail_id or f"gr_{secrets.token_hex(8)}", name=body.name, checks=body.checks,
+        workspace=body.workspace or workspace, deny=body.deny, async_=body.async_, on_fail=body.on_fail,
+        on_success=body.on_success, created_at=stamp, updated_at=stamp,
+    )
+
+
+def updated_guardrail(record: SavedGuardrail, update: GuardrailUpdate, now: int | None = None) -> SavedGuardrail:
+    """``record`` with the update's fields applied and validated together (400 naming the field)."""
+    changes = {name: getattr(update, name) for name in update.__struct_fields__ if getattr(update, name) is not None}
+    merged = msgspec.structs.replace(record, **changes)
+    try:
+        _validate(merged.name, merged.checks, merged.deny, merged.async_, merged.on_fail, merged.on_success)
+    except ParamError as exc:
+        raise _invalid(exc) from None
+    stamp = int(time.time()) if now is None else now
+    return msgspec.structs.replace(merged, updated_at=max(stamp, record.updated_at + 1))
+
+
+def _validate(name: str, checks: list[SavedCheck], deny: bool, is_async: bool, on_fail: HookOutcome | None,
+              on_success: HookOutcome | None) -> None:
+    if not name.strip() or len(name) > NAME_MAX:
+        raise ParamError("name", f"must be 1..{NAME_MAX} characters, not blank")
+    if not checks:
+        raise ParamError("checks", "must hold at least one check")
+    if len(checks) > CHECKS_MAX:
+        raise ParamError("checks", f"must hold at most {CHECKS_MAX} checks")
+    for i, check in enumerate(checks):
+        build_check(check.id, check.parameters, f"checks[{i}].parameters", f"checks[{i}].id")
+    for label, outcome in (("on_fail", on_fail), ("on_success", on_success)):
+        feedback = outcome.feedback if outcome is not None else None
+        for field in ("value", "weight"):
+            value = getattr(feedback, field) if feedback is not None else None
+            if value is not None and type(value) not in (int, float):
+                raise ParamError(f"{label}.feedback.{field}", "must be a number")
+    denies = deny or any(o is not None and o.deny for o in (on_fail, on_success))
+    if is_async and denies:
+        raise ParamError("async", "an async guardrail cannot deny: it runs after the response has gone")
+
+
+# --- listing ----------------------------------------------------------------------------------------------------
+
+
+class ListQuery(msgspec.Struct, frozen=True, gc=False):
+    """A validated list query."""
+
+    current_page: int = 0
+    page_size: int = PAGE_SIZE_DEFAULT
+    ids: frozenset[str] | None = None
+
+
+class GuardrailPage(msgspec.Struct, frozen=True):
+    """One page of a listing."""
+
+    data: list[SavedGuardrail]
+    total: int
+    current_page: int
+    page_size: int
+    has_more: bool
+    object: str = "list"
+
+
+def parse_list_query(query: Mapping[str, str]) -> ListQuery:
+    """``current_page``, ``page_size`` and ``ids`` from query parameters; a bad value is a 400 naming it."""
+    values: dict[str, Any] = {}
+    for name, low, high in (("current_page", 0, None), ("page_size", 1, PAGE_SIZE_MAX)):
+        raw = query.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            number = int(raw)
+        except ValueError:
+            number = None
+        if number is None or number < low or (high is not None and number > high):
+            bounds = f"{low}..{high}" if high is not None else f">= {low}"
+            raise InvalidRequest(f"{name} must be an integer {bounds}, got {raw!r}", param=name)
+        values[name] = number
+    raw_ids = query.get("ids")
+    if raw_ids is not None:
+        ids = frozenset(part.strip() for part in raw_ids.split(",") if part.strip())
+        if not ids:
+            raise InvalidRequest("ids must name at least one guardrail id (comma-separated)", param="ids")
+        values["ids"] = ids
+    return ListQuery(**values)
+
+
+def list_page(records: Iterable[SavedGuardrail], query: ListQuery, workspace: str | None = None) -> GuardrailPage:
+    """The page of ``records`` (of ``workspace`` when given) that ``query`` asks for."""
+    chosen = [
+        r for r in records
+        if (workspace is None or r.workspace == workspace) and (query.ids is None or r.id in query.ids)
+    ]
+    chosen.sort(key=lambda r: r.id, reverse=True)
+    chosen.sort(key=lambda r: r.created_at, reverse=True)
+    start = query.current_page * query.page_size
+    data = chosen[start:start + query.page_size]
+    return GuardrailPage(data, len(chosen), query.current_page, query.page_size, start + len(data) < len(chosen))
+
+
+def encode_page(page: GuardrailPage) -> bytes:
+    return _encoder.encode(page)
