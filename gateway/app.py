@@ -40,6 +40,9 @@ class GatewayApp:
             parse = _optional(module)
             if parse is not None:
                 self.add("POST", path, Pipeline(runtime, endpoint, parse))
+        from gateway.api.jobs import mount_jobs
+
+        mount_jobs(self, runtime)
         from gateway.api.logs import LogsEndpoint
         from gateway.api.metrics import MetricsEndpoint
 

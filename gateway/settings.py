@@ -69,6 +69,15 @@ class Settings(msgspec.Struct, frozen=True):
     guardrail_workers: int = 2  # threads for CPU-heavy checks (large inputs, large JSON schemas)
     guardrail_queue: int = 64  # such checks waiting or running per worker process; beyond, a check fails
     guardrail_async_max: int = 256  # async hooks running in the background per worker process; beyond, dropped
+    # files and batches
+    files_dir: str | None = None  # gateway-stored files; unset: <data_dir>/files, or chunks in Redis with redis_url
+    file_max_bytes: int = 200 * 1024 * 1024  # largest upload (gateway-stored or forwarded)
+    batch_concurrency: int = 16  # lines of one gateway-run batch in flight at once
+    batch_max_lines: int = 50_000  # lines a gateway-run batch's input file may hold
+    batch_line_attempts: int = 3  # tries of a line that meets a 429 or 5xx (beyond its config's own retries)
+    batch_lease_ms: int = 15_000  # a runner's lease on its batch; another instance takes over when it lapses
+    batch_poll_ms: int = 1000  # how often each worker looks for batches to run, and runners for cancels
+    batch_window_s: int = 86_400  # how long an `immediate` batch may run before it expires
 
 
 #: field -> environment variable
@@ -100,7 +109,9 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
     if settings.log_retention_rows < 1:
         raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
     _check_state(settings)
-    for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max"):
+    for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max", "file_max_bytes",
+                 "batch_concurrency", "batch_max_lines", "batch_line_attempts", "batch_lease_ms", "batch_poll_ms",
+                 "batch_window_s"):
         if getattr(settings, name) < 1:
             raise ValueError(f"{ENV[name]}: must be >= 1")
     return settings

@@ -25,6 +25,8 @@ class Runtime:
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self.recorder = recorder if recorder is not None else _default_recorder(settings)
+        #: background services mounted with the routes (the batch scheduler): started last, closed first
+        self.services: list = []
         self.ready = False
 
     @property
@@ -37,12 +39,16 @@ class Runtime:
         await self.watcher.start()
         await self.client.start()
         await self.recorder.start()
+        for service in self.services:
+            await service.start()
         self.ready = True
 
     async def close(self) -> None:
         from gateway.providers.registry import close_all
 
         self.ready = False
+        for service in reversed(self.services):
+            await service.close()
         await self.recorder.close()
         await close_all()
         await self.client.close()

@@ -4,7 +4,8 @@ Bodies come from the vendorA mock handlers. Like the real service: a missing or 
 a missing ``api-version`` query a 404, both in cloudB's error format ``{"error": {"code", "message"}}``; streamed
 chat opens with a ``prompt_filter_results`` chunk whose ``choices`` is empty (and ``id``, ``object``, ``model``
 empty); a step's ``filter_annotations`` adds the asynchronous content filter's annotation chunk before ``[DONE]``.
-Scripted errors use the same format.
+Scripted errors use the same format. The resource's files, batches, fine-tuning and stored-responses paths
+(``/openai/files``...) answer like the vendorA mock's, behind the same checks.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs
 
-from gateway.mock import vendorA
+from gateway.mock import vendorA, vendorA_batches, vendorA_files, vendorA_fine_tuning, vendorA_responses
 from gateway.mock.kit import MockRequest, Send, respond_json, retry_headers, sse
 
 _CODES = {400: "BadRequest", 401: "401", 403: "Forbidden", 404: "DeploymentNotFound", 408: "Timeout",
@@ -81,3 +82,7 @@ ROUTES = [
     ("POST", re.compile(_BASE + r"completions$"), _checked(vendorA.completions)),
     ("POST", re.compile(_BASE + r"embeddings$"), _checked(vendorA.embeddings)),
 ]
+# files, batches, fine-tuning jobs and stored responses live on the resource: /openai/files?api-version=...
+for _module in (vendorA_files, vendorA_batches, vendorA_fine_tuning, vendorA_responses):
+    for _method, _pattern, _handler in _module.ROUTES:
+        ROUTES.append((_method, re.compile(_pattern.pattern.replace("^(?:/v1)?", "^/openai")), _checked(_handler)))

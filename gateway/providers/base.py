@@ -30,6 +30,12 @@ COMPLETIONS = "completions"
 EMBEDDINGS = "embeddings"
 MODERATIONS = "moderations"
 RERANK = "rerank"
+# long-running resources, forwarded in the vendorA wire format to providers that have them
+FILES = "files"
+BATCHES = "batches"
+FINE_TUNING = "fine_tuning"
+RESPONSES = "responses"
+RESOURCES = frozenset({FILES, BATCHES, FINE_TUNING, RESPONSES})
 
 
 class UpstreamRequest:
@@ -117,6 +123,13 @@ class ProviderAdapter:
 
     def stream(self, call: UpstreamCall) -> StreamTransformer:
         raise NotImplementedError
+
+    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+                         content_type: str | None) -> UpstreamRequest:
+        """A files, batches, fine-tuning or stored-responses call (``path`` under the vendorA ``/v1`` base, e.g.
+        ``/files/file-abc/content``; ``query`` without ``?``; ``body`` bytes or a binary file object) in this
+        provider's URL and auth. Only providers listing those endpoints implement it (``check_endpoint`` first)."""
+        raise InvalidRequest(f"provider '{self.name}' does not serve {path}", param="provider")
 
     def check_endpoint(self, endpoint: str) -> None:
         if endpoint not in self.endpoints:

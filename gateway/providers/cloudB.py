@@ -23,6 +23,10 @@ parsed and streamed by the vendorA adapter's code):
    ``/v1/completions`` and ``/v1/embeddings`` likewise; ``cloudB_api_version`` (when set) is sent as the
    ``api-version`` query.
 
+Files, batches, fine-tuning jobs and stored responses are forwarded on the resource form only, at
+``{base}/files``, ``/batches``, ``/fine_tuning/jobs``, ``/responses/{id}`` with the ``api-version`` query and the
+``api-key`` header (the resource's vendorA-shaped data-plane API).
+
 ``custom_host`` replaces the base in both forms (the same path is appended). A missing piece is a 400 naming the
 field. ``x-gateway-cloudB-model-name`` names the underlying model for the request's records when the answer does
 not. Streams are relayed as vendorA's (``system_fingerprint`` as the upstream sends it), except the chunks cloudB
@@ -55,6 +59,7 @@ from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
     EMBEDDINGS,
+    RESOURCES,
     UpstreamCall,
     UpstreamRequest,
     UpstreamResult,
@@ -62,7 +67,7 @@ from gateway.providers.base import (
 from gateway.providers.vendorA import PATHS, VendorAAdapter, VendorAStream
 
 NAME = "cloudB"
-ENDPOINTS = frozenset({CHAT, COMPLETIONS, EMBEDDINGS})
+ENDPOINTS = frozenset({CHAT, COMPLETIONS, EMBEDDINGS}) | RESOURCES
 SERVERLESS = "serverless"
 MANAGED = "managed"
 
@@ -157,6 +162,29 @@ class CloudBAdapter(VendorAAdapter):
         if target.cloudB_api_version:
             url += f"?api-version={_query_value(target.cloudB_api_version, 'cloudB_api_version')}"
         return url
+
+    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+                         content_type: str | None) -> UpstreamRequest:
+        """Files, batches, fine-tuning jobs and stored responses live on the resource (not on a deployment):
+        ``{base}/openai/files?api-version=...`` and so on, with the ``api-key`` header."""
+        if uses_endpoint(target):
+            raise InvalidRequest("cloudB serves files, batches, fine-tuning and stored responses on resource "
+                                 "deployments only, not on AI endpoints", param="cloudB_deployment_type")
+        api_version = target.api_version or target.cloudB_api_version
+        if not api_version:
+            raise InvalidRequest("cloudB needs api_version (the api-version query); or send "
+                                 "x-gateway-cloudB-api-version", param="api_version")
+        base = target.custom_host
+        if not base:
+            resource = _require(target.resource_name, "resource_name",
+                                "the resource's name; or send x-gateway-cloudB-resource-name")
+            base = f"https://{resource}.openai.azure.com/openai"
+        version = f"api-version={_query_value(api_version, 'api_version')}"
+        url = f"{base.rstrip('/')}{path}?{version}" + (f"&{query}" if query else "")
+        headers = {"content-type": content_type} if content_type else {}
+        if target.api_key:
+            headers["api-key"] = target.api_key
+        return UpstreamRequest(url, headers, body, method)
 
     async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
         target = call.target

@@ -9,22 +9,36 @@ from __future__ import annotations
 import importlib
 
 from gateway.http.errors import InvalidRequest
-from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, ProviderAdapter
+from gateway.providers.base import (
+    BATCHES,
+    CHAT,
+    COMPLETIONS,
+    EMBEDDINGS,
+    FILES,
+    MODERATIONS,
+    RESOURCES,
+    ProviderAdapter,
+)
 from gateway.providers.vendorA import VendorAAdapter
 
 _ALL_VENDOR_A = frozenset({CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS})
 _CHAT_ONLY = frozenset({CHAT, COMPLETIONS})
 _CHAT_EMBED = frozenset({CHAT, COMPLETIONS, EMBEDDINGS})
 
+#: Long-running resources (files, batches, fine-tuning jobs, stored responses) are forwarded only to providers that
+#: serve them in the vendorA wire format under their vendorA-compatible base: vendorA (all four), groq (files and
+#: batches), mistral-ai (files). cloudB serves all four on resource deployments (its own adapter). Every other
+#: provider answers 400 naming the provider.
+
 #: vendorA-compatible providers: name -> (default base URL, endpoints). Local servers (ollama, vllm, lm-studio)
 #: listen on loopback: reach them with custom_host and GATEWAY_ALLOW_PRIVATE_HOSTS.
 VENDOR_A_COMPATIBLE: dict[str, tuple[str, frozenset[str]]] = {
-    "vendorA": ("https://api.openai.com/v1", _ALL_VENDOR_A),
-    "groq": ("https://api.groq.com/openai/v1", _CHAT_ONLY),
+    "vendorA": ("https://api.openai.com/v1", _ALL_VENDOR_A | RESOURCES),
+    "groq": ("https://api.groq.com/openai/v1", _CHAT_ONLY | {FILES, BATCHES}),
     "together-ai": ("https://api.together.xyz/v1", _CHAT_EMBED),
     "fireworks-ai": ("https://api.fireworks.ai/inference/v1", _CHAT_EMBED),
     "deepinfra": ("https://api.deepinfra.com/v1/openai", _CHAT_EMBED),
-    "mistral-ai": ("https://api.mistral.ai/v1", _CHAT_EMBED),
+    "mistral-ai": ("https://api.mistral.ai/v1", _CHAT_EMBED | {FILES}),
     "deepseek": ("https://api.deepseek.com/v1", _CHAT_ONLY),
     "perplexity-ai": ("https://api.perplexity.ai", frozenset({CHAT})),
     "openrouter": ("https://openrouter.ai/api/v1", _CHAT_ONLY),

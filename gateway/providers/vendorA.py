@@ -2,7 +2,8 @@
 
 Facts relied on (vendorA's public API reference): bearer auth in ``Authorization``; optional
 ``OpenAI-Organization`` and ``OpenAI-Project`` headers; paths ``/chat/completions``, ``/completions``,
-``/embeddings``, ``/moderations`` under the ``/v1`` base; streams are data-only SSE ending with ``data: [DONE]``,
+``/embeddings``, ``/moderations`` under the ``/v1`` base, and the resource paths ``/files``, ``/batches``,
+``/fine_tuning/jobs`` and ``/responses/{id}`` (``/input_items``) under the same base, with the same auth; streams are data-only SSE ending with ``data: [DONE]``,
 and an in-band failure arrives as ``data: {"error": {...}}``; with ``stream_options.include_usage`` the last chunk
 carries ``usage`` and empty ``choices``.
 
@@ -86,6 +87,24 @@ class VendorAAdapter(ProviderAdapter):
         if target.vendorA_project:
             headers["openai-project"] = target.vendorA_project
         return UpstreamRequest(self.url(call), headers, call.body)
+
+    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+                         content_type: str | None) -> UpstreamRequest:
+        base = target.custom_host or self.base_url
+        url = base.rstrip("/") + path + (f"?{query}" if query else "")
+        return UpstreamRequest(url, self.resource_headers(target, content_type), body, method)
+
+    def resource_headers(self, target: Any, content_type: str | None) -> dict[str, str]:
+        headers = bearer_headers(target.api_key)
+        if content_type:
+            headers["content-type"] = content_type
+        else:
+            del headers["content-type"]
+        if target.vendorA_organization:
+            headers["openai-organization"] = target.vendorA_organization
+        if target.vendorA_project:
+            headers["openai-project"] = target.vendorA_project
+        return headers
 
     def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
         try:

@@ -1,0 +1,113 @@
+"""The per-worker services behind the files, batches, fine-tuning and stored-responses routes, and what those
+routes share: the caller, query values, cursor pages and mounting them all.
+
+These routes take the gateway key as ``x-gateway-api-key`` or, when that header is absent, as the bearer token
+(then the bearer is never sent to a provider). Any gateway key may use them (admin or member); every gateway-stored
+object belongs to the key's workspace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence, TypeVar
+from urllib.parse import parse_qsl
+
+from gateway.api.admin import Caller, authorize
+from gateway.api.runtime import Runtime
+from gateway.http.errors import InvalidRequest
+from gateway.jobs.batch_runner import RunnerDeps
+from gateway.jobs.batch_scheduler import BatchScheduler
+from gateway.jobs.batch_store import BatchStore
+from gateway.jobs.dispatch import InProcessDispatcher
+from gateway.jobs.files import GatewayFiles
+from gateway.jobs.filestore import open_file_store
+from gateway.jobs.passthrough import Forwarder
+from gateway.settings import data_path
+
+T = TypeVar("T")
+
+
+def batch_parsers() -> dict[str, Callable[[bytes], Any]]:
+    """Each batch endpoint's body parser (the one its route uses)."""
+    from gateway.schema.chat import parse_chat
+    from gateway.schema.completions import parse_completion
+    from gateway.schema.embeddings import parse_embeddings
+
+    return {"/v1/chat/completions": parse_chat, "/v1/completions": parse_completion,
+            "/v1/embeddings": parse_embeddings}
+
+
+class Jobs:
+    """Files, batches and the forwarder of one worker; started and closed with the runtime."""
+
+    def __init__(self, runtime: Runtime, app: Any) -> None:
+        settings = runtime.settings
+        self.runtime = runtime
+        self.settings = settings
+        self.files = GatewayFiles(runtime.store, open_file_store(settings, runtime.store))
+        self.batches = BatchStore(runtime.store)
+        self.forwarder = Forwarder(runtime.client)
+        self.scheduler = BatchScheduler(
+            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers()))
+        spool = data_path(settings, "tmp")
+        spool.mkdir(exist_ok=True)
+        self.spool_dir = str(spool)
+
+    async def start(self) -> None:
+        await self.scheduler.start()
+
+    async def close(self) -> None:
+        await self.scheduler.close()
+
+    async def caller(self, scope: dict) -> Caller:
+        """The authenticated caller; a bearer that served as the gateway key is dropped from the context."""
+        caller = await authorize(self.runtime, scope, admin=False)
+        if not caller.ctx.api_key:
+            caller.ctx.api_key = caller.ctx.bearer
+            caller.ctx.bearer = None
+        return caller
+
+
+def query_pairs(scope: dict) -> list[tuple[str, str]]:
+    raw = scope.get("query_string") or b""
+    return parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if raw else []
+
+
+def raw_query(scope: dict) -> str:
+    return (scope.get("query_string") or b"").decode("latin-1")
+
+
+def cursor_page(items: Sequence[T], id_of: Callable[[T], str], after: str | None, limit: int,
+                ) -> tuple[list[T], bool]:
+    """The ``limit`` items after the one whose id is ``after`` (from the start without it), and has_more; an
+    ``after`` that names no item is a 400."""
+    start = 0
+    if after:
+        for i, item in enumerate(items):
+            if id_of(item) == after:
+                start = i + 1
+                break
+        else:
+            raise InvalidRequest(f"after names no object of this list: {after!r}", param="after")
+    page = list(items[start:start + limit])
+    return page, start + limit < len(items)
+
+
+def list_envelope(data: list, id_of: Callable[[Any], str], has_more: bool) -> dict:
+    return {"object": "list", "data": data, "first_id": id_of(data[0]) if data else None,
+            "last_id": id_of(data[-1]) if data else None, "has_more": has_more}
+
+
+def mount_jobs(app: Any, runtime: Runtime) -> Jobs:
+    """Route every files, batches, fine-tuning and responses path on ``app``; the runtime starts and closes the
+    services with itself."""
+    from gateway.api.batches import BatchRoutes
+    from gateway.api.files import FileRoutes
+    from gateway.api.fine_tuning import FineTuningRoutes
+    from gateway.api.responses import ResponseRoutes
+
+    jobs = Jobs(runtime, app)
+    runtime.services.append(jobs)
+    for routes in (FileRoutes(jobs), BatchRoutes(jobs), FineTuningRoutes(jobs), ResponseRoutes(jobs)):
+        for method, path, handler in routes.routes():
+            app.add(method, path, handler)
+    return jobs

@@ -1,0 +1,69 @@
+"""``/v1/responses/{response_id}`` and ``/input_items``: stored responses, forwarded to the provider the request names.
+
+Query values are checked before anything is sent: ``include`` (repeated, as ``include`` or ``include[]``) must be
+one of the includable fields; the input-item list takes ``limit`` 1 to 100 (default 20), ``order`` ``asc`` or
+``desc``, and ``after`` / ``before`` item ids. Retrieving as a stream (``stream=true``) is not offered here. The
+provider's ``response`` object and ``{"object": "list", "data", "first_id", "last_id", "has_more"}`` envelope are
+relayed as it sends them; an unknown id is the provider's 404.
+
+Includable fields (the spec's three and the ones vendorA added since): ``file_search_call.results``,
+``message.input_image.image_url``, ``computer_call_output.output.image_url``, ``web_search_call.results``,
+``web_search_call.action.sources``, ``code_interpreter_call.outputs``, ``reasoning.encrypted_content``,
+``message.output_text.logprobs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.api.admin import choice_query, int_query, query_values
+from gateway.api.jobs import Jobs, query_pairs, raw_query
+from gateway.http.errors import InvalidRequest
+from gateway.jobs.passthrough import path_id
+from gateway.providers.base import RESPONSES
+
+INCLUDABLE = (
+    "file_search_call.results", "message.input_image.image_url", "computer_call_output.output.image_url",
+    "web_search_call.results", "web_search_call.action.sources", "code_interpreter_call.outputs",
+    "reasoning.encrypted_content", "message.output_text.logprobs",
+)
+
+
+def check_include(scope: dict) -> None:
+    for name, value in query_pairs(scope):
+        if name in ("include", "include[]") and value not in INCLUDABLE:
+            raise InvalidRequest(f"include must be one of {', '.join(INCLUDABLE)}, got {value!r}", param="include")
+
+
+def _response_id(scope: dict) -> str:
+    return path_id(scope["path_params"]["response_id"], "response_id", "response")
+
+
+class ResponseRoutes:
+    def __init__(self, jobs: Jobs) -> None:
+        self.jobs = jobs
+
+    def routes(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("GET", "/v1/responses/{response_id}", self.retrieve),
+            ("GET", "/v1/responses/{response_id}/input_items", self.input_items),
+        ]
+
+    async def retrieve(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await self.jobs.caller(scope)
+        response_id = _response_id(scope)
+        check_include(scope)
+        if (query_values(scope).get("stream") or "").lower() == "true":
+            raise InvalidRequest("retrieving a stored response as a stream is not supported", param="stream")
+        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET", f"/responses/{response_id}",
+                                             raw_query(scope))
+
+    async def input_items(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await self.jobs.caller(scope)
+        response_id = _response_id(scope)
+        query = query_values(scope)
+        int_query(query, "limit", 20, 1, 100)
+        choice_query(query, "order", ("asc", "desc"))
+        check_include(scope)
+        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET",
+                                             f"/responses/{response_id}/input_items", raw_query(scope))

@@ -1,0 +1,1 @@
+"""Long-running resources: gateway-stored files, batches the gateway runs (lease, resume) and provider passthrough."""

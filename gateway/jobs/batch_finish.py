@@ -1,0 +1,105 @@
+"""Writing a finished batch's output and error files: one line per input line, in input order.
+
+The input file is read again line by line; each line's stored result goes to the output file (a 2xx answer) or
+the error file (anything else); a line without a result (the batch was cancelled or expired first) gets an error
+line saying so. Files are written under ids derived from the batch (``file-gw-<batch>-output`` / ``-errors``), so
+a finalization that is interrupted and run again replaces them instead of leaving strays. A file is created only
+when it has lines. The runner's counts and usage are recounted from exactly what is written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.jobs.batch_lines import custom_id_of, file_lines
+from gateway.jobs.batch_output import OUTPUT, error_result
+from gateway.jobs.batch_store import PREFIX as BATCH_PREFIX
+from gateway.jobs.filestore import FileMissing, FileWriter
+from gateway.jobs.files import PREFIX as FILE_PREFIX
+from gateway.schema.files import BATCH_OUTPUT
+
+if TYPE_CHECKING:
+    from gateway.jobs.batch_runner import BatchRunner
+
+UNRUN = {
+    "cancelled": ("batch_cancelled", "the batch was cancelled before this request ran"),
+    "expired": ("batch_expired", "the batch expired before this request ran"),
+    "completed": ("batch_request_lost", "this request has no recorded result"),
+}
+
+
+def output_ids(batch_id: str) -> tuple[str, str]:
+    stem = batch_id[len(BATCH_PREFIX):] if batch_id.startswith(BATCH_PREFIX) else batch_id
+    return f"{FILE_PREFIX}{stem}-output", f"{FILE_PREFIX}{stem}-errors"
+
+
+class _OutFile:
+    def __init__(self, runner: "BatchRunner", file_id: str, filename: str) -> None:
+        self.runner = runner
+        self.file_id = file_id
+        self.filename = filename
+        self.writer: FileWriter | None = None
+        self.pending: list[bytes] = []
+        self.size = 0
+
+    async def add(self, line: bytes) -> None:
+        if self.writer is None:
+            self.writer = self.runner.deps.files.writer(self.file_id)
+        self.pending.append(line)
+        self.pending.append(b"\n")
+        self.size += len(line) + 1
+        if self.size >= 256 * 1024:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if self.pending:
+            await self.writer.write(b"".join(self.pending))
+            self.pending.clear()
+            self.size = 0
+
+    async def commit(self, workspace: str) -> str | None:
+        if self.writer is None:
+            return None
+        await self._flush()
+        size = await self.writer.commit()
+        await self.runner.deps.files.add(workspace, self.file_id, self.filename, BATCH_OUTPUT, size)
+        return self.file_id
+
+    async def abort(self) -> None:
+        if self.writer is not None:
+            await self.writer.abort()
+
+
+async def write_outputs(runner: "BatchRunner", final: str) -> tuple[str | None, str | None]:
+    """Write the output and error files of ``runner``'s batch; returns their ids (None for an empty one)."""
+    batch = runner.batch
+    out_id, err_id = output_ids(runner.id)
+    output = _OutFile(runner, out_id, f"{runner.id}_output.jsonl")
+    errors = _OutFile(runner, err_id, f"{runner.id}_errors.jsonl")
+    code, message = UNRUN[final]
+    lines: list[tuple[int, bytes]] = []
+
+    async def drain() -> None:
+        numbers = [number for number, _ in lines]
+        by_number = dict(lines)
+        async for number, value in runner._results(numbers):
+            if value is None:
+                value = error_result(custom_id_of(by_number[number]), code, message)
+            await (output if value[:1] == OUTPUT else errors).add(value[1:])
+        lines.clear()
+
+    try:
+        async for number, line in file_lines(runner.deps.files.read(batch.input_file_id)):
+            lines.append((number, line))
+            if len(lines) >= 512:
+                await drain()
+        await drain()
+    except FileMissing:
+        await output.abort()
+        await errors.abort()
+        return None, None
+    except BaseException:
+        await output.abort()
+        await errors.abort()
+        raise
+    return await output.commit(runner.workspace), await errors.commit(runner.workspace)

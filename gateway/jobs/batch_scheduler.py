@@ -1,0 +1,81 @@
+"""Finding gateway-run batches to run: each worker polls the unfinished batches and runs those whose lease it gets.
+
+The lease (``StateStore.lease``, ``GATEWAY_BATCH_LEASE_MS``) makes exactly one runner work on a batch across every
+worker and instance sharing the store; its runner renews it a few times per lease period. When the holder dies
+(crash, SIGKILL, lost host) its lease lapses and the next worker to poll (every ``GATEWAY_BATCH_POLL_MS``) takes
+the batch over and resumes it. A worker shutting down cleanly stops its runners and gives their leases up at once.
+Holder ids are random per process, so a restarted process waits for its old lease to lapse like anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+
+from gateway.http.errors import GatewayError
+from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
+from gateway.jobs.batch_store import lease_key
+from gateway.state.base import StateStoreError
+
+log = logging.getLogger("gateway.jobs")
+
+
+class BatchScheduler:
+    def __init__(self, deps: RunnerDeps) -> None:
+        self.deps = deps
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.running: dict[str, asyncio.Task] = {}
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="gateway-batch-scheduler")
+
+    def poke(self) -> None:
+        """Look for work now (a batch was created or cancelled in this worker)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        interval = self.deps.settings.batch_poll_ms / 1000
+        while True:
+            try:
+                await self.scan()
+            except (StateStoreError, GatewayError) as exc:
+                log.debug("batch scan skipped: %s", exc)
+            except Exception:  # noqa: BLE001 - the scheduler must outlive any one bad pass
+                log.exception("batch scan failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def scan(self) -> None:
+        batches = self.deps.batches
+        for batch_id in await batches.active_ids():
+            if batch_id in self.running:
+                continue
+            if not await batches.store.lease(lease_key(batch_id), self.holder, self.deps.settings.batch_lease_ms):
+                continue
+            runner = BatchRunner(self.deps, batch_id, self.holder)
+            task = asyncio.create_task(runner.run(), name=f"batch-{batch_id}")
+            self.running[batch_id] = task
+            task.add_done_callback(lambda done, key=batch_id: self._ended(key, done))
+
+    def _ended(self, batch_id: str, task: asyncio.Task) -> None:
+        self.running.pop(batch_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("batch %s runner failed", batch_id, exc_info=task.exception())
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._task, *self.running.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None

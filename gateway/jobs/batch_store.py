@@ -1,0 +1,153 @@
+"""Where a gateway-run batch's state lives in the state store, so any worker or instance can resume it.
+
+- The batch record (kind ``batch``, per workspace): the public Batch object plus the headers its lines are sent
+  with. Written on state transitions only (a handful per batch), never per line.
+- An ``active`` marker record (kind ``batch_active``) while the batch is unfinished: schedulers list these to find
+  work, so finished batches cost nothing to skip.
+- Per-line results (KV ``batch:<id>:r:<line>``): the finished output line, stored with ``set_if_absent`` so a line
+  has exactly one result whoever finished it; they expire a day after the batch's window.
+- Live counts and usage (KV ``batch:<id>:counts``), written by the runner a few times a second, merged into the
+  Batch on read while it runs.
+- The cancel request (KV ``batch:<id>:cancel``, the ``cancelling_at`` time): the runner polls it.
+- The lease (``batch:<id>``): exactly one runner at a time (see ``batch_scheduler``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from gateway.controlplane.records import Entity, Repository, store_unavailable
+from gateway.schema.batches import TERMINAL, Batch, BatchUsage, RequestCounts
+from gateway.state.base import StateStore, StateStoreError
+
+KIND = "batch"
+ACTIVE_KIND = "batch_active"
+PREFIX = "batch_gw_"
+RESULT_KEEP_S = 86_400
+
+
+def is_gateway_batch(batch_id: str) -> bool:
+    return batch_id.startswith(PREFIX)
+
+
+class BatchRecord(Entity, kw_only=True):
+    batch: Batch
+    #: the headers every line is sent with (gateway key, provider identification, forwarded headers)
+    headers: list[tuple[str, str]] = msgspec.field(default_factory=list)
+
+
+class LiveCounts(msgspec.Struct):
+    counts: RequestCounts = msgspec.field(default_factory=RequestCounts)
+    usage: BatchUsage | None = None
+
+
+_counts_decoder = msgspec.json.Decoder(LiveCounts)
+_encode = msgspec.json.encode
+
+
+def lease_key(batch_id: str) -> str:
+    return f"batch:{batch_id}"
+
+
+def result_key(batch_id: str, line: int) -> str:
+    return f"batch:{batch_id}:r:{line}"
+
+
+def _counts_key(batch_id: str) -> str:
+    return f"batch:{batch_id}:counts"
+
+
+def _cancel_key(batch_id: str) -> str:
+    return f"batch:{batch_id}:cancel"
+
+
+class BatchStore:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.repo = Repository(store, KIND, BatchRecord, PREFIX, "batch", id_param="batch_id")
+
+    # -- records ---------------------------------------------------------------------------------------------
+
+    async def create(self, record: BatchRecord) -> BatchRecord:
+        record = await self.repo.create(record)
+        await self._call(self.store.record_put(ACTIVE_KIND, record.id, record.workspace_id, b""))
+        return record
+
+    async def get(self, workspace: str, batch_id: str) -> BatchRecord:
+        """The batch of ``workspace`` with its live counts (404 naming ``batch_id``)."""
+        return await self.with_live_counts(await self.repo.get(workspace, batch_id))
+
+    async def find(self, batch_id: str) -> BatchRecord | None:
+        return await self.repo.find(batch_id)
+
+    async def list(self, workspace: str) -> list[BatchRecord]:
+        """The workspace's batches, newest first."""
+        records = await self.repo.list(workspace)
+        records.reverse()
+        return records
+
+    async def with_live_counts(self, record: BatchRecord) -> BatchRecord:
+        batch = record.batch
+        if batch.status in TERMINAL:
+            return record
+        live = await self.counts(record.id)
+        if live is not None:
+            batch.request_counts = live.counts
+            batch.usage = live.usage
+        return record
+
+    async def save(self, record: BatchRecord) -> BatchRecord:
+        return await self.repo.replace(record)
+
+    async def finish(self, record: BatchRecord) -> BatchRecord:
+        """Save a batch that reached a final state and drop it from the active list."""
+        record = await self.save(record)
+        await self._call(self.store.record_delete(ACTIVE_KIND, record.id))
+        await self._call(self.store.delete(_counts_key(record.id)))
+        return record
+
+    async def active_ids(self) -> list[str]:
+        return [r.id for r in await self.store.record_list(ACTIVE_KIND)]
+
+    # -- lines, counts, cancel -------------------------------------------------------------------------------
+
+    async def put_result(self, batch_id: str, line: int, value: bytes, keep_until: int) -> bool:
+        """Store a line's result unless it has one; True when this call stored it."""
+        ttl_ms = max(1, keep_until - int(time.time())) * 1000
+        return await self.store.set_if_absent(result_key(batch_id, line), value, ttl_ms)
+
+    async def get_result(self, batch_id: str, line: int) -> bytes | None:
+        return await self.store.get(result_key(batch_id, line))
+
+    async def put_counts(self, batch_id: str, live: LiveCounts, keep_until: int) -> None:
+        ttl_ms = max(1, keep_until - int(time.time())) * 1000
+        await self.store.set(_counts_key(batch_id), _encode(live), ttl_ms)
+
+    async def counts(self, batch_id: str) -> LiveCounts | None:
+        raw = await self._call(self.store.get(_counts_key(batch_id)))
+        return None if raw is None else _counts_decoder.decode(raw)
+
+    async def request_cancel(self, batch_id: str, at: int, keep_until: int) -> int:
+        """Record the cancel request (the first one wins); returns its time (``cancelling_at``)."""
+        ttl_ms = max(1, keep_until - int(time.time())) * 1000
+        key = _cancel_key(batch_id)
+        await self._call(self.store.set_if_absent(key, str(at).encode(), ttl_ms))
+        raw = await self._call(self.store.get(key))
+        return int(raw) if raw else at
+
+    async def cancel_requested(self, batch_id: str) -> int | None:
+        raw = await self.store.get(_cancel_key(batch_id))
+        return int(raw) if raw else None
+
+    async def _call(self, awaitable):
+        try:
+            return await awaitable
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+
+def keep_until(batch: Batch) -> int:
+    """When a batch's per-line state may go: a day after its window."""
+    return (batch.expires_at or batch.created_at) + RESULT_KEEP_S

@@ -1,0 +1,123 @@
+"""Batch wire shapes: the create body (POST /v1/batches), the Batch object, its list envelope and line errors.
+
+Facts relied on (the spec's Batch section and vendorA's batch reference): statuses ``validating``, ``failed``,
+``in_progress``, ``finalizing``, ``completed``, ``expired``, ``cancelling``, ``cancelled``; Unix-second timestamps
+per transition; ``errors`` is ``{"object": "list", "data": [{code, message, param, line}]}``; ``request_counts`` is
+``{total, completed, failed}``; metadata holds at most 16 pairs, keys up to 64 and values up to 512 characters;
+``usage`` sums the lines' token usage (input/output tokens with cached and reasoning details).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from gateway.http.errors import InvalidRequest
+from gateway.schema.common import BodyDecoder
+
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
+WINDOWS = ("24h", "immediate")
+TERMINAL = frozenset({"failed", "completed", "expired", "cancelled"})
+METADATA_PAIRS = 16
+METADATA_KEY_CHARS = 64
+METADATA_VALUE_CHARS = 512
+
+
+class CreateBatch(msgspec.Struct, frozen=True):
+    input_file_id: str
+    completion_window: Literal["24h", "immediate"]
+    endpoint: Literal["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+    metadata: dict[str, Any] | None = None
+
+
+create_batch_decoder = BodyDecoder(CreateBatch)
+
+
+def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, str] | None:
+    """The spec's metadata rules: an object of at most 16 string pairs, keys <= 64 and values <= 512 characters."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise InvalidRequest(f"{field} must be an object of string values", param=field)
+    if len(metadata) > METADATA_PAIRS:
+        raise InvalidRequest(f"{field} may hold at most {METADATA_PAIRS} pairs, got {len(metadata)}", param=field)
+    for key, value in metadata.items():
+        if len(key) > METADATA_KEY_CHARS:
+            raise InvalidRequest(f"{field} key {key[:20]!r}... is longer than {METADATA_KEY_CHARS} characters",
+                                 param=f"{field}.{key[:METADATA_KEY_CHARS]}")
+        if not isinstance(value, str):
+            raise InvalidRequest(f"{field}.{key} must be a string", param=f"{field}.{key}")
+        if len(value) > METADATA_VALUE_CHARS:
+            raise InvalidRequest(f"{field}.{key} is longer than {METADATA_VALUE_CHARS} characters",
+                                 param=f"{field}.{key}")
+    return metadata
+
+
+def parse_create_batch(body: bytes) -> CreateBatch:
+    """The create body with every field checked: 400 naming the first bad one."""
+    request = create_batch_decoder.decode(body)
+    if not request.input_file_id:
+        raise InvalidRequest("input_file_id must not be empty", param="input_file_id")
+    check_metadata(request.metadata)
+    return request
+
+
+class BatchError(msgspec.Struct, gc=False):
+    code: str
+    message: str
+    param: str | None = None
+    line: int | None = None
+
+
+class BatchErrors(msgspec.Struct):
+    object: str = "list"
+    data: list[BatchError] = msgspec.field(default_factory=list)
+
+
+class RequestCounts(msgspec.Struct, gc=False):
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+class InputTokensDetails(msgspec.Struct, gc=False):
+    cached_tokens: int = 0
+
+
+class OutputTokensDetails(msgspec.Struct, gc=False):
+    reasoning_tokens: int = 0
+
+
+class BatchUsage(msgspec.Struct):
+    input_tokens: int = 0
+    input_tokens_details: InputTokensDetails = msgspec.field(default_factory=InputTokensDetails)
+    output_tokens: int = 0
+    output_tokens_details: OutputTokensDetails = msgspec.field(default_factory=OutputTokensDetails)
+    total_tokens: int = 0
+
+
+class Batch(msgspec.Struct, kw_only=True):
+    """The Batch object as clients read it (every member present, null when unset)."""
+
+    id: str
+    object: str = "batch"
+    endpoint: str
+    errors: BatchErrors | None = None
+    input_file_id: str
+    completion_window: str
+    status: str = "validating"
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    created_at: int
+    in_progress_at: int | None = None
+    expires_at: int | None = None
+    finalizing_at: int | None = None
+    completed_at: int | None = None
+    failed_at: int | None = None
+    expired_at: int | None = None
+    cancelling_at: int | None = None
+    cancelled_at: int | None = None
+    request_counts: RequestCounts = msgspec.field(default_factory=RequestCounts)
+    metadata: dict[str, str] | None = None
+    usage: BatchUsage | None = None
