@@ -1,0 +1,228 @@
+"""The batch runner in process, against a scripted app standing in for the pipeline: states, order, retries,
+limit waits, cancel, expiry, resume after a crash and one runner per batch."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import msgspec
+import pytest
+
+from gateway.api.jobs import batch_parsers
+from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
+from gateway.jobs.batch_scheduler import BatchScheduler
+from gateway.jobs.batch_store import BatchRecord, BatchStore, lease_key
+from gateway.jobs.dispatch import InProcessDispatcher
+from gateway.jobs.files import GatewayFiles, new_file_id
+from gateway.jobs.filestore import DirectoryFileStore
+from gateway.schema.batches import Batch
+from gateway.settings import Settings
+from gateway.state.memory import MemoryStateStore
+
+CHAT = "/v1/chat/completions"
+OK = b'{"object":"chat.completion","usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}'
+
+
+class ScriptedApp:
+    """Answers each call with ``answer(call number, body)`` -> (status, headers, body), after ``delay`` seconds."""
+
+    def __init__(self, answer=None, delay: float = 0.0) -> None:
+        self.answer = answer or (lambda n, body: (200, [], OK))
+        self.delay = delay
+        self.calls = 0
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        body = (await receive())["body"]
+        self.calls += 1
+        self.bodies.append(body)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        status, headers, answer = self.answer(self.calls, body)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+
+def lines(n: int, bad: tuple[int, ...] = ()) -> bytes:
+    out = []
+    for i in range(1, n + 1):
+        if i in bad:
+            out.append(b"{not json")
+        else:
+            out.append(msgspec.json.encode({"custom_id": f"c{i}", "method": "POST", "url": CHAT, "body": {
+                "model": "m", "messages": [{"role": "user", "content": f"line {i}"}]}}))
+    return b"\n".join(out) + b"\n"
+
+
+class Harness:
+    def __init__(self, store, tmp_path, app: ScriptedApp, **settings) -> None:
+        values = {"data_dir": str(tmp_path), "batch_poll_ms": 50, "batch_lease_ms": 600, "batch_concurrency": 4}
+        values.update(settings)
+        self.settings = Settings(**values)
+        self.store = store
+        self.batches = BatchStore(store)
+        self.files = GatewayFiles(store, DirectoryFileStore(tmp_path / "files"))
+        self.app = app
+        self.deps = RunnerDeps(self.settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers())
+
+    async def batch(self, content: bytes, window_s: int = 3600) -> str:
+        file_id = new_file_id()
+        writer = self.files.writer(file_id)
+        await writer.write(content)
+        size = await writer.commit()
+        await self.files.add("default", file_id, "in.jsonl", "batch", size)
+        now = int(time.time())
+        batch = Batch(id=f"batch_gw_{file_id[8:]}", endpoint=CHAT, input_file_id=file_id,
+                      completion_window="immediate", created_at=now, expires_at=now + window_s)
+        await self.batches.create(BatchRecord(id=batch.id, workspace_id="default", batch=batch,
+                                              headers=[("x-gateway-api-key", "k")]))
+        return batch.id
+
+    async def run(self, batch_id: str, holder: str = "h1", timeout: float = 30) -> Batch:
+        assert await self.store.lease(lease_key(batch_id), holder, self.settings.batch_lease_ms)
+        await asyncio.wait_for(BatchRunner(self.deps, batch_id, holder).run(), timeout)
+        return (await self.batches.get("default", batch_id)).batch
+
+    async def output(self, file_id: str | None) -> list[dict]:
+        if file_id is None:
+            return []
+        data = b"".join([p async for p in self.files.read(file_id)])
+        return [msgspec.json.decode(line) for line in data.splitlines()]
+
+
+async def wait_for(check, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_batch_runs_every_line_and_writes_them_in_input_order(tmp_path):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp(delay=0.005))
+    batch = await h.run(await h.batch(lines(30)))
+    assert batch.status == "completed"
+    assert batch.in_progress_at and batch.finalizing_at and batch.completed_at
+    assert (batch.request_counts.total, batch.request_counts.completed, batch.request_counts.failed) == (30, 30, 0)
+    assert batch.usage.total_tokens == 150 and batch.error_file_id is None
+    out = await h.output(batch.output_file_id)
+    assert [line["custom_id"] for line in out] == [f"c{i}" for i in range(1, 31)]
+    assert all(line["response"]["status_code"] == 200 for line in out)
+
+
+async def test_bad_lines_are_recorded_with_their_number_and_the_rest_run(tmp_path):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp())
+    batch = await h.run(await h.batch(lines(6, bad=(2, 5))))
+    assert batch.status == "completed"
+    assert [(e.code, e.line) for e in batch.errors.data] == [("invalid_json_line", 2), ("invalid_json_line", 5)]
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (4, 2)
+    errors = await h.output(batch.error_file_id)
+    assert [e["error"]["code"] for e in errors] == ["invalid_json_line"] * 2
+    assert h.app.calls == 4
+
+
+@pytest.mark.parametrize("content, code", [(lines(3, bad=(1, 2, 3)), "invalid_json_line"), (b"\n\n", "empty_file")])
+async def test_a_file_without_a_valid_line_fails_the_batch(tmp_path, content, code):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp())
+    batch = await h.run(await h.batch(content))
+    assert batch.status == "failed" and batch.failed_at and batch.errors.data[0].code == code
+    assert h.app.calls == 0 and batch.output_file_id is None
+
+
+async def test_too_many_lines_fail_the_batch(tmp_path):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp(), batch_max_lines=5)
+    batch = await h.run(await h.batch(lines(6)))
+    assert batch.status == "failed" and batch.errors.data[0].code == "too_many_requests"
+
+
+async def test_the_gateways_own_429_is_waited_out_not_failed(tmp_path):
+    limited = (429, [(b"retry-after-ms", b"30")], b'{"error":{"message":"rate limit","type":"rate_limit_error"}}')
+    app = ScriptedApp(lambda n, body: limited if n <= 6 else (200, [], OK))
+    h = Harness(MemoryStateStore(), tmp_path, app, batch_line_attempts=1)
+    batch = await h.run(await h.batch(lines(10)))
+    assert (batch.status, batch.request_counts.completed, batch.request_counts.failed) == ("completed", 10, 0)
+    assert app.calls == 16
+
+
+async def test_upstream_failures_are_tried_again_then_recorded(tmp_path):
+    relayed = (500, [], b'{"error":{"message":"boom"},"provider":"vendorA"}')
+
+    def answer(n, body):
+        if b"line 3" in body:
+            return relayed  # always fails
+        return relayed if n <= 2 else (200, [], OK)
+
+    app = ScriptedApp(answer)
+    h = Harness(MemoryStateStore(), tmp_path, app, batch_line_attempts=3, batch_concurrency=1)
+    batch = await h.run(await h.batch(lines(4)))
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (3, 1)
+    errors = await h.output(batch.error_file_id)
+    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [("c3", 500)]
+    assert sum(1 for b in app.bodies if b"line 3" in b) == 3
+
+
+async def test_cancel_stops_new_lines_and_keeps_finished_ones(tmp_path):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp(delay=0.05), batch_concurrency=2)
+    batch_id = await h.batch(lines(40))
+    task = asyncio.create_task(h.run(batch_id))
+    await wait_for(lambda: _done_at_least(h, batch_id, 4))
+    await h.batches.request_cancel(batch_id, int(time.time()), int(time.time()) + 3600)
+    batch = await task
+    assert batch.status == "cancelled" and batch.cancelled_at and batch.cancelling_at
+    out, errors = await h.output(batch.output_file_id), await h.output(batch.error_file_id)
+    assert 4 <= len(out) < 40 and len(out) + len(errors) == 40
+    assert {e["error"]["code"] for e in errors} == {"batch_cancelled"}
+    assert sorted([int(x["custom_id"][1:]) for x in out + errors]) == list(range(1, 41))
+
+
+async def test_a_batch_past_its_window_expires_with_what_finished(tmp_path):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp(delay=0.05), batch_concurrency=1)
+    batch = await h.run(await h.batch(lines(100), window_s=1))
+    assert batch.status == "expired" and batch.expired_at
+    out, errors = await h.output(batch.output_file_id), await h.output(batch.error_file_id)
+    assert out and len(out) + len(errors) == 100
+    assert {e["error"]["code"] for e in errors} == {"batch_expired"}
+
+
+async def _done_at_least(h: Harness, batch_id: str, n: int) -> bool:
+    live = await h.batches.counts(batch_id)
+    return live is not None and live.counts.completed >= n
+
+
+async def test_a_resumed_batch_sends_only_unfinished_lines_and_writes_each_once(store, tmp_path):
+    app = ScriptedApp(delay=0.02)
+    h = Harness(store, tmp_path, app, batch_concurrency=3)
+    batch_id = await h.batch(lines(60, bad=(7,)))
+    first = asyncio.create_task(h.run(batch_id, holder="first"))
+    await wait_for(lambda: _done_at_least(h, batch_id, 15))
+    first.cancel()  # the runner dies mid-batch: lines in flight are lost
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    sent_before = app.calls
+    batch = await h.run(batch_id, holder="second")
+    assert batch.status == "completed"
+    assert (batch.request_counts.total, batch.request_counts.completed, batch.request_counts.failed) == (60, 59, 1)
+    out = await h.output(batch.output_file_id)
+    assert [line["custom_id"] for line in out] == [f"c{i}" for i in range(1, 61) if i != 7]
+    assert 59 <= app.calls <= 59 + 3  # at-least-once: only the lines in flight at the crash are sent twice
+    assert app.calls > sent_before
+
+
+async def test_two_schedulers_run_each_batch_exactly_once(store, tmp_path):
+    app = ScriptedApp(delay=0.01)
+    h = Harness(store, tmp_path, app)
+    ids = [await h.batch(lines(20)) for _ in range(3)]
+    schedulers = [BatchScheduler(h.deps), BatchScheduler(h.deps)]
+    for scheduler in schedulers:
+        await scheduler.start()
+    try:
+        async def all_done() -> bool:
+            statuses = [(await h.batches.get("default", i)).batch.status for i in ids]
+            return statuses == ["completed"] * 3
+
+        await wait_for(all_done, 30)
+    finally:
+        for scheduler in schedulers:
+            await scheduler.close()
+    assert app.calls == 60
+    assert not await h.batches.active_ids()
