@@ -1,0 +1,209 @@
+"""``/v1/batches`` through the real gateway with the vendorA SDK against the mock: batches the gateway runs
+(create, poll, cancel, list paging, output content; a 1,000-line batch with 429s, 500s and bad lines) and batches
+forwarded to the provider; every bad field a 400 naming it before anything is sent upstream."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import msgspec
+import pytest
+from openai import BadRequestError, ConflictError, NotFoundError, OpenAI
+
+from tests.support.http import post
+from tests.support.servers import ADMIN_KEY
+
+CHAT = "/v1/chat/completions"
+
+
+def jsonl(n: int, bad: tuple[int, ...] = (), prefix: str = "req") -> bytes:
+    out = []
+    for i in range(1, n + 1):
+        if i in bad:
+            out.append(b'{"custom_id": "broken", "method": "POST"' if i % 2 else
+                       msgspec.json.encode({"custom_id": f"{prefix}-{i}", "method": "POST", "url": CHAT,
+                                            "body": {"model": "m", "messages": []}}))
+        else:
+            out.append(msgspec.json.encode({"custom_id": f"{prefix}-{i}", "method": "POST", "url": CHAT, "body": {
+                "model": "mock-model", "messages": [{"role": "user", "content": f"question {i}"}]}}))
+    return b"\n".join(out) + b"\n"
+
+
+@pytest.fixture
+def plain(gateway) -> OpenAI:
+    return OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+
+
+def gateway_file(client: OpenAI, content: bytes) -> str:
+    return client.files.create(file=("batch.jsonl", io.BytesIO(content)), purpose="batch").id
+
+
+def wait_status(client: OpenAI, batch_id: str, statuses: tuple[str, ...], timeout: float = 90.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        batch = client.batches.retrieve(batch_id)
+        if batch.status in statuses:
+            return batch
+        assert time.monotonic() < deadline, f"batch still {batch.status}"
+        time.sleep(0.2)
+
+
+def read_jsonl(client: OpenAI, file_id: str | None) -> list[dict]:
+    if file_id is None:
+        return []
+    return [msgspec.json.decode(line) for line in client.files.content(file_id).content.splitlines()]
+
+
+def test_a_gateway_run_batch_from_upload_to_output(plain, openai_client, mock):
+    base = mock.scenario()
+    runner = openai_client(base + "/v1")
+    file_id = gateway_file(plain, jsonl(12, bad=(5,)))
+    created = runner.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="immediate",
+                                    metadata={"team": "search", "run": "7"})
+    assert created.id.startswith("batch_gw_") and created.status == "validating"
+    assert created.expires_at > created.created_at and created.metadata == {"team": "search", "run": "7"}
+    done = wait_status(plain, created.id, ("completed", "failed"))  # no provider headers needed to follow it
+    assert done.status == "completed"
+    assert done.created_at <= done.in_progress_at <= done.finalizing_at <= done.completed_at
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (12, 11, 1)
+    assert [(e.code, e.line) for e in done.errors.data] == [("invalid_json_line", 5)]
+    assert done.usage.total_tokens > 0
+    output = read_jsonl(plain, done.output_file_id)
+    assert [line["custom_id"] for line in output] == [f"req-{i}" for i in range(1, 13) if i != 5]
+    first = output[0]
+    assert first["id"].startswith("batch_req_") and first["error"] is None
+    assert first["response"]["status_code"] == 200 and first["response"]["body"]["object"] == "chat.completion"
+    errors = read_jsonl(plain, done.error_file_id)
+    assert [(e["custom_id"], e["error"]["code"]) for e in errors] == [(None, "invalid_json_line")]
+    assert plain.files.retrieve(done.output_file_id).purpose == "batch_output"
+    assert mock.calls(base)["calls"] == 11
+    sent = mock.calls(base)["requests"][0]
+    assert sent["headers"]["authorization"] == "Bearer sk-provider-token" and sent["path"] == CHAT
+
+
+def test_cancel_moves_to_cancelling_then_cancelled_keeping_finished_lines(plain, openai_client, mock):
+    base = mock.scenario([{"delay_ms": 150}])
+    runner = openai_client(base + "/v1")
+    batch = runner.batches.create(input_file_id=gateway_file(plain, jsonl(300)), endpoint=CHAT,
+                                  completion_window="immediate")
+    wait_status(plain, batch.id, ("in_progress",))
+    deadline = time.monotonic() + 30
+    while plain.batches.retrieve(batch.id).request_counts.completed < 16:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    cancelling = plain.batches.cancel(batch.id)
+    assert cancelling.status == "cancelling" and cancelling.cancelling_at
+    done = wait_status(plain, batch.id, ("cancelled",))
+    assert done.cancelled_at >= done.cancelling_at
+    output, errors = read_jsonl(plain, done.output_file_id), read_jsonl(plain, done.error_file_id)
+    assert len(output) + len(errors) == 300
+    assert [x["custom_id"] for x in output] == sorted((x["custom_id"] for x in output), key=lambda c: int(c[4:]))
+    assert errors and {e["error"]["code"] for e in errors} == {"batch_cancelled"}
+    assert done.request_counts.completed == len(output) < 300
+    with pytest.raises(ConflictError):
+        plain.batches.cancel(batch.id)
+
+
+def test_gateway_batches_list_newest_first_in_pages(plain, openai_client, mock):
+    runner = openai_client(mock.scenario() + "/v1")
+    file_id = gateway_file(plain, jsonl(2))
+    ids = [runner.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="immediate").id
+           for _ in range(3)]
+    listed = [b.id for b in plain.batches.list(limit=100).data]
+    assert listed.index(ids[2]) < listed.index(ids[1]) < listed.index(ids[0])
+    page = plain.batches.list(limit=2)
+    assert len(page.data) == 2 and page.has_more
+    assert (page.first_id, page.last_id) == (page.data[0].id, page.data[1].id)
+    following = plain.batches.list(limit=2, after=page.last_id)
+    assert following.data[0].id == listed[2]
+    with pytest.raises(BadRequestError) as caught:
+        plain.batches.list(limit=101)
+    assert caught.value.param == "limit"
+    for batch_id in ids:
+        wait_status(plain, batch_id, ("completed",))
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"completion_window": "immediate", "endpoint": CHAT}, "input_file_id"),
+    ({"input_file_id": "file-gw-x", "endpoint": CHAT}, "completion_window"),
+    ({"input_file_id": "file-gw-x", "completion_window": "1h", "endpoint": CHAT}, "completion_window"),
+    ({"input_file_id": "file-gw-x", "completion_window": "immediate"}, "endpoint"),
+    ({"input_file_id": "file-gw-x", "completion_window": "immediate", "endpoint": "/v1/moderations"}, "endpoint"),
+    ({"input_file_id": "file-gw-x", "completion_window": "24h", "endpoint": CHAT,
+      "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+    ({"input_file_id": "file-gw-x", "completion_window": "24h", "endpoint": CHAT,
+      "metadata": {"k" * 65: "v"}}, "metadata." + "k" * 64),
+    ({"input_file_id": "file-gw-x", "completion_window": "24h", "endpoint": CHAT,
+      "metadata": {"k": "v" * 513}}, "metadata.k"),
+    ({"input_file_id": "file-abc", "completion_window": "immediate", "endpoint": CHAT}, "completion_window"),
+])
+def test_every_bad_field_is_a_400_naming_it_before_any_upstream_call(gateway, gw_headers, mock, body, param):
+    base = mock.scenario()
+    resp = post(f"{gateway.url}/v1/batches", body, gw_headers(base + "/v1"))
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == param
+    assert mock.calls(base)["calls"] == 0
+
+
+def test_a_gateway_batch_needs_a_provider_and_a_known_batch_file(plain, openai_client, mock):
+    file_id = gateway_file(plain, jsonl(1))
+    with pytest.raises(BadRequestError) as caught:
+        plain.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="immediate")
+    assert caught.value.param == "x-gateway-provider"
+    runner = openai_client(mock.scenario() + "/v1")
+    with pytest.raises(NotFoundError) as missing:
+        runner.batches.create(input_file_id="file-gw-0000", endpoint=CHAT, completion_window="immediate")
+    assert missing.value.body["param"] == "input_file_id"
+
+
+def test_unknown_batch_ids_are_404s(plain):
+    for call in (plain.batches.retrieve, plain.batches.cancel):
+        with pytest.raises(NotFoundError) as caught:
+            call("batch_gw_0123456789")
+        assert caught.value.body["param"] == "batch_id"
+    with pytest.raises(NotFoundError):
+        plain.batches.retrieve("batch_abc")  # a provider's id, and no provider named
+
+
+def test_a_thousand_lines_with_429s_500s_and_bad_lines(plain, openai_client, mock):
+    steps = []
+    for i in range(60):  # every tenth and every fourteenth call fails once; the retry succeeds
+        steps.append({"times": 9})
+        steps.append({"status": 500 if i % 2 else 429, "retry_after": "0"})
+    base = mock.scenario(steps + [{"times": 1}])
+    config = {"provider": "vendorA", "api_key": "sk-cfg", "custom_host": base + "/v1",
+              "retry": {"attempts": 3, "on_status_codes": [429, 500]}}
+    runner = openai_client(base + "/v1", **{"x-gateway-config": msgspec.json.encode(config).decode()})
+    bad = (13, 250, 251, 777, 999)
+    batch = runner.batches.create(input_file_id=gateway_file(plain, jsonl(1000, bad=bad)), endpoint=CHAT,
+                                  completion_window="immediate")
+    done = wait_status(plain, batch.id, ("completed", "failed"), timeout=180)
+    assert done.status == "completed"
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (1000, 995, 5)
+    assert sorted(e.line for e in done.errors.data) == list(bad)
+    output = read_jsonl(plain, done.output_file_id)
+    assert [x["custom_id"] for x in output] == [f"req-{i}" for i in range(1, 1001) if i not in bad]
+    assert all(x["response"]["status_code"] == 200 for x in output)
+    assert len(read_jsonl(plain, done.error_file_id)) == 5
+    assert mock.calls(base)["calls"] == 995 + 60  # each failed call retried once, by the config's retry
+
+
+def test_provider_run_batches_are_forwarded(openai_client, mock):
+    base = mock.scenario()
+    client = openai_client(base + "/v1")
+    file_id = client.files.create(file=("in.jsonl", io.BytesIO(jsonl(3))), purpose="batch").id
+    batch = client.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="24h",
+                                  metadata={"k": "v"})
+    assert batch.id.startswith("batch_") and not batch.id.startswith("batch_gw_")
+    done = wait_status(client, batch.id, ("completed",), timeout=20)
+    output = [msgspec.json.decode(x) for x in client.files.content(done.output_file_id).content.splitlines()]
+    assert [x["custom_id"] for x in output] == ["req-1", "req-2", "req-3"]
+    assert batch.id in [b.id for b in client.batches.list(limit=100).data]
+    other = client.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="24h")
+    assert client.batches.cancel(other.id).status == "cancelling"
+    assert wait_status(client, other.id, ("cancelled",), timeout=20).cancelled_at
+    with pytest.raises(NotFoundError):
+        client.batches.retrieve("batch_unknown")
+    paths = {c["path"] for c in mock.calls(base)["requests"]}
+    assert {"/v1/files", "/v1/batches", f"/v1/batches/{batch.id}", f"/v1/batches/{other.id}/cancel"} <= paths
