@@ -88,7 +88,9 @@ class Forwarder:
             finally:
                 response.release()
             call = UpstreamCall(resource, config, b"", None, False, ctx, adapter.name)
-            raise adapter.parse_error(call, response.status, response.headers, data)
+            error = adapter.parse_error(call, response.status, response.headers, data)
+            error.headers = (error.headers or []) + gateway_headers(ctx, adapter.name)
+            raise error
         return adapter, response
 
     async def relay_json(self, send: Any, ctx: RequestContext, resource: str, method: str, path: str,
