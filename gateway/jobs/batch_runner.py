@@ -9,7 +9,9 @@ starting; lines already sent finish, then the batch becomes ``cancelled`` or ``e
 
 Each line is one in-process request to the batch's endpoint with the batch's headers. A 429 the gateway itself
 answered (a rate or usage limit policy) pauses every line of the batch for its Retry-After (1 s without one) and
-the line is sent again: limits are waited out, never counted as failures. A 408, 429 or 5xx from upstream is sent
+the line is sent again: limits are waited out, never counted as failures. Every line checks the pause right before
+it is sent, so once a limit is met only the lines already on their way meet it too: the batch goes at the pace its
+limits allow instead of tripping them over and over. A 408, 429 or 5xx from upstream is sent
 again up to ``GATEWAY_BATCH_LINE_ATTEMPTS`` times in all (after the config's own retries), honouring Retry-After,
 then recorded as the line's answer.
 

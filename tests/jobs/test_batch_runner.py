@@ -144,6 +144,44 @@ async def test_the_gateways_own_429_is_waited_out_not_failed(tmp_path):
     assert app.calls == 16
 
 
+class RateLimitedApp(ScriptedApp):
+    """A stand-in for a rate-limit policy: ``per_window`` calls per ``window_s``; beyond, the gateway's own 429
+    with the time to the next window as Retry-After."""
+
+    def __init__(self, per_window: int, window_s: float) -> None:
+        super().__init__(delay=0.005)
+        self.per_window = per_window
+        self.window_s = window_s
+        self.window_start = time.monotonic()
+        self.used = 0
+        self.limited = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        now = time.monotonic()
+        if now - self.window_start >= self.window_s:
+            self.window_start, self.used = now, 0
+        if self.used >= self.per_window:
+            await receive()
+            self.limited += 1
+            wait_ms = int((self.window_start + self.window_s - now) * 1000) + 1
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": [(b"retry-after-ms", str(wait_ms).encode())]})
+            await send({"type": "http.response.body", "body": b'{"error":{"message":"rate limit exceeded"}}'})
+            return
+        self.used += 1
+        await super().__call__(scope, receive, send)
+
+
+async def test_a_batch_slows_down_to_its_limit_instead_of_tripping_it(tmp_path):
+    app = RateLimitedApp(per_window=4, window_s=0.1)
+    h = Harness(MemoryStateStore(), tmp_path, app, batch_concurrency=16)
+    batch = await h.run(await h.batch(lines(80)))
+    assert (batch.status, batch.request_counts.completed, batch.request_counts.failed) == ("completed", 80, 0)
+    # sixteen lines at a time would meet the limit about twelve times per window (some 240 times in all)
+    print("LIMITED", app.limited)
+    assert app.limited < 120, app.limited
+
+
 async def test_upstream_failures_are_tried_again_then_recorded(tmp_path):
     relayed = (500, [], b'{"error":{"message":"boom"},"provider":"vendorA"}')
 
