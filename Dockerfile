@@ -68,6 +68,10 @@ ENV GATEWAY_HOST=0.0.0.0 \
 # GATEWAY_LOG_LEVEL=info                 server log level.
 # GATEWAY_LOG_FILE                       JSON request-log lines: unset or "-" = stdout, a path = appended, "off".
 # GATEWAY_LOG_RETENTION_ROWS=100000      request logs kept in /data/logs.db (newest rows).
+# GATEWAY_FILE_MAX_BYTES=209715200       largest file upload (413 above); uploads are spooled under /data/tmp.
+# GATEWAY_FILES_DIR                      gateway-stored files (unset: /data/files, or Redis with GATEWAY_REDIS_URL).
+# GATEWAY_BATCH_CONCURRENCY=16           lines of one gateway-run batch in flight at once.
+# GATEWAY_BATCH_LEASE_MS=15000           a dead instance's batches are taken over after this long.
 
 USER 10001:10001
 WORKDIR /app

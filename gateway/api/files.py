@@ -5,7 +5,8 @@
   checked, then the same body is sent on. Without one, the gateway stores the file (purpose ``batch`` only) and
   answers a File whose id starts with ``file-gw-``.
 - ``GET /v1/files/{id}``, ``/content`` and ``DELETE`` reach the gateway's store for a ``file-gw-`` id whatever
-  headers they carry, and the named provider otherwise.
+  headers they carry, and the named provider otherwise. The input file of an unfinished batch cannot be deleted
+  (409).
 - ``GET /v1/files`` lists the provider's files when the request names one, else the workspace's gateway files
   (``purpose``, ``order``, ``after``, ``limit`` 1 to 10,000, default 10,000).
 """
@@ -18,7 +19,7 @@ import msgspec
 
 from gateway.api.admin import choice_query, int_query, query_values, send_record
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
-from gateway.http.errors import InvalidRequest, NotFound
+from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
 from gateway.jobs.files import is_gateway_file, new_file_id
 from gateway.jobs.filestore import FileMissing
@@ -120,6 +121,11 @@ class FileRoutes:
         caller = await jobs.caller(scope)
         file_id = _file_id(scope)
         if is_gateway_file(file_id):
+            await jobs.files.get(caller.workspace, file_id)
+            batch_id = await jobs.batches.reading(caller.workspace, file_id)
+            if batch_id is not None:
+                raise Conflict(f"file '{file_id}' is the input of batch '{batch_id}', which has not ended: cancel it "
+                               "or wait for it first", param="file_id")
             await jobs.files.delete(caller.workspace, file_id)
             await send_record(send, FileDeleted(file_id))
         elif names_provider(caller.ctx):

@@ -111,6 +111,15 @@ class BatchStore:
     async def active_ids(self) -> list[str]:
         return [r.id for r in await self.store.record_list(ACTIVE_KIND)]
 
+    async def reading(self, workspace: str, file_id: str) -> str | None:
+        """The id of an unfinished batch of ``workspace`` whose input is ``file_id`` (None when there is none)."""
+        active = await self._call(self.store.record_list(ACTIVE_KIND, workspace))
+        for marker in active:
+            record = await self.repo.find(marker.id)
+            if record is not None and record.batch.input_file_id == file_id and record.batch.status not in TERMINAL:
+                return record.id
+        return None
+
     # -- lines, counts, cancel -------------------------------------------------------------------------------
 
     async def put_result(self, batch_id: str, line: int, value: bytes, keep_until: int) -> bool:

@@ -207,3 +207,15 @@ def test_provider_run_batches_are_forwarded(openai_client, mock):
         client.batches.retrieve("batch_unknown")
     paths = {c["path"] for c in mock.calls(base)["requests"]}
     assert {"/v1/files", "/v1/batches", f"/v1/batches/{batch.id}", f"/v1/batches/{other.id}/cancel"} <= paths
+
+
+def test_the_input_file_of_a_running_batch_cannot_be_deleted(plain, openai_client, mock):
+    runner = openai_client(mock.scenario([{"delay_ms": 100}]) + "/v1")
+    file_id = gateway_file(plain, jsonl(40))
+    batch = runner.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="immediate")
+    with pytest.raises(ConflictError) as caught:
+        plain.files.delete(file_id)
+    assert batch.id in caught.value.message
+    plain.batches.cancel(batch.id)
+    wait_status(plain, batch.id, ("cancelled",))
+    assert plain.files.delete(file_id).deleted
