@@ -79,3 +79,11 @@ def test_load_script_reports_locust_results_as_json() -> None:
     assert report["failures"] == 0
     assert {"p50", "p95", "p99"} <= set(report["latency_ms"])
     assert {"chat", "chat stream", "chat fallback", "chat cache"} <= set(report["by_name"])
+
+
+def test_batch_benchmark_reports_lines_per_second_and_memory() -> None:
+    report = run_json([sys.executable, "bench/batch_run.py", "--lines", "300"])
+    assert report["status"] == "completed"
+    assert report["request_counts"] == {"total": 300, "completed": 300, "failed": 0}
+    assert report["lines_per_s"] > 0 and set(report["cpu_us_per_line"]) == {"gateway", "mock"}
+    assert report["gateway_worker_rss_mb"]["peak_hwm"] >= report["gateway_worker_rss_mb"]["idle"] > 0
