@@ -58,8 +58,10 @@ class GatewayApp:
         if kind == "http":
             handler = self.routes.get((scope["method"], scope["path"]))
             if handler is None:
-                await self._no_route(scope, send)
-                return
+                handler = self._slash_route(scope)
+                if handler is None:
+                    await self._no_route(scope, send)
+                    return
             try:
                 await handler(scope, receive, send)
             except GatewayError as error:
@@ -69,6 +71,13 @@ class GatewayApp:
             return
         if kind == "lifespan":
             await self._lifespan(receive, send)
+
+    def _slash_route(self, scope):
+        """A path with trailing slashes is served as the route without them (``/v1/chat/completions/``)."""
+        path = scope["path"]
+        if len(path) > 1 and path.endswith("/"):
+            return self.routes.get((scope["method"], path.rstrip("/")))
+        return None
 
     async def _no_route(self, scope, send) -> None:
         path = scope["path"]

@@ -74,12 +74,16 @@ def internal_error(exc: BaseException) -> GatewayError:
     return GatewayError(f"internal gateway error ({exc.__class__.__name__})", code="internal_error")
 
 
-def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
-    if not ctx.api_key:
+async def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
+    """Set ``ctx.workspace`` from the gateway key; 401 when it is missing or unknown (never blocks the loop)."""
+    key = ctx.api_key
+    if not key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = runtime.keys.lookup(ctx.api_key)
+    record = runtime.keys.known(key)
     if record is None:
-        raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
+        record = await runtime.keys.lookup(key)
+        if record is None:
+            raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
     ctx.workspace = record.workspace
 
 
@@ -115,7 +119,7 @@ class Pipeline:
         try:
             ctx = build_context(scope["headers"])
             record.trace_id = ctx.trace_id
-            authenticate(runtime, ctx)
+            await authenticate(runtime, ctx)
             record.workspace = ctx.workspace
             body = await read_body(scope, receive, runtime.settings.max_body_bytes)
             request = self.parse(body)
