@@ -1,4 +1,4 @@
-"""Every GATEWAY_* setting in one msgspec Struct, read once from the environment at start."""
+"""Every GATEWAY_* setting (and the standard proxy variables) in one msgspec Struct, read once at start."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ class Settings(msgspec.Struct, frozen=True):
     pool_size: int = 0
     pool_keepalive_s: float = 60.0
     retry_after_max_ms: int = 60_000
+    # outbound proxies: the standard HTTP_PROXY / HTTPS_PROXY / NO_PROXY variables (lower-case spellings too)
+    http_proxy: str | None = None
+    https_proxy: str | None = None
+    no_proxy: tuple[str, ...] = ()
     # serving
     backlog: int = 2048
     shutdown_grace_s: float = 30.0
@@ -65,6 +69,10 @@ class Settings(msgspec.Struct, frozen=True):
 #: field -> environment variable
 ENV: dict[str, str] = {name: f"GATEWAY_{name.upper()}" for name in Settings.__struct_fields__}
 ENV["organisation_headers_to_mask"] = "ORGANISATION_HEADERS_TO_MASK"
+#: settings read from the standard, unprefixed variable names (each also in its lower-case spelling)
+STANDARD_NAMES = ("http_proxy", "https_proxy", "no_proxy")
+for _name in STANDARD_NAMES:
+    ENV[_name] = _name.upper()
 
 
 def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
@@ -76,6 +84,8 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         raw = environ.get(var)
         if name == "request_timeout_ms" and raw is None:
             raw = environ.get("REQUEST_TIMEOUT")  # the spec's self-hosted setting name
+        elif name in STANDARD_NAMES and raw is None:
+            raw = environ.get(name)  # curl and most tools also read http_proxy, https_proxy, no_proxy
         if raw is None or raw == "":
             continue
         try:

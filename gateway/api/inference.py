@@ -27,6 +27,7 @@ from gateway.providers.registry import get_adapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, plan_for
+from gateway.upstream.client import failure_text
 from gateway.upstream.client import read_body as read_upstream
 
 _json_decode = msgspec.json.decode
@@ -71,7 +72,20 @@ def error_event(error: GatewayError) -> bytes:
 def internal_error(exc: BaseException) -> GatewayError:
     """A bug surfaced as a 500 in the one error format; the traceback goes to the server log."""
     logging.getLogger("gateway").error("unexpected error while handling a request", exc_info=exc)
-    return GatewayError(f"internal gateway error ({exc.__class__.__name__})", code="internal_error")
+    return GatewayError("internal gateway error (the server log has the details)", code="internal_error")
+
+
+def stream_broke(exc: BaseException, provider: str, when: str = "before the stream ended") -> GatewayError:
+    """An upstream stream that failed while being read: a read timeout (504) or a broken connection (502)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return UpstreamTimeout(f"timed out reading the {provider} stream {when} (read timeout)",
+                               extra={"provider": provider})
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        detail = "closed the connection"
+    else:
+        detail = failure_text(exc)
+    return UpstreamUnreachable(f"the {provider} stream broke off {when}: the upstream {detail}",
+                               extra={"provider": provider})
 
 
 async def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
@@ -228,7 +242,7 @@ class Pipeline:
                     result = adapter.parse_response(call, response.status, response.headers, data)
                     return JsonOutcome(result.body, result.usage, result.model, provider)
                 transformer = adapter.stream(call)
-                first, ended = await _first_events(response, transformer)
+                first, ended = await _first_events(response, transformer, provider)
                 record.ttft_s = time.perf_counter() - record.started
                 return StreamOutcome(response, transformer, first, provider, call.model, ended)
             except BaseException:
@@ -272,11 +286,7 @@ class Pipeline:
                 await end_stream(send, b"".join(tail) + error_event(error) + DONE)
                 return
             except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
-                error: GatewayError = (
-                    UpstreamTimeout("upstream stream timed out")
-                    if isinstance(exc, asyncio.TimeoutError)
-                    else UpstreamUnreachable(f"upstream stream broke off: {exc.__class__.__name__}")
-                )
+                error: GatewayError = stream_broke(exc, outcome.provider)
                 record.error = error.message
                 await end_stream(send, error_event(error) + DONE)
                 return
@@ -298,16 +308,15 @@ class Pipeline:
             response.release()
 
 
-async def _first_events(response: aiohttp.ClientResponse, transformer: Any) -> tuple[list[bytes], bool]:
+async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str
+                        ) -> tuple[list[bytes], bool]:
     """Read until the transformer yields its first events; also says whether the upstream stream ended."""
     content = response.content
     while True:
         try:
             chunk = await content.readany()
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise UpstreamUnreachable(f"upstream stream broke off: {exc.__class__.__name__}") from None
-        except asyncio.TimeoutError:
-            raise UpstreamTimeout("timed out waiting for the first stream event") from None
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            raise stream_broke(exc, provider, "before its first event") from None
         if not chunk:
             return transformer.close(), True
         events = transformer.feed(chunk)

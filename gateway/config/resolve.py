@@ -59,14 +59,14 @@ _HEADER_PARAMS = {"provider": "x-gateway-provider", "custom_host": "x-gateway-cu
 
 
 def _validated_header_config(config: Config) -> Config:
-    """A config built from headers obeys the same rules as a JSON one; faults name the headers."""
+    """A config built from headers obeys the same rules as a JSON one; messages name the headers (``param`` keeps
+    the setting's name, as the SSRF check's 403 does)."""
     try:
         return validate_config(config)
     except ConfigError as exc:
         if exc.param in _HEADER_PARAMS:
-            header = _HEADER_PARAMS[exc.param]
             detail = exc.message.split(": ", 2)[-1]
-            raise InvalidRequest(f"{header}: {detail}", param=header) from None
+            raise InvalidRequest(f"{_HEADER_PARAMS[exc.param]} {detail}", param=exc.param) from None
         if exc.param == "config":
             raise InvalidRequest(
                 f"provider '{config.provider}' needs credentials: send Authorization: Bearer <provider key>, "
