@@ -54,8 +54,9 @@ TTFT_SECONDS = _histogram("gateway_time_to_first_token_seconds", "Time to the fi
 RETRIES = _counter("gateway_retries", "Retries of the answering target.", ("endpoint", "provider"))
 FALLBACKS = _counter("gateway_fallbacks", "Moves to the next fallback target.", ("endpoint",))
 BREAKER_OPENS = _counter("gateway_breaker_opens", "Circuit breakers opened by requests.", ("endpoint",))
-TOKENS = _counter("gateway_tokens", "Tokens by provider, model and kind (input, output).",
-                  ("provider", "model", "kind"))
+TOKENS = _counter("gateway_tokens", "Tokens by provider, model, kind (input, output) and where the figures come "
+                  "from (usage_source: reported by the provider, estimated by the gateway).",
+                  ("provider", "model", "kind", "usage_source"))
 COST = _counter("gateway_cost_usd", "Estimated cost in USD (see gateway/observability/cost.py).",
                 ("provider", "model"))
 POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a rate or usage policy.", ("policy",))
@@ -161,10 +162,10 @@ class MetricsAggregator:
             if rec.breaker_opens:
                 self.add(BREAKER_OPENS, (endpoint,), rec.breaker_opens)
         if tokens_in:
-            key = (TOKENS, (provider, model, "input"))
+            key = (TOKENS, (provider, model, "input", rec.usage_source))
             counts[key] = counts.get(key, 0.0) + tokens_in
         if tokens_out:
-            key = (TOKENS, (provider, model, "output"))
+            key = (TOKENS, (provider, model, "output", rec.usage_source))
             counts[key] = counts.get(key, 0.0) + tokens_out
         if cost:
             key = (COST, (provider, model))
