@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.controlplane.keys import KeyStore
+from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.record import Recorder
 from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
@@ -22,17 +23,20 @@ class Runtime:
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self.recorder = recorder if recorder is not None else _default_recorder(settings)
+        self.loop_lag = LoopLagMonitor()
         self.ready = False
 
     async def start(self) -> None:
         await self.client.start()
         await self.recorder.start()
+        self.loop_lag.start()
         self.ready = True
 
     async def close(self) -> None:
         from gateway.providers.registry import close_all
 
         self.ready = False
+        self.loop_lag.stop()
         await self.recorder.close()
         await close_all()
         await self.client.close()
