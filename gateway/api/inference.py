@@ -26,7 +26,7 @@ from gateway.http.body import ClientDisconnected, read_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, UpstreamTimeout, UpstreamUnreachable
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
-from gateway.observability.estimate import text_chars
+from gateway.observability.estimate import SAMPLE_CHUNKS
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
 from gateway.providers.registry import get_adapter
@@ -309,16 +309,16 @@ class Pipeline:
         relay_task = asyncio.current_task()
         watcher = asyncio.ensure_future(_wait_disconnect(receive, relay_task))
         record.status = 200
-        relayed = events = 0
-        sample: bytes | None = None  # the first relayed chunk with text: the estimate measures an envelope on it
+        relayed = events = sends = 0
+        sample = b""  # the first SAMPLE_CHUNKS relayed chunks: the estimate measures an event's envelope on them
         try:
             await start_stream(send, headers)
             if outcome.first:
                 data = b"".join(outcome.first)
                 relayed += len(data)
                 events += data.count(b"\n\n")
-                if text_chars(data):
-                    sample = data
+                sample = data
+                sends = 1
                 await send_chunk(send, data)
             tail = b""
             try:
@@ -329,8 +329,9 @@ class Pipeline:
                             data = b"".join(out)
                             relayed += len(data)
                             events += data.count(b"\n\n")
-                            if sample is None and text_chars(data):
-                                sample = data
+                            if sends < SAMPLE_CHUNKS:
+                                sample += data
+                                sends += 1
                             await send_chunk(send, data)
                         if held_error(transformer) is not None:
                             response.close()  # the rest of this upstream stream is not wanted
@@ -340,8 +341,8 @@ class Pipeline:
                         if tail:
                             relayed += len(tail)
                             events += tail.count(b"\n\n")
-                            if sample is None and text_chars(tail):
-                                sample = tail
+                            if sends < SAMPLE_CHUNKS:
+                                sample += tail
                 held = held_error(transformer)
                 if held is not None:
                     raise held
@@ -381,7 +382,7 @@ class Pipeline:
                 record.usage_source = "estimated"
                 record.relayed_bytes = relayed
                 record.relayed_events = events
-                record.relayed_sample = sample
+                record.relayed_sample = sample or None
 
 
 async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str

@@ -10,8 +10,8 @@ text a token (about right for English with vendorA's tokenisers; code and other 
   plus 3 tokens per message for the chat framing;
 - completion: the characters of text the answer carried (``content``, ``text``, ``arguments`` and
   ``reasoning_content`` values, as JSON-escaped bytes) / 4. For a stream, the pipeline only counts the bytes and the
-  events it relayed (cheap enough for every chunk) and keeps the first relayed chunk that carried text: the text
-  is the relayed bytes minus each event's envelope, the envelope measured on that chunk's event with the most text.
+  events it relayed (cheap enough for every chunk) and keeps its first SAMPLE_CHUNKS relayed chunks: the text is
+  the relayed bytes minus each event's envelope, the envelope measured on the sampled event with the most text.
 
 Each count is rounded up; a side with no text counts 0.
 """
@@ -25,6 +25,8 @@ import msgspec
 from gateway.schema.common import Usage
 
 CHARS_PER_TOKEN = 4
+#: relayed chunks a stream keeps for the estimate (the first carries the role, the next ones text)
+SAMPLE_CHUNKS = 3
 MESSAGE_OVERHEAD_TOKENS = 3
 _TEXT_KEYS = (b'"content":"', b'"text":"', b'"arguments":"', b'"reasoning_content":"')
 _encode = msgspec.json.encode

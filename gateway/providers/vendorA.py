@@ -133,11 +133,11 @@ class VendorAStream(HeldError):
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self.raise_held()
+        if self.strip_usage:
+            chunk = chunk.replace(_NULL_USAGE_MEMBER, b"")  # the same object when there is none
         ends_aligned = chunk[-2:] == b"\n\n" and b"\r" not in chunk
         if (self.aligned and ends_aligned and not self.done and b'"error"' not in chunk and b"[DONE]" not in chunk
                 and (b'"usage"' not in chunk or chunk.count(b'"usage"') == chunk.count(_NULL_USAGE))):
-            if self.strip_usage and _NULL_USAGE in chunk:
-                chunk = chunk.replace(_NULL_USAGE_MEMBER, b"")
             return [chunk]
         out = self._events(self.splitter.feed(chunk))
         self.aligned = ends_aligned and self.passthrough_ready()
