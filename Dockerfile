@@ -68,6 +68,9 @@ ENV GATEWAY_HOST=0.0.0.0 \
 # GATEWAY_LOG_LEVEL=info                 server log level.
 # GATEWAY_LOG_FILE                       JSON request-log lines: unset or "-" = stdout, a path = appended, "off".
 # GATEWAY_LOG_RETENTION_ROWS=100000      request logs kept in /data/logs.db (newest rows).
+# HTTP_PROXY / HTTPS_PROXY               outbound proxy for http:// / https:// upstreams (standard names; the
+#                                        lower-case spellings work too).
+# NO_PROXY                               hosts, domains, addresses or CIDRs called directly ("*" for all).
 
 USER 10001:10001
 WORKDIR /app
