@@ -1,31 +1,223 @@
-"""The StateStore interface: what every piece of state shared between workers (breakers, limits, cache) uses.
+"""The StateStore interface: every piece of state shared between workers and instances goes through it.
 
-Implementations: ``memory.MemoryStateStore`` (one process) and, with the control-plane work, Redis. Keys are
-strings; values bytes; ``ttl_ms`` None means no expiry. Every call is bounded: implementations must not wait
-without limit.
+Implementations (one shared test suite, ``tests/state``): ``memory.MemoryStateStore`` (one process),
+``sqlite.SQLiteStateStore`` (the embedded default: exact across the worker processes of one machine) and
+``redis.RedisStateStore`` (several instances; Redis or Redis Cluster). ``gateway.state.select.open_store`` picks
+one from the settings.
+
+Conventions for every method:
+- Keys and names are ``str``; values are ``bytes``; counters and amounts are ``int`` (callers use the smallest
+  unit: tokens, requests, micro-dollars). ``ttl_ms`` is a lifetime in milliseconds; ``None`` means no expiry.
+- Each space below is its own namespace: a KV key ``"x"``, a cache key ``"x"`` and a budget key ``"x"`` never meet.
+- Every call is bounded in time. A backend that cannot answer raises ``StateStoreUnavailable`` (after counting
+  ``gateway_state_store_errors_total``); callers decide what that means (breakers and caches carry on as if
+  nothing was stored; limits follow ``GATEWAY_STATE_FAIL_MODE``). While ``healthy`` is false a networked store
+  fails fast instead of waiting on a dead server; its background probe restores ``healthy`` when the server
+  answers again (reconnection is automatic).
+- "Atomic" means: no other call, from any worker or instance using the same store, observes a partial effect.
 """
 
 from __future__ import annotations
 
 import abc
+from typing import Literal, Sequence
+
+import msgspec
+
+
+class StateStoreError(Exception):
+    """A state-store call failed (the backend answered with an error)."""
+
+
+class StateStoreUnavailable(StateStoreError):
+    """The backend could not be reached in time (or is known to be down); nothing was changed by this call."""
+
+
+class BudgetItem(msgspec.Struct, frozen=True, gc=False):
+    """One counter a ``reserve`` checks and increments: ``used + amount <= limit`` admits it.
+
+    ``key`` names the counter inside the call's scope and encodes its window or period (``rpm:28712345``), so a
+    rollover is a new key. ``key_ttl_ms`` is set when the counter is created (never extended): the window's end
+    plus a margin.
+    """
+
+    key: str
+    limit: int
+    amount: int
+    key_ttl_ms: int
+
+
+class Admission(msgspec.Struct, frozen=True, gc=False):
+    """The answer of ``reserve``. Refused: ``index``/``key`` name the first item that would exceed its limit,
+    ``used`` is that counter's current value and ``limit`` its limit."""
+
+    admitted: bool
+    index: int = -1
+    key: str = ""
+    used: int = 0
+    limit: int = 0
+
+
+ADMITTED = Admission(True)
+
+
+class Record(msgspec.Struct, frozen=True, gc=False):
+    """A control-plane record: an opaque document owned by one workspace."""
+
+    kind: str
+    id: str
+    workspace: str
+    doc: bytes
+
+
+#: what ``settle`` did: ``settled`` replaced a live reservation by the actual amounts; ``late`` found no live
+#: reservation (it had expired and been released, or never existed) and charged the actual amounts to the counters
+#: that still exist; ``duplicate`` found the id already settled and changed nothing.
+SettleOutcome = Literal["settled", "late", "duplicate"]
+
+#: how long a settled reservation id is remembered: a second ``settle`` of the same id within this time changes
+#: nothing (retries and double calls are safe); much later it would be treated as ``late``.
+SETTLED_KEEP_MS = 900_000
 
 
 class StateStore(abc.ABC):
-    #: name shown by /health
+    #: backend name shown by /health: memory, embedded, redis, redis-cluster
     backend: str = "abstract"
+    #: kept by a background probe (cheap to read); false while the backend cannot be reached
+    healthy: bool = True
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open connections and start the health probe. A networked store that cannot reach its server still
+        starts (``healthy`` false) and connects when the server comes back."""
+
+    async def close(self) -> None:
+        """Stop the probe and close connections; no call may follow."""
+
+    # -- key-value with TTL ----------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def get(self, key: str) -> bytes | None: ...
+    async def get(self, key: str) -> bytes | None:
+        """The value, or None when missing or expired. A counter made by ``incr`` reads as its decimal bytes."""
 
     @abc.abstractmethod
-    async def set(self, key: str, value: bytes, ttl_ms: int | None = None) -> None: ...
+    async def set(self, key: str, value: bytes, ttl_ms: int | None = None) -> None:
+        """Store ``value``, replacing any value and TTL."""
 
     @abc.abstractmethod
-    async def delete(self, key: str) -> None: ...
+    async def delete(self, key: str) -> None:
+        """Remove the key (no error when missing)."""
+
+    @abc.abstractmethod
+    async def set_if_absent(self, key: str, value: bytes, ttl_ms: int | None = None) -> bool:
+        """Store ``value`` only when the key is missing or expired; True when this call stored it."""
 
     @abc.abstractmethod
     async def incr(self, key: str, amount: int = 1, ttl_ms: int | None = None) -> int:
-        """Add ``amount`` and return the new value; ``ttl_ms`` is set when the key is created."""
+        """Add ``amount`` and return the new value; ``ttl_ms`` is set when the key is created, never extended."""
 
-    async def close(self) -> None:
-        return None
+    # -- response cache space --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def cache_get(self, key: str) -> bytes | None:
+        """A cached value, or None (missing, expired or evicted). A hit counts as a use for LRU eviction."""
+
+    @abc.abstractmethod
+    async def cache_set(self, key: str, value: bytes, ttl_ms: int) -> None:
+        """Cache ``value`` for ``ttl_ms``. The space is bounded: the embedded and memory stores evict the least
+        recently used entries beyond ``GATEWAY_STATE_CACHE_MAX_ENTRIES`` / ``_MAX_BYTES`` (a value larger than
+        the byte bound is not stored); Redis evicts by its own ``maxmemory-policy``."""
+
+    # -- leases ----------------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def lease(self, key: str, holder: str, ttl_ms: int) -> bool:
+        """Acquire the lease for ``holder`` when free or expired, or renew it (a fresh ``ttl_ms``) when
+        ``holder`` already holds it; False while another holder's lease is live."""
+
+    @abc.abstractmethod
+    async def release(self, key: str, holder: str) -> bool:
+        """Give the lease up when ``holder`` holds it; True when released, False when held by another or free."""
+
+    # -- budgets (rate and usage limits) ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def reserve(self, scope: str, items: Sequence[BudgetItem], reservation_id: str | None = None,
+                      ttl_ms: int | None = None) -> Admission:
+        """Check and increment every item atomically: when each counter has ``used + amount <= limit`` all are
+        incremented; otherwise nothing changes and the Admission names the first item (in order) that would
+        exceed. ``scope`` groups the counters of one call (callers use the workspace id; on Redis Cluster it is
+        the hash tag). Without ``reservation_id`` the increment is final (request counts). With one (the
+        request id), the reservation is remembered for ``ttl_ms`` (required then): ``settle`` replaces it by the
+        actual amounts, and a reservation still unsettled when ``ttl_ms`` runs out is released (its amounts
+        subtracted from the counters that still exist) at the latest by the next budget call on the same scope,
+        so a dead worker cannot leak it. An id that is live or settled in this scope admits without changing
+        anything (a reserve retried after a lost answer does not count twice)."""
+
+    @abc.abstractmethod
+    async def settle(self, scope: str, reservation_id: str, items: Sequence[BudgetItem],
+                     actual: Sequence[int]) -> SettleOutcome:
+        """Replace the reserved amounts by ``actual`` (one per item, in the order of the reservation's items)
+        exactly once, atomically. ``items`` are the reserved items (their ``key`` and ``key_ttl_ms`` are used
+        only when the reservation is gone: see ``SettleOutcome``). Counters may end above their limit here:
+        the overshoot is the estimate's error. The id is remembered for ``SETTLED_KEEP_MS``."""
+
+    @abc.abstractmethod
+    async def usage(self, scope: str, keys: Sequence[str]) -> list[int]:
+        """Current values of the counters (0 when missing or expired), after releasing expired reservations."""
+
+    # -- circuit breakers ------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def breaker_open_until(self, key: str) -> int:
+        """Epoch ms at which the breaker's last cooldown ends or ended; 0 while closed. Callers compare it with
+        their clock: later than now is open (skip the target), earlier is half-open (the next result decides)."""
+
+    @abc.abstractmethod
+    async def breaker_failure(self, key: str, threshold: int, window_ms: int, cooldown_ms: int,
+                              now_ms: int) -> bool:
+        """Count a failure at ``now_ms``; True when this call opened the breaker. It opens (cooldown until
+        ``now_ms + cooldown_ms``, count cleared) when ``threshold`` failures fall within the last ``window_ms``,
+        or at once when half-open. A failure while open (a request that started before it opened) is ignored.
+        Successes never erase failures: a target failing every other request still opens."""
+
+    @abc.abstractmethod
+    async def breaker_success(self, key: str, now_ms: int) -> None:
+        """A success closes a half-open breaker (and clears its count); while closed or open it changes nothing.
+        Callers may skip this call when their last ``breaker_open_until`` read was 0."""
+
+    # -- control-plane records -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
+        """Create or replace a record; returns the new records version (bumped by every put and delete)."""
+
+    @abc.abstractmethod
+    async def record_get(self, kind: str, id: str) -> Record | None:
+        """The record, or None."""
+
+    @abc.abstractmethod
+    async def record_delete(self, kind: str, id: str) -> bool:
+        """Delete a record; True when it existed (only then is the version bumped)."""
+
+    @abc.abstractmethod
+    async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
+        """Every record of ``kind`` (of one workspace when given), ordered by id."""
+
+    @abc.abstractmethod
+    async def records_version(self) -> int:
+        """A counter bumped by every record write, in every worker and instance; ``watch.RecordWatcher`` polls
+        it. 0 before the first write."""
+
+    # -- append-only logs ------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def log_append(self, name: str, item: bytes, max_len: int) -> int:
+        """Append ``item`` to the log ``name`` and return its sequence number (1, 2, ...); only the newest
+        ``max_len`` items are kept."""
+
+    @abc.abstractmethod
+    async def log_read(self, name: str, after_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` items with ``seq > after_seq``, oldest first. When the first returned seq is not
+        ``after_seq + 1`` the items between were trimmed: a reader that must see everything rebuilds."""

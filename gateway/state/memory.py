@@ -1,63 +1,311 @@
-"""In-process StateStore: a dict with expiry times, for one worker (the embedded default)."""
+"""In-process StateStore: dicts with expiry times, for one process (tests and single-process use).
+
+Every method runs to completion without awaiting, so each call is atomic on the event loop. Time for TTLs comes
+from ``clock`` (seconds; injectable); breaker calls use the caller's ``now_ms``.
+"""
 
 from __future__ import annotations
 
+import heapq
 import time
-from typing import Callable
+from collections import OrderedDict, deque
+from typing import Callable, Sequence
 
-from gateway.state.base import StateStore
+from gateway.state.base import (
+    ADMITTED,
+    SETTLED_KEEP_MS,
+    Admission,
+    BudgetItem,
+    Record,
+    SettleOutcome,
+    StateStore,
+)
+
+
+class _Expiring:
+    """A dict whose entries may expire, bounded by ``max_keys`` (expired entries go first, then the oldest)."""
+
+    def __init__(self, clock: Callable[[], float], max_keys: int) -> None:
+        self.clock = clock
+        self.max_keys = max_keys
+        self.data: dict[object, list] = {}  # key -> [expires_s | None, value]
+
+    def entry(self, key: object) -> list | None:
+        item = self.data.get(key)
+        if item is not None and item[0] is not None and item[0] <= self.clock():
+            del self.data[key]
+            return None
+        return item
+
+    def get(self, key: object):
+        item = self.entry(key)
+        return None if item is None else item[1]
+
+    def put(self, key: object, value, ttl_ms: int | None) -> None:
+        if key not in self.data:
+            self._make_room()
+        self.data[key] = [None if ttl_ms is None else self.clock() + ttl_ms / 1000, value]
+
+    def pop(self, key: object) -> None:
+        self.data.pop(key, None)
+
+    def _make_room(self) -> None:
+        if len(self.data) < self.max_keys:
+            return
+        now = self.clock()
+        for key in [k for k, (e, _) in self.data.items() if e is not None and e <= now]:
+            del self.data[key]
+        while len(self.data) >= self.max_keys:
+            del self.data[next(iter(self.data))]
+
+
+class _LruCache:
+    """The cache space: LRU order in an OrderedDict, bounded by entries and bytes."""
+
+    def __init__(self, clock: Callable[[], float], max_entries: int, max_bytes: int) -> None:
+        self.clock = clock
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.data: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+
+    def get(self, key: str) -> bytes | None:
+        item = self.data.get(key)
+        if item is None:
+            return None
+        if item[0] <= self.clock():
+            self._drop(key)
+            return None
+        self.data.move_to_end(key)
+        return item[1]
+
+    def set(self, key: str, value: bytes, ttl_ms: int) -> None:
+        if key in self.data:
+            self._drop(key)
+        if len(value) > self.max_bytes or ttl_ms <= 0:
+            return
+        self.data[key] = (self.clock() + ttl_ms / 1000, value)
+        self.bytes += len(value)
+        while len(self.data) > self.max_entries or self.bytes > self.max_bytes:
+            self._drop(next(iter(self.data)))
+
+    def _drop(self, key: str) -> None:
+        self.bytes -= len(self.data.pop(key)[1])
+
+
+class _Breaker:
+    __slots__ = ("open_until", "fails", "expires_ms")
+
+    def __init__(self) -> None:
+        self.open_until = 0
+        self.fails: deque[int] = deque()
+        self.expires_ms = 0
 
 
 class MemoryStateStore(StateStore):
     backend = "memory"
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, max_keys: int = 100_000) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, max_keys: int = 100_000,
+                 cache_max_entries: int = 10_000, cache_max_bytes: int = 256 * 1024 * 1024) -> None:
         self.clock = clock
-        self.max_keys = max_keys
-        self._data: dict[str, tuple[float | None, bytes | int]] = {}
+        self._kv = _Expiring(clock, max_keys)
+        self._counters = _Expiring(clock, max_keys)  # (scope, key) -> int
+        self._leases = _Expiring(clock, max_keys)  # key -> holder
+        self._settled = _Expiring(clock, max_keys)  # (scope, id) -> True
+        self._reservations: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        self._expiries: list[tuple[float, str, str]] = []  # heap of (expires_s, scope, id)
+        self._cache = _LruCache(clock, cache_max_entries, cache_max_bytes)
+        self._breakers: dict[str, _Breaker] = {}
+        self._records: dict[str, dict[str, Record]] = {}
+        self._version = 0
+        self._logs: dict[str, tuple[list[int], deque[bytes]]] = {}  # name -> ([last_seq], items)
 
-    def _live(self, key: str) -> bytes | int | None:
-        item = self._data.get(key)
-        if item is None:
-            return None
-        expires, value = item
-        if expires is not None and expires <= self.clock():
-            del self._data[key]
-            return None
-        return value
-
-    def _expiry(self, ttl_ms: int | None) -> float | None:
-        return None if ttl_ms is None else self.clock() + ttl_ms / 1000
-
-    def _make_room(self) -> None:
-        if len(self._data) >= self.max_keys:
-            now = self.clock()
-            for key in [k for k, (e, _) in self._data.items() if e is not None and e <= now]:
-                del self._data[key]
-            while len(self._data) >= self.max_keys:
-                del self._data[next(iter(self._data))]
+    # -- key-value -------------------------------------------------------------------------------------------
 
     async def get(self, key: str) -> bytes | None:
-        value = self._live(key)
-        if isinstance(value, int):
-            return str(value).encode()
-        return value
+        value = self._kv.get(key)
+        return str(value).encode() if isinstance(value, int) else value
 
     async def set(self, key: str, value: bytes, ttl_ms: int | None = None) -> None:
-        self._make_room()
-        self._data[key] = (self._expiry(ttl_ms), value)
+        self._kv.put(key, value, ttl_ms)
 
     async def delete(self, key: str) -> None:
-        self._data.pop(key, None)
+        self._kv.pop(key)
+
+    async def set_if_absent(self, key: str, value: bytes, ttl_ms: int | None = None) -> bool:
+        if self._kv.entry(key) is not None:
+            return False
+        self._kv.put(key, value, ttl_ms)
+        return True
 
     async def incr(self, key: str, amount: int = 1, ttl_ms: int | None = None) -> int:
-        value = self._live(key)
-        if value is None:
-            self._make_room()
-            new = amount
-            expires = self._expiry(ttl_ms)
-        else:
-            new = (value if isinstance(value, int) else int(value)) + amount
-            expires = self._data[key][0]
-        self._data[key] = (expires, new)
-        return new
+        item = self._kv.entry(key)
+        if item is None:
+            self._kv.put(key, amount, ttl_ms)
+            return amount
+        item[1] = int(item[1]) + amount
+        return item[1]
+
+    # -- cache -----------------------------------------------------------------------------------------------
+
+    async def cache_get(self, key: str) -> bytes | None:
+        return self._cache.get(key)
+
+    async def cache_set(self, key: str, value: bytes, ttl_ms: int) -> None:
+        self._cache.set(key, value, ttl_ms)
+
+    # -- leases ----------------------------------------------------------------------------------------------
+
+    async def lease(self, key: str, holder: str, ttl_ms: int) -> bool:
+        current = self._leases.get(key)
+        if current is not None and current != holder:
+            return False
+        self._leases.put(key, holder, ttl_ms)
+        return True
+
+    async def release(self, key: str, holder: str) -> bool:
+        if self._leases.get(key) != holder:
+            return False
+        self._leases.pop(key)
+        return True
+
+    # -- budgets ---------------------------------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        """Release every reservation whose time ran out."""
+        now = self.clock()
+        heap = self._expiries
+        while heap and heap[0][0] <= now:
+            _, scope, rid = heapq.heappop(heap)
+            for key, amount in self._reservations.pop((scope, rid), ()):
+                self._add(scope, key, -amount)
+
+    def _add(self, scope: str, key: str, delta: int) -> None:
+        """Add to a counter that still exists (never below zero)."""
+        item = self._counters.entry((scope, key))
+        if item is not None:
+            item[1] = max(0, item[1] + delta)
+
+    async def reserve(self, scope: str, items: Sequence[BudgetItem], reservation_id: str | None = None,
+                      ttl_ms: int | None = None) -> Admission:
+        if reservation_id is not None and ttl_ms is None:
+            raise ValueError("reserve: ttl_ms is required with a reservation_id")
+        self._sweep()
+        if reservation_id is not None and (
+            (scope, reservation_id) in self._reservations or self._settled.get((scope, reservation_id))
+        ):
+            return ADMITTED
+        counters = self._counters
+        for index, item in enumerate(items):
+            used = counters.get((scope, item.key)) or 0
+            if used + item.amount > item.limit:
+                return Admission(False, index, item.key, used, item.limit)
+        for item in items:
+            entry = counters.entry((scope, item.key))
+            if entry is None:
+                counters.put((scope, item.key), item.amount, item.key_ttl_ms)
+            else:
+                entry[1] += item.amount
+        if reservation_id is not None:
+            self._reservations[(scope, reservation_id)] = [(item.key, item.amount) for item in items]
+            heapq.heappush(self._expiries, (self.clock() + ttl_ms / 1000, scope, reservation_id))
+        return ADMITTED
+
+    async def settle(self, scope: str, reservation_id: str, items: Sequence[BudgetItem],
+                     actual: Sequence[int]) -> SettleOutcome:
+        if len(actual) != len(items):
+            raise ValueError("settle: one actual amount per item")
+        self._sweep()
+        if self._settled.get((scope, reservation_id)):
+            return "duplicate"
+        self._settled.put((scope, reservation_id), True, SETTLED_KEEP_MS)
+        reserved = self._reservations.pop((scope, reservation_id), None)
+        if reserved is None:
+            for item, amount in zip(items, actual):
+                self._add(scope, item.key, amount)
+            return "late"
+        for (key, amount), real in zip(reserved, actual):
+            self._add(scope, key, real - amount)
+        return "settled"
+
+    async def usage(self, scope: str, keys: Sequence[str]) -> list[int]:
+        self._sweep()
+        return [self._counters.get((scope, key)) or 0 for key in keys]
+
+    # -- breakers --------------------------------------------------------------------------------------------
+
+    def _breaker(self, key: str, now_ms: int | None = None) -> _Breaker | None:
+        state = self._breakers.get(key)
+        if state is not None and now_ms is not None and state.expires_ms <= now_ms:
+            del self._breakers[key]
+            return None
+        return state
+
+    async def breaker_open_until(self, key: str) -> int:
+        state = self._breakers.get(key)
+        return state.open_until if state is not None else 0
+
+    async def breaker_failure(self, key: str, threshold: int, window_ms: int, cooldown_ms: int,
+                              now_ms: int) -> bool:
+        state = self._breaker(key, now_ms)
+        if state is None:
+            state = self._breakers[key] = _Breaker()
+        state.expires_ms = now_ms + 2 * cooldown_ms + window_ms
+        if state.open_until > now_ms:
+            return False
+        fails = state.fails
+        fails.append(now_ms)
+        while fails and (fails[0] <= now_ms - window_ms or len(fails) > threshold):
+            fails.popleft()
+        if state.open_until or len(fails) >= threshold:
+            state.open_until = now_ms + cooldown_ms
+            fails.clear()
+            return True
+        return False
+
+    async def breaker_success(self, key: str, now_ms: int) -> None:
+        state = self._breaker(key, now_ms)
+        if state is not None and state.open_until and state.open_until <= now_ms:
+            del self._breakers[key]
+
+    # -- records ---------------------------------------------------------------------------------------------
+
+    async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
+        self._records.setdefault(kind, {})[id] = Record(kind, id, workspace, doc)
+        self._version += 1
+        return self._version
+
+    async def record_get(self, kind: str, id: str) -> Record | None:
+        return self._records.get(kind, {}).get(id)
+
+    async def record_delete(self, kind: str, id: str) -> bool:
+        if self._records.get(kind, {}).pop(id, None) is None:
+            return False
+        self._version += 1
+        return True
+
+    async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
+        records = self._records.get(kind, {})
+        return [records[i] for i in sorted(records) if workspace is None or records[i].workspace == workspace]
+
+    async def records_version(self) -> int:
+        return self._version
+
+    # -- logs ------------------------------------------------------------------------------------------------
+
+    async def log_append(self, name: str, item: bytes, max_len: int) -> int:
+        last, items = self._logs.setdefault(name, ([0], deque()))
+        last[0] += 1
+        items.append(item)
+        while len(items) > max(max_len, 1):
+            items.popleft()
+        return last[0]
+
+    async def log_read(self, name: str, after_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        log = self._logs.get(name)
+        if log is None:
+            return []
+        last, items = log[0][0], log[1]
+        first = last - len(items) + 1
+        start = max(after_seq + 1, first)
+        return [(seq, items[seq - first]) for seq in range(start, min(last, start + limit - 1) + 1)]

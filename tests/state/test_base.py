@@ -1,0 +1,161 @@
+"""The StateStore contract, on every backend: key-value, cache space, leases, records and logs."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from gateway.state.base import Record
+
+# generous: a TTL of SHORT_MS is surely over after WAIT_S on a slow, busy machine
+SHORT_MS = 150
+WAIT_S = 0.5
+
+
+def name() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+async def test_set_get_delete_round_trip(store):
+    key = name()
+    assert await store.get(key) is None
+    await store.set(key, b"\x00value\xff")
+    assert await store.get(key) == b"\x00value\xff"
+    await store.set(key, b"other")
+    assert await store.get(key) == b"other"
+    await store.delete(key)
+    assert await store.get(key) is None
+    await store.delete(key)  # missing: no error
+
+
+async def test_values_expire_after_their_ttl(store):
+    key, keep = name(), name()
+    await store.set(key, b"v", ttl_ms=SHORT_MS)
+    await store.set(keep, b"v", ttl_ms=60_000)
+    assert await store.get(key) == b"v"
+    await asyncio.sleep(WAIT_S)
+    assert await store.get(key) is None
+    assert await store.get(keep) == b"v"
+
+
+async def test_set_if_absent_stores_only_once_until_expiry(store):
+    key = name()
+    assert await store.set_if_absent(key, b"first", ttl_ms=SHORT_MS)
+    assert not await store.set_if_absent(key, b"second", ttl_ms=SHORT_MS)
+    assert await store.get(key) == b"first"
+    await asyncio.sleep(WAIT_S)
+    assert await store.set_if_absent(key, b"third")
+    assert await store.get(key) == b"third"
+
+
+async def test_incr_counts_and_reads_back_as_decimal_bytes(store):
+    key = name()
+    assert await store.incr(key) == 1
+    assert await store.incr(key, 5) == 6
+    assert await store.incr(key, -2) == 4
+    assert await store.get(key) == b"4"
+
+
+async def test_incr_sets_the_ttl_only_when_creating(store):
+    key = name()
+    assert await store.incr(key, 1, ttl_ms=SHORT_MS) == 1
+    assert await store.incr(key, 1, ttl_ms=60_000) == 2  # does not extend the first TTL
+    await asyncio.sleep(WAIT_S)
+    assert await store.get(key) is None
+    assert await store.incr(key, 1) == 1
+
+
+async def test_concurrent_incr_loses_no_update(store):
+    key = name()
+    results = await asyncio.gather(*(store.incr(key) for _ in range(50)))
+    assert sorted(results) == list(range(1, 51))
+
+
+async def test_spaces_do_not_share_keys(store):
+    key = name()
+    await store.set(key, b"kv")
+    await store.cache_set(key, b"cache", 60_000)
+    assert await store.get(key) == b"kv"
+    assert await store.cache_get(key) == b"cache"
+    assert await store.usage("s", [key]) == [0]
+
+
+async def test_cache_round_trip_and_ttl(store):
+    key, short = name(), name()
+    assert await store.cache_get(key) is None
+    await store.cache_set(key, b'{"choices": []}', 60_000)
+    await store.cache_set(short, b"x", SHORT_MS)
+    assert await store.cache_get(key) == b'{"choices": []}'
+    await store.cache_set(key, b"replaced", 60_000)
+    assert await store.cache_get(key) == b"replaced"
+    await asyncio.sleep(WAIT_S)
+    assert await store.cache_get(short) is None
+    assert await store.cache_get(key) == b"replaced"
+
+
+async def test_a_lease_has_one_holder_until_released_or_expired(store):
+    key = name()
+    assert await store.lease(key, "worker-a", SHORT_MS)
+    assert not await store.lease(key, "worker-b", 60_000)
+    assert await store.lease(key, "worker-a", SHORT_MS)  # renewal
+    assert not await store.release(key, "worker-b")
+    assert await store.release(key, "worker-a")
+    assert not await store.release(key, "worker-a")
+    assert await store.lease(key, "worker-b", SHORT_MS)
+    await asyncio.sleep(WAIT_S)
+    assert await store.lease(key, "worker-c", 60_000)  # b's lease ran out
+    assert not await store.lease(key, "worker-b", 60_000)
+
+
+async def test_concurrent_lease_attempts_have_exactly_one_winner(store):
+    key = name()
+    won = await asyncio.gather(*(store.lease(key, f"h{i}", 60_000) for i in range(20)))
+    assert won.count(True) == 1
+
+
+async def test_records_put_get_list_delete(store):
+    kind = "k" + name()
+    version = await store.records_version()
+    v1 = await store.record_put(kind, "b", "ws1", b"doc-b")
+    v2 = await store.record_put(kind, "a", "ws1", b"doc-a")
+    v3 = await store.record_put(kind, "c", "ws2", b"doc-c")
+    assert version < v1 < v2 < v3 == await store.records_version()
+    assert await store.record_get(kind, "a") == Record(kind, "a", "ws1", b"doc-a")
+    assert await store.record_get(kind, "zz") is None
+    assert [r.id for r in await store.record_list(kind)] == ["a", "b", "c"]
+    assert [r.id for r in await store.record_list(kind, "ws1")] == ["a", "b"]
+    assert [r.doc for r in await store.record_list(kind, "ws2")] == [b"doc-c"]
+    assert await store.record_list("other" + kind) == []
+    assert await store.record_delete(kind, "a")
+    assert not await store.record_delete(kind, "a")
+    assert await store.records_version() == v3 + 1
+    assert await store.record_get(kind, "a") is None
+    assert [r.id for r in await store.record_list(kind, "ws1")] == ["b"]
+
+
+async def test_a_record_moved_to_another_workspace_leaves_the_first(store):
+    kind = "k" + name()
+    await store.record_put(kind, "x", "ws1", b"1")
+    await store.record_put(kind, "x", "ws2", b"2")
+    assert await store.record_list(kind, "ws1") == []
+    assert await store.record_list(kind, "ws2") == [Record(kind, "x", "ws2", b"2")]
+
+
+async def test_log_append_and_read_in_order(store):
+    log = name()
+    assert await store.log_read(log, 0, 10) == []
+    seqs = [await store.log_append(log, f"e{i}".encode(), 100) for i in range(5)]
+    assert seqs == [1, 2, 3, 4, 5]
+    assert await store.log_read(log, 0, 10) == [(i + 1, f"e{i}".encode()) for i in range(5)]
+    assert await store.log_read(log, 3, 10) == [(4, b"e3"), (5, b"e4")]
+    assert await store.log_read(log, 1, 2) == [(2, b"e1"), (3, b"e2")]
+    assert await store.log_read(log, 5, 10) == []
+
+
+async def test_a_log_keeps_only_the_newest_items_and_shows_the_gap(store):
+    log = name()
+    for i in range(10):
+        await store.log_append(log, str(i).encode(), 3)
+    items = await store.log_read(log, 2, 10)
+    assert items == [(8, b"7"), (9, b"8"), (10, b"9")]  # first seq != 3: the reader knows it missed some
+    assert await store.log_append(log, b"10", 3) == 11

@@ -1,0 +1,129 @@
+"""The StateStore contract, on every backend: budgets (reserve, settle, usage) exact under concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from gateway.state.base import BudgetItem
+
+HOUR_MS = 3_600_000
+
+
+def scope() -> str:
+    return "ws-" + uuid.uuid4().hex[:12]
+
+
+def item(key: str, limit: int, amount: int = 1, ttl_ms: int = HOUR_MS) -> BudgetItem:
+    return BudgetItem(key, limit, amount, ttl_ms)
+
+
+async def test_reserve_admits_up_to_the_limit_then_names_the_counter(store):
+    s = scope()
+    for _ in range(3):
+        assert (await store.reserve(s, [item("rpm:1", 3)])).admitted
+    refused = await store.reserve(s, [item("rpm:1", 3)])
+    assert not refused.admitted
+    assert (refused.index, refused.key, refused.used, refused.limit) == (0, "rpm:1", 3, 3)
+    assert await store.usage(s, ["rpm:1", "missing"]) == [3, 0]
+
+
+async def test_reserve_is_all_or_nothing_across_items(store):
+    s = scope()
+    assert (await store.reserve(s, [item("tpm", 100, 60)])).admitted
+    refused = await store.reserve(s, [item("rpm", 10), item("tpm", 100, 50), item("rpd", 10)])
+    assert not refused.admitted
+    assert (refused.index, refused.key, refused.used) == (1, "tpm", 60)
+    assert await store.usage(s, ["rpm", "tpm", "rpd"]) == [0, 60, 0]  # nothing changed
+    assert (await store.reserve(s, [item("rpm", 10), item("tpm", 100, 40), item("rpd", 10)])).admitted
+    assert await store.usage(s, ["rpm", "tpm", "rpd"]) == [1, 100, 1]
+
+
+async def test_scopes_are_separate(store):
+    a, b = scope(), scope()
+    assert (await store.reserve(a, [item("k", 1)])).admitted
+    assert (await store.reserve(b, [item("k", 1)])).admitted
+    assert not (await store.reserve(a, [item("k", 1)])).admitted
+
+
+async def test_a_counter_resets_when_its_window_key_expires(store):
+    s = scope()
+    assert (await store.reserve(s, [item("w", 1, ttl_ms=150)])).admitted
+    assert not (await store.reserve(s, [item("w", 1, ttl_ms=150)])).admitted
+    await asyncio.sleep(0.5)
+    assert (await store.reserve(s, [item("w", 1, ttl_ms=150)])).admitted
+
+
+async def test_n_concurrent_reserves_against_limit_k_admit_exactly_k(store):
+    s = scope()
+    answers = await asyncio.gather(*(store.reserve(s, [item("rpm", 7), item("tpd", 10_000, 5)])
+                                     for _ in range(40)))
+    assert sum(a.admitted for a in answers) == 7
+    assert await store.usage(s, ["rpm", "tpd"]) == [7, 35]
+
+
+async def test_settle_replaces_the_reserved_amount_once(store):
+    s = scope()
+    items = [item("tpm", 1000, 300), item("cost", 10**9, 5000)]
+    assert (await store.reserve(s, items, "req-1", 60_000)).admitted
+    assert await store.usage(s, ["tpm", "cost"]) == [300, 5000]
+    assert await store.settle(s, "req-1", items, [120, 2000]) == "settled"
+    assert await store.usage(s, ["tpm", "cost"]) == [120, 2000]
+    assert await store.settle(s, "req-1", items, [120, 2000]) == "duplicate"
+    assert await store.usage(s, ["tpm", "cost"]) == [120, 2000]
+
+
+async def test_settle_may_go_over_the_limit_and_then_refuses_the_next(store):
+    s = scope()
+    items = [item("tpm", 100, 50)]
+    assert (await store.reserve(s, items, "r1", 60_000)).admitted
+    assert await store.settle(s, "r1", items, [130]) == "settled"
+    refused = await store.reserve(s, [item("tpm", 100, 1)])
+    assert (refused.admitted, refused.used) == (False, 130)
+
+
+async def test_a_retried_reserve_with_the_same_id_counts_once(store):
+    s = scope()
+    items = [item("rpm", 10, 4)]
+    assert (await store.reserve(s, items, "same", 60_000)).admitted
+    assert (await store.reserve(s, items, "same", 60_000)).admitted
+    assert await store.usage(s, ["rpm"]) == [4]
+
+
+async def test_an_expired_reservation_is_released_and_a_late_settle_charges_the_actual(store):
+    s = scope()
+    items = [item("tpm", 100, 80)]
+    assert (await store.reserve(s, items, "slow", 150)).admitted
+    assert not (await store.reserve(s, [item("tpm", 100, 30)])).admitted
+    await asyncio.sleep(0.5)
+    assert await store.usage(s, ["tpm"]) == [0]  # a dead worker's reservation does not leak
+    assert (await store.reserve(s, [item("tpm", 100, 30)])).admitted
+    assert await store.settle(s, "slow", items, [25]) == "late"
+    assert await store.usage(s, ["tpm"]) == [55]
+    assert await store.settle(s, "slow", items, [25]) == "duplicate"
+    assert await store.usage(s, ["tpm"]) == [55]
+
+
+async def test_a_late_settle_skips_counters_whose_window_is_gone(store):
+    s = scope()
+    items = [item("minute", 100, 10, ttl_ms=150), item("day", 1000, 10)]
+    assert (await store.reserve(s, items, "r", 150)).admitted
+    await asyncio.sleep(0.5)
+    assert await store.settle(s, "r", items, [7, 7]) == "late"
+    assert await store.usage(s, ["minute", "day"]) == [0, 7]
+
+
+async def test_concurrent_settles_of_one_id_apply_once(store):
+    s = scope()
+    items = [item("tpm", 1000, 100)]
+    assert (await store.reserve(s, items, "r", 60_000)).admitted
+    outcomes = await asyncio.gather(*(store.settle(s, "r", items, [40]) for _ in range(10)))
+    assert sorted(outcomes) == ["duplicate"] * 9 + ["settled"]
+    assert await store.usage(s, ["tpm"]) == [40]
+
+
+async def test_reserve_with_an_id_needs_a_ttl(store):
+    with pytest.raises(ValueError):
+        await store.reserve(scope(), [item("k", 1)], "id", None)
