@@ -19,8 +19,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# the gateway wheel (with gateway/_speedups/*.so) plus the wheels of its dependencies and the redis extra
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[redis]" \
+# the gateway wheel (with gateway/_speedups/*.so) plus the wheels of its dependencies (redis with hiredis included)
+RUN pip wheel --no-cache-dir --wheel-dir /wheels "." \
     && python -c "import glob, sys, zipfile; \
         wheel = glob.glob('/wheels/gateway-*.whl')[0]; names = zipfile.ZipFile(wheel).namelist(); \
         built = any(n.startswith('gateway/_speedups/') and n.endswith('.so') for n in names); \

@@ -80,6 +80,22 @@ SettleOutcome = Literal["settled", "late", "duplicate"]
 SETTLED_KEEP_MS = 900_000
 
 
+def check_reserve(items: Sequence[BudgetItem], reservation_id: str | None, ttl_ms: int | None) -> None:
+    """The argument rules every backend enforces before touching anything (ValueError)."""
+    if reservation_id is not None and (ttl_ms is None or ttl_ms <= 0):
+        raise ValueError("reserve: a positive ttl_ms is required with a reservation_id")
+    for item in items:
+        if item.amount < 0:
+            raise ValueError(f"reserve: amount of {item.key!r} is negative")
+
+
+def check_settle(items: Sequence[BudgetItem], actual: Sequence[int]) -> None:
+    if len(actual) != len(items):
+        raise ValueError("settle: one actual amount per item")
+    if any(a < 0 for a in actual):
+        raise ValueError("settle: actual amounts are >= 0")
+
+
 class StateStore(abc.ABC):
     #: backend name shown by /health: memory, embedded, redis, redis-cluster
     backend: str = "abstract"

@@ -19,6 +19,8 @@ from gateway.state.base import (
     Record,
     SettleOutcome,
     StateStore,
+    check_reserve,
+    check_settle,
 )
 
 
@@ -188,8 +190,7 @@ class MemoryStateStore(StateStore):
 
     async def reserve(self, scope: str, items: Sequence[BudgetItem], reservation_id: str | None = None,
                       ttl_ms: int | None = None) -> Admission:
-        if reservation_id is not None and ttl_ms is None:
-            raise ValueError("reserve: ttl_ms is required with a reservation_id")
+        check_reserve(items, reservation_id, ttl_ms)
         self._sweep()
         if reservation_id is not None and (
             (scope, reservation_id) in self._reservations or self._settled.get((scope, reservation_id))
@@ -213,8 +214,7 @@ class MemoryStateStore(StateStore):
 
     async def settle(self, scope: str, reservation_id: str, items: Sequence[BudgetItem],
                      actual: Sequence[int]) -> SettleOutcome:
-        if len(actual) != len(items):
-            raise ValueError("settle: one actual amount per item")
+        check_settle(items, actual)
         self._sweep()
         if self._settled.get((scope, reservation_id)):
             return "duplicate"
