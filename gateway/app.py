@@ -116,13 +116,15 @@ class GatewayApp:
                 "status": "ok",
                 "version": __version__,
                 "state_backend": runtime.store.backend if runtime else "memory",
+                "state": {"backend": runtime.store.backend, "healthy": runtime.store.healthy,
+                          "fail_mode": runtime.settings.state_fail_mode} if runtime else None,
                 "speedups": _speedups.active(),
             }
         )
         await send_json(send, 200, body)
 
     async def ready(self, scope, receive, send) -> None:
-        ok = self.runtime is not None and self.runtime.ready
+        ok = self.runtime is not None and self.runtime.ready and self.runtime.state_ready
         await send_json(send, 200 if ok else 503, _encode({"ready": ok}))
 
 

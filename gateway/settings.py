@@ -64,6 +64,15 @@ class Settings(msgspec.Struct, frozen=True):
     guardrail_workers: int = 2  # threads for CPU-heavy checks (large inputs, large JSON schemas)
     guardrail_queue: int = 64  # such checks waiting or running per worker process; beyond, a check fails
     guardrail_async_max: int = 256  # async hooks running in the background per worker process; beyond, dropped
+    # shared state: Redis when redis_url is set, else the embedded SQLite store in data_dir
+    redis_key_prefix: str = "gw:"
+    redis_max_connections: int = 64
+    state_timeout_ms: int = 500  # one Redis call (connect, read, pooled connection) or one SQLite lock wait
+    state_fail_mode: str = "open"  # limits while the store is unreachable: open (admit) or closed (refuse)
+    state_probe_interval_ms: int = 1000
+    state_watch_interval_ms: int = 250
+    state_cache_max_entries: int = 10_000
+    state_cache_max_bytes: int = 256 * 1024 * 1024
 
 
 #: field -> environment variable
@@ -103,7 +112,19 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
     for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max"):
         if getattr(settings, name) < 1:
             raise ValueError(f"{ENV[name]}: must be >= 1")
+    _check_state(settings)
     return settings
+
+
+def _check_state(settings: Settings) -> None:
+    if settings.state_fail_mode not in ("open", "closed"):
+        raise ValueError(f"GATEWAY_STATE_FAIL_MODE: open or closed, got {settings.state_fail_mode!r}")
+    for name in ("state_timeout_ms", "state_probe_interval_ms", "state_watch_interval_ms", "redis_max_connections",
+                 "state_cache_max_entries", "state_cache_max_bytes"):
+        if getattr(settings, name) < 1:
+            raise ValueError(f"{ENV[name]}: must be >= 1")
+    if "{" in settings.redis_key_prefix or "}" in settings.redis_key_prefix:
+        raise ValueError("GATEWAY_REDIS_KEY_PREFIX: may not contain braces")
 
 
 def _field_types() -> list[str]:

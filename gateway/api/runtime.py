@@ -9,7 +9,8 @@ from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
 from gateway.settings import Settings
 from gateway.state.base import StateStore
-from gateway.state.memory import MemoryStateStore
+from gateway.state.select import open_store
+from gateway.state.watch import RecordWatcher
 from gateway.upstream.client import UpstreamClient
 
 
@@ -17,7 +18,9 @@ class Runtime:
     def __init__(self, settings: Settings, store: StateStore | None = None, recorder: Recorder | None = None,
                  breaker_clock=None) -> None:
         self.settings = settings
-        self.store = store or MemoryStateStore()
+        self.store = store or open_store(settings)
+        #: polls the store's records version; per-worker caches subscribe to drop entries when records change
+        self.watcher = RecordWatcher(self.store, settings.state_watch_interval_ms)
         self.keys = KeyStore(settings)
         self.client = UpstreamClient(settings)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
@@ -26,7 +29,14 @@ class Runtime:
         self.loop_lag = LoopLagMonitor()
         self.ready = False
 
+    @property
+    def state_ready(self) -> bool:
+        """False while the store is unreachable and limits fail closed (then /ready answers 503)."""
+        return self.store.healthy or self.settings.state_fail_mode == "open"
+
     async def start(self) -> None:
+        await self.store.start()
+        await self.watcher.start()
         await self.client.start()
         await self.recorder.start()
         self.loop_lag.start()
@@ -40,6 +50,7 @@ class Runtime:
         await self.recorder.close()
         await close_all()
         await self.client.close()
+        await self.watcher.close()
         await self.store.close()
         self.keys.close()
 

@@ -250,5 +250,6 @@ def test_health_needs_no_key_and_reports_backend(gateway):
     resp = request("GET", gateway.url + "/health")
     assert resp.status == 200
     doc = resp.json()
-    assert doc["status"] == "ok" and doc["version"] and doc["state_backend"] == "memory"
+    assert doc["status"] == "ok" and doc["version"] and doc["state_backend"] == "embedded"
+    assert doc["state"] == {"backend": "embedded", "healthy": True, "fail_mode": "open"}
     assert set(doc["speedups"]) >= {"sse", "conditions"}

@@ -1,7 +1,8 @@
-"""Circuit breaker: opens after the threshold, skips the target during cooldown, half-opens after it.
+"""Circuit breaker: opens after the threshold of failures within the window, skips the target during cooldown,
+half-opens after it; one breaker per target shared by every worker and instance.
 
-The gateway app runs in-process here with an injected clock, against the real mock upstream, so the 30 s
-minimum cooldown passes without waiting.
+Most tests run the gateway app in-process with an injected clock, against the real mock upstream, so the 30 s
+minimum cooldown passes without waiting; the sharing tests run real gateway processes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
 from gateway.routing.breaker import CircuitBreaker, counts_as_failure
 from gateway.settings import load
+from gateway.state.base import StateStoreUnavailable
 from gateway.state.memory import MemoryStateStore
 from tests.support.asgi import call
-from tests.support.servers import ADMIN_KEY
+from tests.support.http import post, request
+from tests.support.redis_servers import random_prefix, test_redis_url
+from tests.support.servers import ADMIN_KEY, start_gateway
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -87,3 +91,100 @@ def test_which_statuses_count_as_failures():
     assert counts_as_failure(500, None) and counts_as_failure(429, None) and counts_as_failure(408, None)
     assert not counts_as_failure(400, None) and not counts_as_failure(404, None)
     assert counts_as_failure(404, [404]) and not counts_as_failure(500, [404])
+
+
+async def test_a_target_failing_every_other_request_opens_its_breaker(app_and_clock, mock):
+    app, clock = app_and_clock
+    flaky = mock.scenario([{"status": 500}, {}, {"status": 500}, {}, {"status": 500}, {}])
+    backup = mock.scenario()
+    config = {"strategy": {"mode": "fallback"}, "targets": [
+        {"provider": "vendorA", "api_key": "k", "custom_host": flaky + "/v1",
+         "cb_config": {"failure_threshold": 3, "cooldown_interval": 30000}},
+        {"provider": "vendorA", "api_key": "k", "custom_host": backup + "/v1"}]}
+    used = []
+    for _ in range(6):
+        resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))
+        assert resp.status == 200
+        used.append(resp.headers["x-gateway-last-used-option-index"])
+        clock.now += 1
+    # failures at requests 1, 3, 5 (successes between do not erase them): open after the fifth
+    assert used == ["config.targets[1]", "config.targets[0]"] * 2 + ["config.targets[1]"] * 2
+    assert mock.calls(flaky)["calls"] == 5
+
+
+async def test_failures_further_apart_than_the_window_never_open_it():
+    clock = Clock()
+    breaker = CircuitBreaker(MemoryStateStore(clock=clock), clock)
+    for _ in range(5):
+        assert not await breaker.record_failure("t", 2, 30000)
+        clock.now += 31  # the window is the cooldown: 30 s
+    assert not await breaker.is_open("t")
+
+
+class DownStore(MemoryStateStore):
+    """A store whose every breaker call fails as an unreachable Redis would."""
+
+    async def breaker_open_until(self, key):
+        raise StateStoreUnavailable("down")
+
+    async def breaker_failure(self, *args):
+        raise StateStoreUnavailable("down")
+
+    async def breaker_success(self, *args):
+        raise StateStoreUnavailable("down")
+
+
+async def test_an_unreachable_store_never_blocks_traffic(tmp_path, mock):
+    settings = load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path),
+                     "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1"})
+    runtime = Runtime(settings, store=DownStore())
+    await runtime.start()
+    try:
+        app = GatewayApp(runtime)
+        flaky = mock.scenario([{"status": 500, "times": 2}, {}])
+        config = {"provider": "vendorA", "api_key": "k", "custom_host": flaky + "/v1",
+                  "cb_config": {"failure_threshold": 1, "cooldown_interval": 30000}}
+        statuses = [(await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))).status
+                    for _ in range(3)]
+        assert statuses == [500, 500, 200]  # the breaker could not open, so the target was tried each time
+    finally:
+        await runtime.close()
+
+
+def failing_config(flaky: str) -> dict:
+    return {"strategy": {"mode": "fallback"}, "targets": [
+        {"provider": "vendorA", "api_key": "k", "custom_host": flaky + "/v1",
+         "cb_config": {"failure_threshold": 3, "cooldown_interval": 60000}},
+        {"provider": "vendorA", "api_key": "k", "custom_host": flaky.replace("/s/", "/s/ok-") + "/v1"}]}
+
+
+def send_through(urls: list[str], config: dict, count: int) -> None:
+    headers = headers_for(config) | {"content-type": "application/json"}
+    for i in range(count):  # a fresh connection per request, so every worker takes some
+        resp = post(urls[i % len(urls)] + "/v1/chat/completions", CHAT, headers)
+        assert resp.status == 200, resp.text
+
+
+def test_workers_of_one_gateway_share_each_breaker(mock):
+    flaky = mock.scenario([{"status": 500}])
+    mock.scenario(name="ok-" + flaky.rsplit("/s/", 1)[1])
+    server = start_gateway(workers=2)
+    try:
+        send_through([server.url], failing_config(flaky), 12)
+    finally:
+        server.stop()
+    assert mock.calls(flaky)["calls"] == 3  # one breaker for both workers: opened after 3 failures in all
+
+
+def test_gateway_instances_sharing_redis_share_each_breaker(mock):
+    env = {"GATEWAY_REDIS_URL": test_redis_url(), "GATEWAY_REDIS_KEY_PREFIX": random_prefix()}
+    flaky = mock.scenario([{"status": 500}])
+    mock.scenario(name="ok-" + flaky.rsplit("/s/", 1)[1])
+    first, second = start_gateway(env), start_gateway(env)
+    try:
+        assert request("GET", first.url + "/health").json()["state"]["backend"] == "redis"
+        send_through([first.url, second.url], failing_config(flaky), 12)
+    finally:
+        first.stop()
+        second.stop()
+    assert mock.calls(flaky)["calls"] == 3

@@ -1,0 +1,60 @@
+"""A Redis outage as users see it: requests keep flowing, /health reports the store, /ready follows the fail
+mode (503 while down only when limits fail closed), errors are counted, and the gateway reconnects by itself."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from tests.support.http import post, request
+from tests.support.redis_servers import RedisProcess
+from tests.support.servers import ADMIN_KEY, start_gateway
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def wait_until(check, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
+
+
+def state_of(url: str) -> dict:
+    return request("GET", url + "/health").json()["state"]
+
+
+def test_redis_down_then_back(mock):
+    redis = RedisProcess().start()
+    common = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_PROBE_INTERVAL_MS": "100",
+              "GATEWAY_STATE_TIMEOUT_MS": "300"}
+    closed = start_gateway(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
+    opened = start_gateway(common)
+    try:
+        assert state_of(closed.url) == {"backend": "redis", "healthy": True, "fail_mode": "closed"}
+        assert request("GET", closed.url + "/ready").status == 200
+        redis.stop()
+        assert wait_until(lambda: not state_of(closed.url)["healthy"])
+        assert wait_until(lambda: request("GET", closed.url + "/ready").status == 503)
+        assert wait_until(lambda: not state_of(opened.url)["healthy"])
+        assert request("GET", opened.url + "/ready").status == 200  # fail open: stays in rotation
+        base = mock.scenario()
+        config = {"provider": "vendorA", "api_key": "k", "custom_host": base + "/v1",
+                  "cb_config": {"failure_threshold": 1, "cooldown_interval": 30000}}
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode(),
+                   "content-type": "application/json"}
+        for server in (closed, opened):
+            assert post(server.url + "/v1/chat/completions", CHAT, headers).status == 200
+        metrics = {"x-gateway-api-key": ADMIN_KEY}
+        assert wait_until(lambda: "gateway_state_store_errors_total{" in request(
+            "GET", closed.url + "/metrics", headers=metrics).text, timeout=10)
+        redis.start()
+        assert wait_until(lambda: state_of(closed.url)["healthy"])
+        assert wait_until(lambda: request("GET", closed.url + "/ready").status == 200)
+    finally:
+        closed.stop()
+        opened.stop()
+        redis.stop()
