@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import sqlite3
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 from gateway.observability.metrics import count_state_store_error
@@ -38,27 +39,71 @@ PURGE_EVERY_S = 5.0
 
 
 class _SqliteThread:
-    """One thread owning one connection; ``call`` runs a function with it and awaits the result."""
+    """One thread owning one connection; ``call`` hands it a function and awaits the result.
+
+    A plain queue and ``call_soon_threadsafe`` instead of an executor: about half the overhead per call.
+    """
 
     def __init__(self, name: str) -> None:
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.name = name
         self.conn: sqlite3.Connection | None = None
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+            self._thread.start()
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self._run, fn, args)
+        self._ensure_thread()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put((loop, future, fn, args))
+        return await future
 
-    def _run(self, fn: Callable[..., Any], args: tuple) -> Any:
-        return fn(self.conn, *args)
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, future, fn, args = job
+            try:
+                result, error = fn(self.conn, *args), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                result, error = None, exc
+            if loop is None:
+                continue
+            try:
+                loop.call_soon_threadsafe(_resolve, future, result, error)
+            except RuntimeError:  # the loop closed while the call ran: nobody is waiting
+                pass
 
     def close(self) -> None:
+        """Close the connection on its thread and stop the thread (blocking; call off the loop)."""
+        if self._thread is None:
+            return
+        done = threading.Event()
+
         def shut(conn: sqlite3.Connection | None) -> None:
             if conn is not None:
                 conn.close()
+            done.set()
 
-        if self.conn is not None:
-            self.executor.submit(shut, self.conn).result()
-            self.conn = None
-        self.executor.shutdown(wait=True)
+        self._jobs.put((None, None, shut, ()))
+        self._jobs.put(None)
+        self._thread.join(10)
+        self._thread = None
+        self.conn = None
+
+
+def _resolve(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 class SQLiteStateStore(StateStore):

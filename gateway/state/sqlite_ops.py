@@ -10,6 +10,7 @@ thread, never on the event loop.
 from __future__ import annotations
 
 import sqlite3
+import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
@@ -53,7 +54,14 @@ def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, bounded lock waits."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    for attempt in range(50):  # workers starting together on a new file: switching to WAL needs it to themselves
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            break
+        except sqlite3.OperationalError:
+            if attempt == 49:
+                raise
+            time.sleep(0.05)
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
 
