@@ -28,8 +28,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ClusterError, RedisClusterException, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.observability.metrics import count_state_store_error
@@ -145,8 +145,11 @@ class RedisStateStore(StateStore):
 
     async def _probe_once(self) -> None:
         try:
-            await self._client.ping()
-        except (RedisError, OSError) as exc:
+            try:
+                await self._client.ping()
+            except RedisConnectionError:  # a connection the server dropped: one more try on a fresh one
+                await self._client.ping()
+        except Exception as exc:  # noqa: BLE001 - any failure to answer means unreachable (cluster errors too)
             if self.healthy:
                 log.warning("redis state store unreachable: %s", exc)
                 count_state_store_error(self.backend, "probe")
@@ -179,7 +182,7 @@ class RedisStateStore(StateStore):
                 if attempt + 1 < attempts:
                     continue
                 self._down(operation, exc)
-            except (RedisTimeoutError, OSError, asyncio.TimeoutError) as exc:
+            except (RedisTimeoutError, OSError, asyncio.TimeoutError, ClusterError, RedisClusterException) as exc:
                 self._down(operation, exc)
             except RedisError as exc:
                 count_state_store_error(self.backend, operation)

@@ -91,3 +91,15 @@ async def test_a_redis_restart_is_survived_without_restarting_the_gateway():
     finally:
         await store.close()
         server.stop()
+
+
+async def test_a_cluster_unreachable_at_start_does_not_stop_the_gateway():
+    port = RedisProcess().port  # free, nothing listening
+    store = RedisStateStore(f"redis+cluster://127.0.0.1:{port}", key_prefix=random_prefix(), timeout_ms=200)
+    await store.start()
+    try:
+        assert not store.healthy and store.backend == "redis-cluster"
+        with pytest.raises(StateStoreUnavailable):
+            await store.get("k")
+    finally:
+        await store.close()
