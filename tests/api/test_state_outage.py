@@ -34,8 +34,9 @@ def test_redis_down_then_back(mock):
     closed = start_gateway(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
     opened = start_gateway(common)
     try:
-        assert state_of(closed.url) == {"backend": "redis", "healthy": True, "fail_mode": "closed"}
-        assert request("GET", closed.url + "/ready").status == 200
+        assert wait_until(lambda: state_of(closed.url) == {"backend": "redis", "healthy": True,
+                                                           "fail_mode": "closed"})
+        assert wait_until(lambda: request("GET", closed.url + "/ready").status == 200)
         redis.stop()
         assert wait_until(lambda: not state_of(closed.url)["healthy"])
         assert wait_until(lambda: request("GET", closed.url + "/ready").status == 503)

@@ -177,7 +177,8 @@ def test_workers_of_one_gateway_share_each_breaker(mock):
 
 
 def test_gateway_instances_sharing_redis_share_each_breaker(mock):
-    env = {"GATEWAY_REDIS_URL": test_redis_url(), "GATEWAY_REDIS_KEY_PREFIX": random_prefix()}
+    env = {"GATEWAY_REDIS_URL": test_redis_url(), "GATEWAY_REDIS_KEY_PREFIX": random_prefix(),
+           "GATEWAY_STATE_TIMEOUT_MS": "5000"}  # a busy test box is slow
     flaky = mock.scenario([{"status": 500}])
     mock.scenario(name="ok-" + flaky.rsplit("/s/", 1)[1])
     first, second = start_gateway(env), start_gateway(env)

@@ -29,7 +29,7 @@ async def store(request, tmp_path):
         store = SQLiteStateStore(str(tmp_path / "state.db"), str(tmp_path / "cache.db"))
     else:
         url = test_redis_url() if kind == "redis" else request.getfixturevalue("redis_cluster").url
-        store = RedisStateStore(url, key_prefix=random_prefix())
+        store = RedisStateStore(url, key_prefix=random_prefix(), timeout_ms=5000)  # a busy test box is slow
     await store.start()
     if kind.startswith("redis"):
         assert store.healthy, f"{kind} at {store.url}: {store.last_error}"

@@ -49,7 +49,7 @@ def errors_counted(operation: str) -> float:
 
 async def test_an_unreachable_redis_fails_fast_and_reconnects_when_it_comes_up():
     server = RedisProcess()  # port reserved, not started yet
-    store = RedisStateStore(server.url, key_prefix=random_prefix(), timeout_ms=300, probe_interval_ms=100)
+    store = RedisStateStore(server.url, key_prefix=random_prefix(), timeout_ms=2000, probe_interval_ms=100)
     await store.start()
     try:
         assert not store.healthy
@@ -72,7 +72,7 @@ async def test_an_unreachable_redis_fails_fast_and_reconnects_when_it_comes_up()
 
 async def test_a_redis_restart_is_survived_without_restarting_the_gateway():
     server = RedisProcess().start()
-    store = RedisStateStore(server.url, key_prefix=random_prefix(), timeout_ms=300, probe_interval_ms=100)
+    store = RedisStateStore(server.url, key_prefix=random_prefix(), timeout_ms=2000, probe_interval_ms=100)
     await store.start()
     try:
         await store.set("k", b"before")
