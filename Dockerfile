@@ -72,6 +72,9 @@ ENV GATEWAY_HOST=0.0.0.0 \
 # GATEWAY_FILES_DIR                      gateway-stored files (unset: /data/files, or Redis with GATEWAY_REDIS_URL).
 # GATEWAY_BATCH_CONCURRENCY=16           lines of one gateway-run batch in flight at once.
 # GATEWAY_BATCH_LEASE_MS=15000           a dead instance's batches are taken over after this long.
+# HTTP_PROXY / HTTPS_PROXY               outbound proxy for http:// / https:// upstreams (standard names; the
+#                                        lower-case spellings work too).
+# NO_PROXY                               hosts, domains, addresses or CIDRs called directly ("*" for all).
 
 USER 10001:10001
 WORKDIR /app

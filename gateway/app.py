@@ -60,7 +60,7 @@ class GatewayApp:
         if kind == "http":
             handler = self.routes.exact(scope["method"], scope["path"])
             if handler is None:
-                handler, params, allowed = self.routes.match(scope["method"], scope["path"])
+                handler, params, allowed = self._route(scope)
                 if handler is None:
                     await self._no_route(scope, send, allowed)
                     return
@@ -74,6 +74,17 @@ class GatewayApp:
             return
         if kind == "lifespan":
             await self._lifespan(receive, send)
+
+    def _route(self, scope) -> tuple:
+        """``(handler, path_params, allowed_methods)`` of a path that is no exact route; a path with trailing
+        slashes is served as the route without them (``/v1/chat/completions/``)."""
+        method, path = scope["method"], scope["path"]
+        found = self.routes.match(method, path)
+        if found[0] is None and len(path) > 1 and path.endswith("/"):
+            stripped = self.routes.match(method, path.rstrip("/"))
+            if stripped[0] is not None or stripped[2]:
+                return stripped
+        return found
 
     async def _no_route(self, scope, send, methods: list[str]) -> None:
         path = scope["path"]

@@ -1,4 +1,4 @@
-"""Every GATEWAY_* setting in one msgspec Struct, read once from the environment at start."""
+"""Every GATEWAY_* setting (and the standard proxy variables) in one msgspec Struct, read once at start."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ class Settings(msgspec.Struct, frozen=True):
     pool_size: int = 0
     pool_keepalive_s: float = 60.0
     retry_after_max_ms: int = 60_000
+    # outbound proxies: the standard HTTP_PROXY / HTTPS_PROXY / NO_PROXY variables (lower-case spellings too)
+    http_proxy: str | None = None
+    https_proxy: str | None = None
+    no_proxy: tuple[str, ...] = ()
     # serving
     backlog: int = 2048
     shutdown_grace_s: float = 30.0
@@ -56,15 +60,6 @@ class Settings(msgspec.Struct, frozen=True):
     otlp_endpoint: str | None = None
     organisation_headers_to_mask: tuple[str, ...] = ()
     no_extensions: bool = False
-    # shared state: Redis when redis_url is set, else the embedded SQLite store in data_dir
-    redis_key_prefix: str = "gw:"
-    redis_max_connections: int = 64
-    state_timeout_ms: int = 500  # one Redis call (connect, read, pooled connection) or one SQLite lock wait
-    state_fail_mode: str = "open"  # limits while the store is unreachable: open (admit) or closed (refuse)
-    state_probe_interval_ms: int = 1000
-    state_watch_interval_ms: int = 250
-    state_cache_max_entries: int = 10_000
-    state_cache_max_bytes: int = 256 * 1024 * 1024
     # guardrails
     guardrail_workers: int = 2  # threads for CPU-heavy checks (large inputs, large JSON schemas)
     guardrail_queue: int = 64  # such checks waiting or running per worker process; beyond, a check fails
@@ -78,11 +73,24 @@ class Settings(msgspec.Struct, frozen=True):
     batch_lease_ms: int = 15_000  # a runner's lease on its batch; another instance takes over when it lapses
     batch_poll_ms: int = 1000  # how often each worker looks for batches to run, and runners for cancels
     batch_window_s: int = 86_400  # how long an `immediate` batch may run before it expires
+    # shared state: Redis when redis_url is set, else the embedded SQLite store in data_dir
+    redis_key_prefix: str = "gw:"
+    redis_max_connections: int = 64
+    state_timeout_ms: int = 500  # one Redis call (connect, read, pooled connection) or one SQLite lock wait
+    state_fail_mode: str = "open"  # limits while the store is unreachable: open (admit) or closed (refuse)
+    state_probe_interval_ms: int = 1000
+    state_watch_interval_ms: int = 250
+    state_cache_max_entries: int = 10_000
+    state_cache_max_bytes: int = 256 * 1024 * 1024
 
 
 #: field -> environment variable
 ENV: dict[str, str] = {name: f"GATEWAY_{name.upper()}" for name in Settings.__struct_fields__}
 ENV["organisation_headers_to_mask"] = "ORGANISATION_HEADERS_TO_MASK"
+#: settings read from the standard, unprefixed variable names (each also in its lower-case spelling)
+STANDARD_NAMES = ("http_proxy", "https_proxy", "no_proxy")
+for _name in STANDARD_NAMES:
+    ENV[_name] = _name.upper()
 
 
 def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
@@ -94,6 +102,8 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         raw = environ.get(var)
         if name == "request_timeout_ms" and raw is None:
             raw = environ.get("REQUEST_TIMEOUT")  # the spec's self-hosted setting name
+        elif name in STANDARD_NAMES and raw is None:
+            raw = environ.get(name)  # curl and most tools also read http_proxy, https_proxy, no_proxy
         if raw is None or raw == "":
             continue
         try:
@@ -108,12 +118,12 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         raise ValueError("GATEWAY_WORKERS: must be >= 1")
     if settings.log_retention_rows < 1:
         raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
-    _check_state(settings)
     for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max", "file_max_bytes",
                  "batch_concurrency", "batch_max_lines", "batch_line_attempts", "batch_lease_ms", "batch_poll_ms",
                  "batch_window_s"):
         if getattr(settings, name) < 1:
             raise ValueError(f"{ENV[name]}: must be >= 1")
+    _check_state(settings)
     return settings
 
 

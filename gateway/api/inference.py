@@ -3,6 +3,11 @@
 context -> auth -> body (decoded once) -> config -> routing tree -> attempts (adapter builds, upstream client sends,
 adapter turns the answer back) -> JSON or SSE out with the x-gateway-* response headers. A stream's first event is
 read before the status is committed, so an in-band error becomes a real status that retries and fallbacks act on.
+
+Usage is counted on every path: a vendorA-wire upstream streaming chat or completions is always asked for its usage
+chunk (``stream_options.include_usage``), which is stripped again before it reaches a client that did not ask for
+it; a stream the client leaves is logged as 499, one that breaks off as the error it ended with, both with the usage
+so far (the provider's, else the gateway's estimate). Each record says where its tokens come from (usage_source).
 """
 
 from __future__ import annotations
@@ -21,17 +26,40 @@ from gateway.http.body import ClientDisconnected, read_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, UpstreamTimeout, UpstreamUnreachable
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
+from gateway.observability.estimate import SAMPLE_CHUNKS
 from gateway.observability.record import RequestRecord
-from gateway.providers.base import UpstreamCall
+from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
 from gateway.providers.registry import get_adapter
+from gateway.providers.vendorA import VendorAAdapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, plan_for
+from gateway.upstream.client import failure_text
 from gateway.upstream.client import read_body as read_upstream
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
 DONE = b"data: [DONE]\n\n"
+#: endpoints whose answers are text, counted in tokens (and estimated when the provider reports none)
+_TEXT_ENDPOINTS = frozenset({CHAT, COMPLETIONS})
+_USAGE_OPTION = b'{"stream_options":{"include_usage":true},'
+
+
+def with_stream_usage(body: bytes, has_options: bool) -> bytes:
+    """The body asking a vendorA-wire upstream for its usage chunk (``stream_options.include_usage``).
+
+    The common case (no ``stream_options`` sent) splices the member into the bytes; otherwise the body is decoded
+    and re-encoded with ``include_usage`` set.
+    """
+    if not has_options and b'"stream_options"' not in body:
+        start = body.find(b"{")
+        rest = body[start + 1:].lstrip()
+        return _USAGE_OPTION + rest if rest[:1] != b"}" else _USAGE_OPTION[:-1] + rest
+    doc = _json_decode(body)
+    options = doc.get("stream_options")
+    doc["stream_options"] = {**options, "include_usage": True} if isinstance(options, dict) else {
+        "include_usage": True}
+    return _json_encode(doc)
 
 
 class JsonOutcome:
@@ -71,15 +99,32 @@ def error_event(error: GatewayError) -> bytes:
 def internal_error(exc: BaseException) -> GatewayError:
     """A bug surfaced as a 500 in the one error format; the traceback goes to the server log."""
     logging.getLogger("gateway").error("unexpected error while handling a request", exc_info=exc)
-    return GatewayError(f"internal gateway error ({exc.__class__.__name__})", code="internal_error")
+    return GatewayError("internal gateway error (the server log has the details)", code="internal_error")
 
 
-def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
-    if not ctx.api_key:
+def stream_broke(exc: BaseException, provider: str, when: str = "before the stream ended") -> GatewayError:
+    """An upstream stream that failed while being read: a read timeout (504) or a broken connection (502)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return UpstreamTimeout(f"timed out reading the {provider} stream {when} (read timeout)",
+                               extra={"provider": provider})
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        detail = "closed the connection"
+    else:
+        detail = failure_text(exc)
+    return UpstreamUnreachable(f"the {provider} stream broke off {when}: the upstream {detail}",
+                               extra={"provider": provider})
+
+
+async def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
+    """Set ``ctx.workspace`` from the gateway key; 401 when it is missing or unknown (never blocks the loop)."""
+    key = ctx.api_key
+    if not key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = runtime.keys.lookup(ctx.api_key)
+    record = runtime.keys.known(key)
     if record is None:
-        raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
+        record = await runtime.keys.lookup(key)
+        if record is None:
+            raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
     ctx.workspace = record.workspace
 
 
@@ -115,7 +160,7 @@ class Pipeline:
         try:
             ctx = build_context(scope["headers"])
             record.trace_id = ctx.trace_id
-            authenticate(runtime, ctx)
+            await authenticate(runtime, ctx)
             record.workspace = ctx.workspace
             body = await read_body(scope, receive, runtime.settings.max_body_bytes)
             request = self.parse(body)
@@ -155,7 +200,13 @@ class Pipeline:
         headers = response_headers(ctx, state, outcome.provider)
         if isinstance(outcome, JsonOutcome):
             record.status = 200
-            record.usage = outcome.usage
+            usage = outcome.usage
+            if usage is not None:
+                record.usage = usage
+                record.usage_source = "reported"
+            elif self.endpoint in _TEXT_ENDPOINTS:
+                record.answer = outcome.body
+                record.usage_source = "estimated"
             record.model = outcome.model or record.model
             await send_json(send, 200, outcome.body, headers)
             self._finish(record, ctx, state, started, outcome.body)
@@ -205,6 +256,13 @@ class Pipeline:
                     hit = (new_body, parse(new_body))
                     rewritten[id(node)] = hit
                 call_body, call_request = hit
+            strip_usage = False
+            if stream and endpoint in _TEXT_ENDPOINTS and isinstance(adapter, VendorAAdapter):
+                options = call_request.stream_options
+                if options is None or not options.include_usage:
+                    call_body = with_stream_usage(call_body, options is not None)
+                    strip_usage = True
+            record.request = call_request
             call = UpstreamCall(endpoint, config, call_body, call_request, stream, ctx, provider)
             upstream_request = await adapter.build_request(call)
             forwarded = ctx.forwarded(config.forward_headers)
@@ -224,7 +282,9 @@ class Pipeline:
                     result = adapter.parse_response(call, response.status, response.headers, data)
                     return JsonOutcome(result.body, result.usage, result.model, provider)
                 transformer = adapter.stream(call)
-                first, ended = await _first_events(response, transformer)
+                if strip_usage:
+                    transformer.strip_usage = True
+                first, ended = await _first_events(response, transformer, provider)
                 record.ttft_s = time.perf_counter() - record.started
                 return StreamOutcome(response, transformer, first, provider, call.model, ended)
             except BaseException:
@@ -238,47 +298,68 @@ class Pipeline:
 
     async def _relay(self, scope: dict, receive, send, outcome: StreamOutcome, headers: list,
                      record: RequestRecord) -> None:
-        """Relay the stream event by event; a client that leaves cancels the upstream request."""
+        """Relay the stream event by event; a client that leaves cancels the upstream request.
+
+        The record's status is what the stream came to: 200, the error it ended with (in-band or a broken
+        upstream), or 499 when the client left. Its usage is the provider's figures when they arrived; otherwise
+        the recorder estimates them from the relayed bytes and events counted here (see observability/estimate.py).
+        """
         response = outcome.response
         transformer = outcome.transformer
         relay_task = asyncio.current_task()
         watcher = asyncio.ensure_future(_wait_disconnect(receive, relay_task))
         record.status = 200
+        relayed = events = sends = 0
+        sample = b""  # the first SAMPLE_CHUNKS relayed chunks: the estimate measures an event's envelope on them
         try:
             await start_stream(send, headers)
             if outcome.first:
-                await send_chunk(send, b"".join(outcome.first))
-            tail: list[bytes] = []
+                data = b"".join(outcome.first)
+                relayed += len(data)
+                events += data.count(b"\n\n")
+                sample = data
+                sends = 1
+                await send_chunk(send, data)
+            tail = b""
             try:
                 if not outcome.ended and held_error(transformer) is None:
                     async for chunk in response.content.iter_any():
-                        events = transformer.feed(chunk)
-                        if events:
-                            await send_chunk(send, b"".join(events))
+                        out = transformer.feed(chunk)
+                        if out:
+                            data = b"".join(out)
+                            relayed += len(data)
+                            events += data.count(b"\n\n")
+                            if sends < SAMPLE_CHUNKS:
+                                sample += data
+                                sends += 1
+                            await send_chunk(send, data)
                         if held_error(transformer) is not None:
                             response.close()  # the rest of this upstream stream is not wanted
                             break
                     else:
-                        tail = transformer.close()
+                        tail = b"".join(transformer.close())
+                        if tail:
+                            relayed += len(tail)
+                            events += tail.count(b"\n\n")
+                            if sends < SAMPLE_CHUNKS:
+                                sample += tail
                 held = held_error(transformer)
                 if held is not None:
                     raise held
             except GatewayError as error:
+                record.status = error.status
                 record.error = error.message
-                await end_stream(send, b"".join(tail) + error_event(error) + DONE)
+                await end_stream(send, tail + error_event(error) + DONE)
                 return
             except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
-                error: GatewayError = (
-                    UpstreamTimeout("upstream stream timed out")
-                    if isinstance(exc, asyncio.TimeoutError)
-                    else UpstreamUnreachable(f"upstream stream broke off: {exc.__class__.__name__}")
-                )
+                error = stream_broke(exc, outcome.provider)
+                record.status = error.status
                 record.error = error.message
                 await end_stream(send, error_event(error) + DONE)
                 return
-            await end_stream(send, b"".join(tail) + DONE)
-            record.usage = transformer.usage
+            await end_stream(send, tail + DONE)
         except asyncio.CancelledError:
+            record.status = 499
             record.error = "client disconnected"
             response.close()
             if watcher.done():  # cancelled by our own disconnect watcher: the request is over, not the worker
@@ -287,23 +368,32 @@ class Pipeline:
                 return
             raise
         except OSError:
+            record.status = 499
             record.error = "client disconnected"
             response.close()
         finally:
             watcher.cancel()
             response.release()
+            usage = transformer.usage
+            if usage is not None:
+                record.usage = usage
+                record.usage_source = "reported"
+            else:
+                record.usage_source = "estimated"
+                record.relayed_bytes = relayed
+                record.relayed_events = events
+                record.relayed_sample = sample or None
 
 
-async def _first_events(response: aiohttp.ClientResponse, transformer: Any) -> tuple[list[bytes], bool]:
+async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str
+                        ) -> tuple[list[bytes], bool]:
     """Read until the transformer yields its first events; also says whether the upstream stream ended."""
     content = response.content
     while True:
         try:
             chunk = await content.readany()
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise UpstreamUnreachable(f"upstream stream broke off: {exc.__class__.__name__}") from None
-        except asyncio.TimeoutError:
-            raise UpstreamTimeout("timed out waiting for the first stream event") from None
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            raise stream_broke(exc, provider, "before its first event") from None
         if not chunk:
             return transformer.close(), True
         events = transformer.feed(chunk)

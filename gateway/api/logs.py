@@ -93,7 +93,7 @@ class LogsEndpoint:
     async def __call__(self, scope: dict, receive, send) -> None:
         runtime = self.runtime
         ctx = build_context(scope["headers"])
-        authenticate(runtime, ctx)
+        await authenticate(runtime, ctx)
         flt = parse_filter(scope.get("query_string") or b"")
         store: LogStore | None = getattr(runtime.recorder, "store", None)
         if store is None:

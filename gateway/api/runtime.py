@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.controlplane.keys import KeyStore
+from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.record import Recorder
 from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
@@ -25,6 +26,7 @@ class Runtime:
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self.recorder = recorder if recorder is not None else _default_recorder(settings)
+        self.loop_lag = LoopLagMonitor()
         #: background services mounted with the routes (the batch scheduler): started last, closed first
         self.services: list = []
         self.ready = False
@@ -39,6 +41,7 @@ class Runtime:
         await self.watcher.start()
         await self.client.start()
         await self.recorder.start()
+        self.loop_lag.start()
         for service in self.services:
             await service.start()
         self.ready = True
@@ -49,6 +52,7 @@ class Runtime:
         self.ready = False
         for service in reversed(self.services):
             await service.close()
+        self.loop_lag.stop()
         await self.recorder.close()
         await close_all()
         await self.client.close()

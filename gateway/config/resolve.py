@@ -7,6 +7,8 @@
 
 Header values fill what a JSON config leaves unset at its root (provider, api_key from the bearer, custom_host,
 cloud headers) before it is validated, so ``{"provider": "vendorA"}`` can take its key from ``Authorization``.
+A config made from headers alone is validated by the same rules (known provider, custom host form, one of the
+required-key groups), its faults named by header.
 Configs are cached by their text and the header values that completed them.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 import msgspec
 
 from gateway.config.schema import Config
-from gateway.config.validate import decode_config, parse_config, validate_config
+from gateway.config.validate import ConfigError, decode_config, parse_config, validate_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest
 
@@ -50,6 +52,28 @@ def _header_values(ctx: RequestContext) -> dict[str, Any]:
         if value:
             values[field] = value
     return values
+
+
+#: a config path of a header-built config -> the header that set it
+_HEADER_PARAMS = {"provider": "x-gateway-provider", "custom_host": "x-gateway-custom-host"}
+
+
+def _validated_header_config(config: Config) -> Config:
+    """A config built from headers obeys the same rules as a JSON one; messages name the headers (``param`` keeps
+    the setting's name, as the SSRF check's 403 does)."""
+    try:
+        return validate_config(config)
+    except ConfigError as exc:
+        if exc.param in _HEADER_PARAMS:
+            detail = exc.message.split(": ", 2)[-1]
+            raise InvalidRequest(f"{_HEADER_PARAMS[exc.param]} {detail}", param=exc.param) from None
+        if exc.param == "config":
+            raise InvalidRequest(
+                f"provider '{config.provider}' needs credentials: send Authorization: Bearer <provider key>, "
+                "x-gateway-custom-host, or the provider's x-gateway-cloud* headers",
+                param="authorization",
+            ) from None
+        raise
 
 
 def _check_slug(provider: str) -> None:
@@ -85,7 +109,7 @@ def resolve_config(ctx: RequestContext) -> Config:
             key += tuple(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:])
         config = _header_configs.get(key)
         if config is None:
-            config = Config(**_header_values(ctx))
+            config = _validated_header_config(Config(**_header_values(ctx)))
             if len(_header_configs) > 4096:
                 _header_configs.clear()
             _header_configs[key] = config

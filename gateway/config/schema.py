@@ -41,8 +41,12 @@ class CacheConfig(_Node):
     max_age: int | None = None
 
 
-class CircuitBreaker(_Node):
-    """Circuit breaker of a target: opens after ``failure_threshold`` failures for ``cooldown_interval`` ms."""
+class CircuitBreaker(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """Circuit breaker of a target: opens after ``failure_threshold`` failures for ``cooldown_interval`` ms.
+
+    Unlike the rest of the config, unknown keys are accepted and ignored here: the spec says further breaker fields
+    exist without naming them, so a config written for another gateway's breaker still validates.
+    """
 
     failure_threshold: Number
     cooldown_interval: Number

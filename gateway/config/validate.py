@@ -14,7 +14,12 @@ Beyond the schema's types and unknown-key checks, a config obeys:
 - ``passthrough: true`` excludes targets, strategy, override_params and guardrails, and hooks count as guardrails;
 - every config node (the root and each target, counting what a target inherits) satisfies one of the spec's
   required-key groups; a ``provider`` of the form ``@slug`` counts as a group of its own, like virtual_key;
-  provider names are not checked here (the resolver does that);
+- every ``provider`` is a known provider name (or an ``@slug``), and every ``custom_host`` is an http(s) URL with
+  a host and without fragment or credentials, wherever it sits: a fault in a target that a request may never reach
+  is still a 400 naming its path (whether the host's address may be reached is checked when it is called);
+- ``strategy`` is required with ``targets`` only when the node (counting what it inherits) has neither
+  ``provider`` nor ``virtual_key``; such targets then run as ``single`` (the first target answers);
+- unknown keys are rejected everywhere except inside ``cb_config``, where they are ignored;
 - targets nest at most MAX_TARGET_DEPTH (32) levels.
 """
 
@@ -271,7 +276,7 @@ def _check_node(node: Config, base: str, inherited: Config | None, depth: int) -
     _check_keys(node, base)
     if node.passthrough:
         _check_passthrough(node, eff, base)
-    _check_routing(node, base)
+    _check_routing(node, eff, base)
     _check_groups(eff, base)
     if node.targets:
         prefix = _join(base, "targets")
@@ -297,9 +302,32 @@ def _status_codes(codes: list[int] | None, path: str) -> None:
             raise ConfigError.at(f"{path}[{i}]", "must be an HTTP status code (an integer 100..599)")
 
 
+def _check_provider(n: Config, base: str) -> None:
+    provider = n.provider
+    if provider is not None:
+        if not provider or provider == "@":
+            raise ConfigError.at(_join(base, "provider"), "must be a non-empty provider name or @slug")
+        if provider[0] != "@":
+            from gateway.providers.registry import is_known, provider_names
+
+            if not is_known(provider):
+                raise ConfigError.at(
+                    _join(base, "provider"),
+                    f"unknown provider {provider!r}; accepted providers: {', '.join(provider_names())}",
+                )
+    if n.custom_host is not None:
+        from gateway.upstream.ssrf import check_url
+
+        at = _join(base, "custom_host")
+        try:
+            check_url(n.custom_host, at)
+        except InvalidRequest as exc:
+            raise ConfigError.at(at, exc.message[len(at) + 1:]) from None
+
+
 def _check_keys(n: Config, base: str) -> None:
-    if n.provider is not None and (not n.provider or n.provider == "@"):
-        raise ConfigError.at(_join(base, "provider"), "must be a non-empty provider name or @slug")
+    if n.provider is not None or n.custom_host is not None:
+        _check_provider(n, base)
     if n.request_timeout is not None and (not _is_int(n.request_timeout) or n.request_timeout <= 0):
         raise ConfigError.at(_join(base, "request_timeout"), "must be an integer > 0 (milliseconds)")
     if n.weight is not None and (not _is_number(n.weight) or n.weight < 0):
@@ -447,11 +475,12 @@ def _check_passthrough(node: Config, eff: Config, base: str) -> None:
             )
 
 
-def _check_routing(node: Config, base: str) -> None:
+def _check_routing(node: Config, eff: Config, base: str) -> None:
     strategy, targets = node.strategy, node.targets
     if strategy is None:
-        if targets is not None:
-            raise ConfigError.at(_join(base, "strategy"), "is required with targets")
+        if targets is not None and eff.provider is None and eff.virtual_key is None:
+            raise ConfigError.at(_join(base, "strategy"), "is required with targets when neither provider nor "
+                                 "virtual_key is set")
         return
     if not isinstance(strategy, Strategy):
         raise ConfigError.at(_join(base, "strategy"), "must be an object")

@@ -116,6 +116,14 @@ class PayloadTooLarge(GatewayError):
     code = "payload_too_large"
 
 
+class ServiceUnavailable(GatewayError):
+    """503: the gateway cannot answer this now (a store it needs is busy); retrying shortly may work."""
+
+    status = 503
+    type = "api_error"
+    code = "service_unavailable"
+
+
 class UpstreamUnreachable(GatewayError):
     """502: the upstream could not be reached."""
 

@@ -76,6 +76,9 @@ class Forwarder:
                    target: tuple[ProviderAdapter, Any] | None = None) -> tuple[ProviderAdapter, aiohttp.ClientResponse]:
         """Send the call; the response's status is 2xx (otherwise the provider's error is raised)."""
         adapter, config = target or self.target(ctx, resource)
+        if not isinstance(body, (bytes, bytearray)):
+            # one payload for every send: a resend after a stale pooled connection starts from the file's start
+            body = aiohttp.payload.get_payload(body)
         request = adapter.resource_request(config, method, path, query, body, content_type)
         forwarded = ctx.forwarded(config.forward_headers)
         if forwarded:

@@ -17,6 +17,8 @@ requests (default 1; the last step repeats forever). A step may hold:
   the tool's schema (``schema_sample``).
 - ``filter_annotations`` (bool, cloudB): stream like the asynchronous content filter, with an annotation chunk (empty
   ``id`` / ``object``, a choice with ``content_filter_offsets`` and no ``delta``) before ``[DONE]``.
+- ``no_usage`` (bool): vendorA chat and completions answer without ``usage`` and ignore
+  ``stream_options.include_usage`` (as some vendorA-compatible servers do).
 
 ``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,
 aborted}]}`` (the last
@@ -55,6 +57,7 @@ class Step(msgspec.Struct, omit_defaults=True):
     tool_call: bool = False
     tool_name: str | None = None
     filter_annotations: bool = False
+    no_usage: bool = False
 
 
 class Scenario(msgspec.Struct):

@@ -1,7 +1,8 @@
 """Mock of the vendorA wire format: chat completions, text completions (streamed and not), embeddings, moderations.
 
 Realistic ids (``chatcmpl-…``, ``cmpl-…``), ``created``, ``system_fingerprint``, usage, data-only SSE ending in
-``data: [DONE]``, ``stream_options.include_usage`` honoured, errors as ``{"error": {message, type, param, code}}``.
+``data: [DONE]``, ``stream_options.include_usage`` honoured (``"usage": null`` on every chunk, then a last chunk
+with empty ``choices`` and the figures), errors as ``{"error": {message, type, param, code}}``.
 """
 
 from __future__ import annotations
@@ -88,10 +89,15 @@ async def chat(req: MockRequest, send: Send) -> None:
                 for i in range(doc.get("n") or 1)],
             "usage": _usage(_prompt_text(req), reply),
         }
+        if step.no_usage:
+            del body["usage"]
         await respond_json(send, 200, body)
         return
     base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
             "system_fingerprint": "fp_mock"}
+    wants_usage = bool((doc.get("stream_options") or {}).get("include_usage")) and not step.no_usage
+    if wants_usage:
+        base["usage"] = None  # as vendorA: every chunk carries "usage": null, the last one the figures
     await start_stream(send)
     if step.stream_error == "first":
         await end_stream(send, sse({"error": {"message": step.message or "mock in-band error",
@@ -129,7 +135,7 @@ async def chat(req: MockRequest, send: Send) -> None:
             {"index": 0, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}]}), step)
     await stream_part(send, sse({**base, "choices": [
         {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}]}))
-    if (doc.get("stream_options") or {}).get("include_usage"):
+    if wants_usage:
         await stream_part(send, sse({**base, "choices": [], "usage": _usage(_prompt_text(req), req.reply_text())}))
     await end_stream(send, b"data: [DONE]\n\n")
 
@@ -140,13 +146,17 @@ async def completions(req: MockRequest, send: Send) -> None:
     reply = req.reply_text()
     cid = new_id("cmpl")
     created = int(time.time())
+    step = req.step
     if not doc.get("stream"):
-        await respond_json(send, 200, {
+        body = {
             "id": cid, "object": "text_completion", "created": created, "model": model,
             "system_fingerprint": "fp_mock",
             "choices": [{"index": 0, "text": reply, "logprobs": None, "finish_reason": "stop"}],
             "usage": _usage(_prompt_text(req), reply),
-        })
+        }
+        if step.no_usage:
+            del body["usage"]
+        await respond_json(send, 200, body)
         return
     await start_stream(send)
     if req.step.stream_error == "first":
@@ -154,12 +164,15 @@ async def completions(req: MockRequest, send: Send) -> None:
         return
     base = {"id": cid, "object": "text_completion", "created": created, "model": model,
             "system_fingerprint": "fp_mock"}
+    wants_usage = bool((doc.get("stream_options") or {}).get("include_usage")) and not step.no_usage
+    if wants_usage:
+        base["usage"] = None
     for piece in req.reply_words():
         await stream_part(send, sse({**base, "choices": [
             {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}]}), req.step)
     await stream_part(send, sse({**base, "choices": [
         {"index": 0, "text": "", "logprobs": None, "finish_reason": "stop"}]}))
-    if (doc.get("stream_options") or {}).get("include_usage"):
+    if wants_usage:
         await stream_part(send, sse({**base, "choices": [], "usage": _usage(_prompt_text(req), reply)}))
     await end_stream(send, b"data: [DONE]\n\n")
 

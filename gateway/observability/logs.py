@@ -26,6 +26,7 @@ import msgspec
 
 from gateway.http.context import client_headers
 from gateway.observability.cost import cost_usd
+from gateway.observability.estimate import estimate, relayed_text_chars, text_chars
 
 #: header values that are credentials whatever the request says
 ALWAYS_MASKED = frozenset(
@@ -125,6 +126,15 @@ def tokens(usage: Any) -> tuple[int, int, int]:
     return tin, tout, total or tin + tout
 
 
+def estimated_usage(rec: Any) -> Any:
+    """The gateway's estimate for a record that asked for one (see ``gateway.observability.estimate``)."""
+    if rec.answer is not None:
+        chars = text_chars(rec.answer)
+    else:
+        chars = relayed_text_chars(rec.relayed_bytes, rec.relayed_events, rec.relayed_sample)
+    return estimate(rec.request, chars)
+
+
 def timings(rec: Any) -> tuple[float | None, float | None]:
     """(upstream seconds, gateway-added seconds) of a record.
 
@@ -137,7 +147,7 @@ def timings(rec: Any) -> tuple[float | None, float | None]:
     if rec.upstream_started:
         if rec.upstream_s:
             upstream = rec.upstream_s
-        elif rec.stream and rec.status == 200:
+        elif rec.stream and rec.ttft_s is not None:  # relayed, whether it ended well, broke off or was left
             upstream = max(0.0, rec.started + rec.total_s - rec.upstream_started)
     added: float | None = None
     if not rec.retries and not rec.fallbacks:
@@ -170,6 +180,7 @@ class LogEntry(msgspec.Struct):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    usage_source: str
     cost_usd: float
     cache_status: str
     retries: int
@@ -192,7 +203,10 @@ class Derived:
     def __init__(self, rec: Any, wall_offset: float, masker: Masker) -> None:
         self.wall_start = rec.started + wall_offset
         self.upstream_s, self.added_s = timings(rec)
-        self.tokens_in, self.tokens_out, self.tokens_total = tokens(rec.usage)
+        usage = rec.usage
+        if usage is None and rec.usage_source == "estimated":
+            usage = estimated_usage(rec)
+        self.tokens_in, self.tokens_out, self.tokens_total = tokens(usage)
         self.cost = cost_usd(rec.provider, rec.model, self.tokens_in, self.tokens_out)
         if rec.error is not None or rec.request_body is not None or rec.response_body is not None:
             # failed requests and verbose (GATEWAY_LOG_BODIES) logs carry the masked request headers; the clear
@@ -238,6 +252,7 @@ def build_entry(rec: Any, d: Derived, masker: Masker) -> LogEntry:
         iso_time(wall), round(wall, 6), rec.trace_id, rec.span_id, rec.parent_span_id, rec.span_name,
         rec.workspace, rec.endpoint, rec.provider, rec.model, rec.status, rec.stream, round(rec.total_s * 1000, 3),
         _ms(d.upstream_s), _ms(d.added_s), _ms(rec.ttft_s), d.tokens_in, d.tokens_out, d.tokens_total,
+        rec.usage_source,
         round(d.cost, 8), rec.cache_status, rec.retries, rec.fallbacks, rec.breaker_opens, rec.target_path,
         rec.metadata, error, d.headers,
         _body(rec.request_body, masker, d.secrets) if rec.request_body is not None else msgspec.UNSET,

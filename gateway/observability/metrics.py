@@ -4,7 +4,8 @@ With ``PROMETHEUS_MULTIPROC_DIR`` set (``gateway serve`` always sets it), values
 and ``render`` merges every worker's; without it, one process's private registry is shown. Nothing here runs on
 the request path: the recorder's background task feeds finished records to ``MetricsAggregator.add_record``
 (plain dict arithmetic) and calls ``flush`` about once a second, which is when prometheus_client is touched.
-Other modules count rare events with ``count_policy_rejection`` and ``count_state_store_error`` (O(1)).
+Other modules count rare events with ``count_policy_rejection`` and ``count_state_store_error`` (O(1)), and the
+event-loop lag monitor records with ``observe_loop_lag`` (O(1)).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ TTFT_SECONDS = _histogram("gateway_time_to_first_token_seconds", "Time to the fi
 RETRIES = _counter("gateway_retries", "Retries of the answering target.", ("endpoint", "provider"))
 FALLBACKS = _counter("gateway_fallbacks", "Moves to the next fallback target.", ("endpoint",))
 BREAKER_OPENS = _counter("gateway_breaker_opens", "Circuit breakers opened by requests.", ("endpoint",))
-TOKENS = _counter("gateway_tokens", "Tokens by provider, model and kind (input, output).",
-                  ("provider", "model", "kind"))
+TOKENS = _counter("gateway_tokens", "Tokens by provider, model, kind (input, output) and where the figures come "
+                  "from (usage_source: reported by the provider, estimated by the gateway).",
+                  ("provider", "model", "kind", "usage_source"))
 COST = _counter("gateway_cost_usd", "Estimated cost in USD (see gateway/observability/cost.py).",
                 ("provider", "model"))
 POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a rate or usage policy.", ("policy",))
@@ -65,6 +67,10 @@ LOGS_DROPPED = _counter("gateway_log_records_dropped", "Request records not logg
 SPANS_EXPORTED = _counter("gateway_trace_spans_exported", "Spans accepted by the OTLP collector.", ())
 SPANS_DROPPED = _counter("gateway_trace_spans_dropped", "Spans not exported (queue full, export failed).",
                          ("reason",))
+LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LOOP_LAG = _histogram("gateway_event_loop_lag_seconds",
+                      "How late a periodic timer fires on each worker's event loop: the first sign of a saturated "
+                      "worker.", ("worker",), LOOP_LAG_BUCKETS)
 
 #: counts from count_* hooks, waiting for the next flush: (metric, labels) -> amount
 _pending: dict[tuple[Any, tuple[str, ...]], float] = {}
@@ -86,6 +92,20 @@ def count(metric: Counter, labels: tuple[str, ...] = (), amount: float = 1.0) ->
     """Add to any counter here (its label values in order). O(1); flushed later."""
     key = (metric, labels)
     _pending[key] = _pending.get(key, 0.0) + amount
+
+
+#: observations from observe_loop_lag, waiting for the next flush: labels -> bucket sums (fixed size)
+_pending_lag: dict[tuple[str, ...], "_HistogramSum"] = {}
+_LOOP_LAG_BOUNDS = LOOP_LAG_BUCKETS + (float("inf"),)
+
+
+def observe_loop_lag(seconds: float, worker: str) -> None:
+    """Record one event-loop lag measurement of a worker. O(1); flushed later."""
+    agg = _pending_lag.get((worker,))
+    if agg is None:
+        agg = _pending_lag[(worker,)] = _HistogramSum(_LOOP_LAG_BOUNDS)
+    agg.counts[bisect_left(agg.bounds, seconds)] += 1
+    agg.total += seconds
 
 
 class _HistogramSum:
@@ -161,10 +181,10 @@ class MetricsAggregator:
             if rec.breaker_opens:
                 self.add(BREAKER_OPENS, (endpoint,), rec.breaker_opens)
         if tokens_in:
-            key = (TOKENS, (provider, model, "input"))
+            key = (TOKENS, (provider, model, "input", rec.usage_source))
             counts[key] = counts.get(key, 0.0) + tokens_in
         if tokens_out:
-            key = (TOKENS, (provider, model, "output"))
+            key = (TOKENS, (provider, model, "output", rec.usage_source))
             counts[key] = counts.get(key, 0.0) + tokens_out
         if cost:
             key = (COST, (provider, model))
@@ -192,6 +212,11 @@ class MetricsAggregator:
         hists, self._hists = self._hists, {}
         for (metric, labels), agg in hists.items():
             _add_to_histogram(self._child(metric, labels), self._bounds[metric], agg)
+        if _pending_lag:
+            lags = list(_pending_lag.items())
+            _pending_lag.clear()
+            for labels, agg in lags:
+                _add_to_histogram(self._child(LOOP_LAG, labels), _LOOP_LAG_BOUNDS, agg)
 
 
 def _add_to_histogram(child: Any, bounds: tuple[float, ...], agg: _HistogramSum) -> None:

@@ -12,7 +12,8 @@ class RequestRecord:
         "trace_id", "span_id", "parent_span_id", "span_name", "workspace", "endpoint", "provider", "model",
         "status", "stream", "started", "upstream_started", "upstream_s", "ttft_s", "total_s", "usage",
         "cache_status", "retries", "fallbacks", "breaker_opens", "target_path", "metadata", "error",
-        "request_headers", "sensitive_headers", "request_body", "response_body",
+        "request_headers", "sensitive_headers", "request_body", "response_body", "usage_source", "request",
+        "answer", "relayed_bytes", "relayed_events", "relayed_sample",
     )
 
     def __init__(self, trace_id: str, endpoint: str, started: float) -> None:
@@ -44,6 +45,16 @@ class RequestRecord:
         self.sensitive_headers: frozenset[str] = frozenset()
         self.request_body: bytes | None = None
         self.response_body: bytes | None = None
+        #: where the tokens come from: "reported" (``usage``, the provider's), "estimated" (the recorder works
+        #: them out from ``request`` and ``answer`` or the relayed_* counts, see observability/estimate.py), "none"
+        self.usage_source = "none"
+        #: the decoded request sent upstream, and a JSON answer that had no usage (for the estimate)
+        self.request: Any = None
+        self.answer: bytes | None = None
+        #: a stream's relayed bytes and events, and its last relayed chunk (for the estimate)
+        self.relayed_bytes = 0
+        self.relayed_events = 0
+        self.relayed_sample: bytes | None = None
 
 
 class Recorder:

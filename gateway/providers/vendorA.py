@@ -54,9 +54,12 @@ class _Envelope(msgspec.Struct):
 class _ChunkUsage(msgspec.Struct):
     usage: Usage | None = None
     error: Any = None
+    choices: msgspec.Raw = msgspec.Raw()  # left undecoded: only "is it empty?" matters
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
+_NULL_USAGE = b'"usage":null'
+_NULL_USAGE_MEMBER = b',"usage":null'
 _chunk = msgspec.json.Decoder(_ChunkUsage)
 
 
@@ -124,10 +127,15 @@ class VendorAStream(HeldError):
 
     Fast path: a chunk that starts and ends on event boundaries (the splitter holds nothing, the chunk ends with a
     blank line, has no CR) and cannot hold an error, usage or [DONE] is relayed as the very bytes received, with no
-    splitting or re-encoding; anything else goes through the splitter.
+    splitting or re-encoding; anything else goes through the splitter. ``"usage":null`` (which vendorA puts on every
+    chunk once usage is asked for) does not count as usage.
+
+    ``strip_usage`` (set by the pipeline when it asked for usage the client did not ask for): the usage-only chunk
+    (empty ``choices``) is read but not relayed, and the ``"usage":null`` members are dropped from the others.
     """
 
-    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "held_error", "aligned")
+    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "held_error", "aligned",
+                 "strip_usage")
 
     def __init__(self, provider: str) -> None:
         sse = _speedups.sse
@@ -140,12 +148,15 @@ class VendorAStream(HeldError):
         self.held_error: GatewayError | None = None
         #: the splitter holds no partial event: the next chunk starts on an event boundary
         self.aligned = True
+        self.strip_usage = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self.raise_held()
+        if self.strip_usage:
+            chunk = chunk.replace(_NULL_USAGE_MEMBER, b"")  # the same object when there is none
         ends_aligned = chunk[-2:] == b"\n\n" and b"\r" not in chunk
-        if (self.aligned and ends_aligned and not self.done and b'"error"' not in chunk
-                and b'"usage"' not in chunk and b"[DONE]" not in chunk):
+        if (self.aligned and ends_aligned and not self.done and b'"error"' not in chunk and b"[DONE]" not in chunk
+                and (b'"usage"' not in chunk or chunk.count(b'"usage"') == chunk.count(_NULL_USAGE))):
             return [chunk]
         out = self._events(self.splitter.feed(chunk))
         self.aligned = ends_aligned and self.passthrough_ready()
@@ -173,13 +184,18 @@ class VendorAStream(HeldError):
                 continue
             if b'"error"' in data or b'"usage"' in data:
                 try:
-                    self._inspect(name, data)
+                    usage_only = self._inspect(name, data)
                 except GatewayError as error:
                     return self.hold(error, out)
+                if self.strip_usage:
+                    if usage_only:
+                        continue
+                    data = data.replace(_NULL_USAGE_MEMBER, b"")
             out.append(encode(data))
         return out
 
-    def _inspect(self, name: bytes | None, data: bytes) -> None:
+    def _inspect(self, name: bytes | None, data: bytes) -> bool:
+        """Raise the in-band error an event holds; note its usage. True for a usage-only chunk (no choices)."""
         try:
             doc = _chunk.decode(data)
         except msgspec.DecodeError:
@@ -193,3 +209,6 @@ class VendorAStream(HeldError):
             raise upstream_error(self.provider, status, data)
         if doc.usage is not None:
             self.usage = doc.usage
+            choices = bytes(doc.choices)
+            return not choices or choices.replace(b" ", b"") == b"[]"
+        return False

@@ -47,6 +47,19 @@ class RunState:
 
 
 Attempt = Callable[[Node], Awaitable[Any]]
+_EXHAUSTED = (b"x-gateway-fallback-exhausted", b"true")
+
+
+def _exhausted(error: GatewayError) -> bool:
+    return bool(error.headers) and _EXHAUSTED in error.headers
+
+
+def _target_name(node: Node) -> str:
+    """How a message names a target: its provider, and its place when the config has targets."""
+    provider = node.config.provider or "the upstream"
+    if node.path == "config":
+        return provider
+    return f"{provider} ({node.path[len('config.'):]})"
 _ALWAYS_FALLBACK = (RequestTimeout, UpstreamTimeout, UpstreamUnreachable, CircuitOpen)
 
 
@@ -107,8 +120,8 @@ class Router:
                 if i + 1 < len(children):
                     state.fallbacks += 1
         assert last is not None
-        if len(children) > 1:
-            last.headers = (last.headers or []) + [(b"x-gateway-fallback-exhausted", b"true")]
+        if len(children) > 1 and not _exhausted(last):  # a nested fallback may have said so already
+            last.headers = (last.headers or []) + [_EXHAUSTED]
         raise last
 
     async def _leaf(self, node: Node, attempt: Attempt, state: RunState) -> Any:
@@ -131,7 +144,7 @@ class Router:
                             outcome = await attempt(node)
                     except TimeoutError:
                         raise RequestTimeout(
-                            f"request_timeout of {timeout_ms} ms ran out waiting for {node.path}"
+                            f"request_timeout of {timeout_ms} ms ran out waiting for {_target_name(node)}"
                         ) from None
                 else:
                     outcome = await attempt(node)

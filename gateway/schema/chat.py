@@ -12,6 +12,7 @@ from gateway.schema.common import (
     ChoiceCount,
     LogitBias,
     Penalty,
+    Seed,
     Stop,
     StreamOptions,
     Temperature,
@@ -68,7 +69,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     max_completion_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
     n: ChoiceCount | None = None
     response_format: dict[str, Any] | None = None
-    seed: int | None = None
+    seed: Seed | None = None
     stop: Stop | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None

@@ -15,6 +15,8 @@ Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]
 Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]
 TopP = Annotated[float, msgspec.Meta(ge=0, le=1)]
 ChoiceCount = Annotated[int, msgspec.Meta(ge=1, le=128)]
+#: ``seed`` is a signed 64-bit integer upstream; a larger value is a 400 here rather than an upstream surprise
+Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 LogitBias = dict[str, Annotated[float, msgspec.Meta(ge=-100, le=100)]]
 Stop = str | Annotated[list[str], msgspec.Meta(max_length=4)]
 Metadata = dict[str, Any]
@@ -47,6 +49,11 @@ def validation_error(exc: msgspec.MsgspecError, what: str = "body") -> InvalidRe
     return InvalidRequest(f"invalid {path}: {message}", param=path)
 
 
+def not_utf8(what: str = "body") -> InvalidRequest:
+    """A 400 for JSON text that is not valid UTF-8 (JSON text must be)."""
+    return InvalidRequest(f"request {what} is not valid UTF-8: JSON text must be UTF-8 encoded", param=None)
+
+
 class BodyDecoder(Generic[T]):
     """A reusable msgspec decoder for one endpoint's body type; errors become 400s naming the field."""
 
@@ -60,9 +67,17 @@ class BodyDecoder(Generic[T]):
         if not body:
             raise InvalidRequest(f"request {self._what} is empty; a JSON object is required")
         try:
-            return self._decoder.decode(body)
+            decoded = self._decoder.decode(body)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise validation_error(exc, self._what) from None
+        except UnicodeDecodeError:
+            raise not_utf8(self._what) from None
+        if not body.isascii():  # fields the Struct skips are not checked by the decoder: JSON text is UTF-8
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise not_utf8(self._what) from None
+        return decoded
 
 
 class StreamOptions(msgspec.Struct, frozen=True, gc=False):

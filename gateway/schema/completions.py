@@ -12,6 +12,7 @@ from gateway.schema.common import (
     ChoiceCount,
     LogitBias,
     Penalty,
+    Seed,
     Stop,
     StreamOptions,
     Temperature,
@@ -32,7 +33,7 @@ class CompletionRequest(msgspec.Struct, frozen=True):
     logprobs: Annotated[int, msgspec.Meta(ge=0, le=5)] | None = None
     max_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
     n: ChoiceCount | None = None
-    seed: int | None = None
+    seed: Seed | None = None
     stop: Stop | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None

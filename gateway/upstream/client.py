@@ -2,7 +2,20 @@
 
 Timeouts: connect (GATEWAY_UPSTREAM_CONNECT_TIMEOUT_MS) and per-read (GATEWAY_UPSTREAM_READ_TIMEOUT_MS) bound every
 attempt and answer 504 when they run out; a request_timeout (config, header or GATEWAY_REQUEST_TIMEOUT_MS) is
-applied by the caller around the attempt and answers 408. Unreachable upstreams answer 502.
+applied by the caller around the attempt and answers 408. Unreachable upstreams answer 502; a host the SSRF guard
+refuses answers 403, whether the pre-check or the pinned resolver (at connect time) refuses it.
+
+A request that fails on an established connection before the upstream answered anything (a pooled keep-alive
+connection the upstream had already closed: the write fails, or the connection closes unanswered) is sent once
+more on a new connection, whatever the retry config says; a second failure is the answer.
+
+Upstream calls go through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY exempts the host (see ``proxy.py``). The SSRF
+pre-check still runs for a proxied call: literal non-public addresses, metadata names and names that resolve (with
+the gateway's resolver) to non-public addresses are refused; a name the gateway cannot resolve is left to the
+proxy. The proxy resolves the name again itself, so a proxied connection is not pinned to the checked address:
+egress rules on the proxy cover that gap.
+
+Messages say what happened in plain words (never a library's exception class names).
 """
 
 from __future__ import annotations
@@ -13,9 +26,10 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
-from gateway.http.errors import UpstreamTimeout, UpstreamUnreachable
+from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable
 from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
+from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
 
 class UpstreamClient:
@@ -23,42 +37,47 @@ class UpstreamClient:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.resolver = PinnedResolver(AllowList(settings.allow_private_hosts))
+        self.proxies = ProxyRoutes(settings.http_proxy, settings.https_proxy, settings.no_proxy)
+        self.resolver = PinnedResolver(AllowList(settings.allow_private_hosts), trusted=self.proxies.endpoints())
         self.session: aiohttp.ClientSession | None = None
+        #: sessions whose connections are never reused: the one retry after a stale pooled connection
+        self._fresh: aiohttp.ClientSession | None = None
         connect_s = settings.upstream_connect_timeout_ms / 1000
         read_s = settings.upstream_read_timeout_ms / 1000
         # A non-streamed answer is silent until it is complete, so one timer for the whole answer bounds the
         # silence as well as a per-read timer would, without re-arming a timer on every socket read.
         self._timeout = aiohttp.ClientTimeout(total=read_s, sock_connect=connect_s)
         self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
-        self._urls: dict[str, tuple[URL, str, int]] = {}
+        self._urls: dict[str, tuple[URL, str, int, Proxy | None]] = {}
 
-    async def start(self) -> None:
-        connector = aiohttp.TCPConnector(
+    def _connector(self, fresh: bool = False) -> aiohttp.TCPConnector:
+        """The pooled connector, or (``fresh``) one whose connections are closed after each use."""
+        reuse = {"force_close": True} if fresh else {"keepalive_timeout": self.settings.pool_keepalive_s}
+        return aiohttp.TCPConnector(
             resolver=self.resolver,
             use_dns_cache=False,
             limit=self.settings.pool_size,
             limit_per_host=self.settings.pool_size_per_host,
-            keepalive_timeout=self.settings.pool_keepalive_s,
             enable_cleanup_closed=True,
+            **reuse,
         )
-        self.session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeout,
-            auto_decompress=True,
-        )
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession(connector=self._connector(), timeout=self._timeout,
+                                             auto_decompress=True)
 
     async def close(self) -> None:
-        if self.session is not None:
-            await self.session.close()
-            self.session = None
+        for session in (self.session, self._fresh):
+            if session is not None:
+                await session.close()
+        self.session = self._fresh = None
         await self.resolver.close()
 
-    def _url(self, url: str) -> tuple[URL, str, int]:
+    def _url(self, url: str) -> tuple[URL, str, int, Proxy | None]:
         hit = self._urls.get(url)
         if hit is None:
-            host, port, _ = check_url(url, "custom_host")
-            hit = (URL(url, encoded=True), host, port)
+            host, port, scheme = check_url(url, "custom_host")
+            hit = (URL(url, encoded=True), host, port, self.proxies.for_url(scheme, host, port))
             if len(self._urls) > 8192:
                 self._urls.clear()
             self._urls[url] = hit
@@ -66,28 +85,79 @@ class UpstreamClient:
 
     async def check(self, url: str) -> None:
         """The SSRF check for ``url`` (403 / 400 when refused); cheap when the host was checked recently."""
-        _, host, port = self._url(url)
+        _, host, port, _ = self._url(url)
         await self.resolver.check(host, port)
 
     async def open(self, req: UpstreamRequest, stream: bool = False) -> aiohttp.ClientResponse:
         """Send the request and return the response with its headers read (body not yet read)."""
-        assert self.session is not None, "UpstreamClient.start() was not awaited"
-        url, host, port = self._url(req.url)
+        session = self.session
+        assert session is not None, "UpstreamClient.start() was not awaited"
+        url, host, port, proxy = self._url(req.url)
         if not self.resolver.recently_checked(host, port):
             await self.resolver.check(host, port)
+        timeout = self._stream_timeout if stream else self._timeout
         try:
-            return await self.session.request(
-                req.method, url, data=req.body, headers=req.headers, allow_redirects=False,
-                timeout=self._stream_timeout if stream else self._timeout,
-            )
-        except (aiohttp.ConnectionTimeoutError, aiohttp.SocketTimeoutError, asyncio.TimeoutError):
-            raise UpstreamTimeout(f"timed out connecting to upstream {host}") from None
+            try:
+                if proxy is None:
+                    return await session.request(req.method, url, data=req.body, headers=req.headers,
+                                                 allow_redirects=False, timeout=timeout)
+                return await session.request(req.method, url, data=req.body, headers=req.headers,
+                                             allow_redirects=False, timeout=timeout, proxy=proxy.url,
+                                             proxy_auth=proxy.auth)
+            except _UNANSWERED as exc:
+                if isinstance(exc, aiohttp.ClientConnectorError):
+                    raise
+            return await self._fresh_session().request(
+                req.method, url, data=req.body, headers=req.headers, allow_redirects=False, timeout=timeout,
+                proxy=proxy.url if proxy else None, proxy_auth=proxy.auth if proxy else None)
+        except aiohttp.ConnectionTimeoutError:
+            raise UpstreamTimeout(f"timed out connecting to upstream {host}" + _via(proxy)) from None
+        except (aiohttp.SocketTimeoutError, asyncio.TimeoutError):
+            raise UpstreamTimeout(f"timed out waiting for upstream {host} to answer (read timeout)") from None
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, HostBlocked):
-                raise UpstreamUnreachable(str(exc.os_error)) from None
-            raise UpstreamUnreachable(f"upstream {host}:{port} is unreachable: {exc.os_error}") from None
+                raise Forbidden(str(exc.os_error), param="custom_host") from None
+            raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from None
         except aiohttp.ClientError as exc:
-            raise UpstreamUnreachable(f"upstream {host}:{port} failed: {exc.__class__.__name__}: {exc}") from None
+            raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from None
+
+    def _fresh_session(self) -> aiohttp.ClientSession:
+        if self._fresh is None:
+            self._fresh = aiohttp.ClientSession(connector=self._connector(fresh=True), timeout=self._timeout,
+                                                auto_decompress=True)
+        return self._fresh
+
+
+#: failures on an established connection before any answer: the write failed or the connection closed unanswered
+_UNANSWERED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientConnectionResetError)
+
+
+def _via(proxy: Proxy | None) -> str:
+    return f" (through proxy {proxy.host}:{proxy.port})" if proxy is not None else ""
+
+
+def failure_text(exc: BaseException) -> str:
+    """What went wrong with an upstream exchange, in words (continues "upstream HOST ...")."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "closed the connection before answering"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "cut its answer off before the end"
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"could not be reached: the proxy answered HTTP {exc.status}"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return "sent an answer that is not valid HTTP"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return "presented a TLS certificate that does not verify"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = getattr(exc.os_error, "strerror", None) or "connection refused or unreachable"
+        return f"is unreachable ({reason})"
+    if isinstance(exc, (aiohttp.ClientConnectionResetError, ConnectionResetError)):
+        return "reset the connection"
+    if isinstance(exc, OSError):
+        return f"connection failed ({exc.strerror or 'closed while sending the request'})"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return "has an invalid URL"
+    return "failed"
 
 
 async def read_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:
@@ -97,7 +167,7 @@ async def read_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:
     except (aiohttp.SocketTimeoutError, asyncio.TimeoutError):
         raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
     except aiohttp.ClientError as exc:
-        raise UpstreamUnreachable(f"upstream {host or resp.url.host} broke off: {exc.__class__.__name__}") from None
+        raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from None
 
 
 def host_of(url: str) -> str:

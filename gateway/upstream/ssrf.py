@@ -105,9 +105,12 @@ def check_url(url: str, field: str = "custom_host") -> tuple[str, int, str]:
 class PinnedResolver(AbstractResolver):
     """Resolves, refuses non-public addresses (unless allow-listed) and caches what passed for a short time."""
 
-    def __init__(self, allow: AllowList, inner: AbstractResolver | None = None) -> None:
+    def __init__(self, allow: AllowList, inner: AbstractResolver | None = None,
+                 trusted: set[str] | frozenset[str] = frozenset()) -> None:
         self.allow = allow
         self._inner = inner
+        #: the operator's outbound proxies: resolved and connected to as configured (never an upstream's name)
+        self.trusted = frozenset(trusted)
         self._cache: dict[tuple[str, int], tuple[float, list[ResolveResult]]] = {}
         self._checked: dict[tuple[str, int], float] = {}
 
@@ -148,7 +151,7 @@ class PinnedResolver(AbstractResolver):
             ipaddress.ip_address(host.strip("[]"))
         except ValueError:
             try:
-                await self.resolve(host, port)
+                await self._pinned(host, port)
             except HostBlocked as exc:
                 raise Forbidden(str(exc), param="custom_host") from None
             except OSError:
@@ -158,6 +161,12 @@ class PinnedResolver(AbstractResolver):
         self._checked[key] = now + _CACHE_TTL_S
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
+        """What the connector connects to: the checked addresses (a configured proxy's as they resolve)."""
+        if self.trusted and host.lower().rstrip(".") in self.trusted:
+            return await self._resolver().resolve(host, port, socket.AF_UNSPEC)
+        return await self._pinned(host, port)
+
+    async def _pinned(self, host: str, port: int) -> list[ResolveResult]:
         key = (host, port)
         now = time.monotonic()
         hit = self._cache.get(key)

@@ -81,6 +81,18 @@ def test_load_script_reports_locust_results_as_json() -> None:
     assert {"chat", "chat stream", "chat fallback", "chat cache"} <= set(report["by_name"])
 
 
+def test_burst_reports_failures_wall_time_first_bytes_and_peak_rss() -> None:
+    report = run_json([sys.executable, "bench/burst.py", "--streams", "40", "--chunks", "5", "--delay-ms", "20"])
+    assert report["settings"]["streams"] == 40 and report["settings"]["workers"] == 1
+    for name in ("floor", "gateway"):
+        result = report["targets"][name]
+        assert result["streams"] == 40 and result["failures"] == 0, result
+        assert result["wall_s"] > 0
+        assert {"p50", "p99"} == set(result["ttfb_ms"]) == set(result["first_event_ms"])
+        assert result["ttfb_ms"]["p50"] <= result["ttfb_ms"]["p99"]
+        assert len(result["peak_rss_mb"]) == 1 and result["peak_rss_mb"][0] > 0
+
+
 def test_batch_benchmark_reports_lines_per_second_and_memory() -> None:
     report = run_json([sys.executable, "bench/batch_run.py", "--lines", "300"])
     assert report["status"] == "completed"

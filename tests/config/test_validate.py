@@ -216,8 +216,6 @@ def test_nested_conditional_error_has_the_full_path():
         ({**KEY, "cb_config": {"cooldown_interval": 30000}}, "cb_config.failure_threshold"),
         ({**KEY, "cb_config": {"failure_threshold": 2, "cooldown_interval": 30000, "failure_status_codes": [500, 99]}},
          "cb_config.failure_status_codes[1]"),
-        ({**KEY, "cb_config": {"failure_threshold": 2, "cooldown_interval": 30000, "half_open": 1}},
-         "cb_config.half_open"),
         ({"retry": {"attempts": 11}}, "retry.attempts"),
         ({"retry": {"attempts": -1}}, "retry.attempts"),
         ({"retry": {"attempts": 2.5}}, "retry.attempts"),
@@ -468,3 +466,58 @@ def test_targets_nested_too_deeply_are_a_400_not_a_crash():
 def test_a_buffer_is_accepted_as_text():
     assert parse_config(memoryview(b'{"virtual_key": "v"}')).virtual_key == "v"
     assert parse_config(bytearray(b'{"virtual_key": "v"}')).virtual_key == "v"
+
+
+# --- provider names, custom hosts, strategy with a root provider, breaker extras -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "param"),
+    [
+        ({"strategy": {"mode": "loadbalance"}, "targets": [KEY, {**KEY, "provider": "opnai"}]}, "targets[1].provider"),
+        (fallback(KEY, fallback(KEY, {"provider": "Anthropic", "api_key": "k"})), "targets[1].targets[1].provider"),
+        ({"provider": "nosuch", "custom_host": "http://127.0.0.1:1/v1"}, "provider"),
+        (fallback(KEY, {**KEY, "custom_host": "ftp://models.internal/v1"}), "targets[1].custom_host"),
+        (fallback(KEY, {**KEY, "custom_host": "http://models.internal/v1#frag"}), "targets[1].custom_host"),
+        (fallback(KEY, {**KEY, "custom_host": "https://user:pw@models.internal/v1"}), "targets[1].custom_host"),
+        ({**KEY, "custom_host": "not a url"}, "custom_host"),
+        ({**KEY, "custom_host": "http://"}, "custom_host"),
+    ],
+)
+def test_every_targets_provider_and_custom_host_are_checked_up_front(doc, param):
+    err = fault(doc)
+    assert err.param == param
+    assert f"invalid config: {param}: " in err.message
+
+
+def test_an_unknown_provider_is_named_with_the_accepted_ones():
+    err = fault({"strategy": {"mode": "fallback"}, "targets": [KEY, {**KEY, "provider": "opnai"}]})
+    assert "'opnai'" in err.message and "vendorA" in err.message and "anthropic" in err.message
+
+
+def test_slugs_and_every_catalogue_name_pass():
+    from gateway.providers.registry import provider_names
+
+    for name in provider_names():
+        parse({"provider": name, "api_key": "k"})
+    parse({"provider": "@my-slug"})
+
+
+@pytest.mark.parametrize("root", [KEY, {"virtual_key": "vk-1"}, {"provider": "vendorA", "custom_host": "http://h/v1"}])
+def test_strategy_is_optional_with_targets_when_the_root_names_a_provider(root):
+    cfg = parse({**root, "targets": [{"override_params": {"model": "a"}}, {"override_params": {"model": "b"}}]})
+    assert cfg.strategy is None and len(cfg.targets) == 2
+
+
+def test_strategy_is_still_required_with_targets_otherwise():
+    assert fault({"retry": {"attempts": 1}, "targets": [KEY]}).param == "strategy"
+    assert fault(fallback({"retry": {"attempts": 1}, "targets": [KEY]})).param == "targets[0].strategy"
+    # a nested target that inherits the root's provider needs none
+    parse(fallback({"targets": [{"api_key": "k2"}]}, KEY, provider="vendorA", api_key="k"))
+
+
+def test_unknown_cb_config_keys_are_accepted_and_ignored():
+    cfg = parse({**KEY, "cb_config": {"failure_threshold": 2, "cooldown_interval": 30000, "half_open_requests": 1,
+                                      "window_ms": 60000}})
+    assert cfg.cb_config == CircuitBreaker(failure_threshold=2, cooldown_interval=30000)
+    assert fault({**KEY, "cb_config": {"failure_threshold": 2}}).param == "cb_config.cooldown_interval"

@@ -150,3 +150,24 @@ def test_counts_add_up_across_workers(two_workers, mock):
     for _ in range(6):
         assert total(scrape(two_workers).text, "gateway_requests_total", model=model) == n
         assert total(scrape(two_workers).text, "gateway_request_duration_seconds_count", endpoint="chat") >= n
+
+
+def test_each_worker_reports_its_event_loop_lag(two_workers):
+    def workers(text: str) -> dict[str, float]:
+        counts: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "gateway_event_loop_lag_seconds_count":
+                    counts[sample.labels["worker"]] = sample.value
+        return counts
+
+    deadline = time.monotonic() + 10
+    seen: dict[str, float] = {}
+    while time.monotonic() < deadline and (len(seen) < 2 or min(seen.values()) < 2):
+        seen = workers(scrape(two_workers).text)
+        time.sleep(0.3)
+    assert len(seen) == 2 and min(seen.values()) >= 2, seen  # a timer every half second on each worker
+    text = scrape(two_workers).text
+    assert "# TYPE gateway_event_loop_lag_seconds histogram" in text
+    # an idle loop fires on time: nearly every measurement is under 100 ms
+    assert total(text, "gateway_event_loop_lag_seconds_bucket", le="0.1") >= 0.9 * sum(workers(text).values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+import redis
 
 from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
@@ -177,7 +178,8 @@ def test_workers_of_one_gateway_share_each_breaker(mock):
 
 
 def test_gateway_instances_sharing_redis_share_each_breaker(mock):
-    env = {"GATEWAY_REDIS_URL": test_redis_url(), "GATEWAY_REDIS_KEY_PREFIX": random_prefix(),
+    url, prefix = test_redis_url(), random_prefix()
+    env = {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix,
            "GATEWAY_STATE_TIMEOUT_MS": "5000"}  # a busy test box is slow
     flaky = mock.scenario([{"status": 500}])
     mock.scenario(name="ok-" + flaky.rsplit("/s/", 1)[1])
@@ -188,4 +190,8 @@ def test_gateway_instances_sharing_redis_share_each_breaker(mock):
     finally:
         first.stop()
         second.stop()
+        client = redis.Redis.from_url(url)
+        for key in client.scan_iter(match=prefix + "*"):
+            client.delete(key)
+        client.close()
     assert mock.calls(flaky)["calls"] == 3

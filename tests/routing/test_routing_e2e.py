@@ -235,3 +235,21 @@ def test_bad_configs_are_400_naming_the_json_path_before_any_upstream_call(gatew
     error = resp.json()["error"]
     assert error["param"] == param
     assert param in error["message"]
+
+
+def test_fallback_exhausted_is_said_once_when_the_last_target_is_itself_a_fallback(gateway, mock):
+    bad = [mock.scenario([{"status": 503}]) for _ in range(3)]
+    inner = {"strategy": {"mode": "fallback"}, "targets": [target(bad[1]), target(bad[2])]}
+    resp = send(gateway, {"strategy": {"mode": "fallback"}, "targets": [target(bad[0]), inner]})
+    assert resp.status == 503
+    assert resp.all("x-gateway-fallback-exhausted") == ["true"]
+
+
+def test_a_request_timeout_names_the_provider_not_gateway_internals(gateway, mock):
+    slow = mock.scenario([{"delay_ms": 2000}])
+    resp = send(gateway, target(slow, request_timeout=200))
+    assert resp.status == 408
+    message = resp.json()["error"]["message"]
+    assert "200 ms" in message and "vendorA" in message and "config" not in message
+    resp = send(gateway, {"strategy": {"mode": "fallback"}, "targets": [target(slow, request_timeout=200)]})
+    assert resp.status == 408 and "targets[0]" in resp.json()["error"]["message"]

@@ -10,10 +10,17 @@ import msgspec
 
 
 class Response:
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes,
+                 header_list: list[tuple[str, str]] | None = None) -> None:
         self.status = status
         self.headers = headers
         self.body = body
+        #: every header as received, repeats kept (``headers`` keeps the last of each name)
+        self.header_list = header_list or list(headers.items())
+
+    def all(self, name: str) -> list[str]:
+        """Every value of a header, in order."""
+        return [v for k, v in self.header_list if k == name.lower()]
 
     @property
     def text(self) -> str:
@@ -43,7 +50,8 @@ def request(method: str, url: str, body: bytes | str | dict | None = None, heade
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
         data = resp.read()
-        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+        pairs = [(k.lower(), v) for k, v in resp.getheaders()]
+        return Response(resp.status, dict(pairs), data, pairs)
     finally:
         conn.close()
 

@@ -27,7 +27,7 @@ def test_redis_url() -> str:
     return url
 
 
-test_redis_url.__test__ = False  # a helper, not a test
+test_redis_url.__test__ = False  # its name starts with test_, but pytest must not collect it
 
 
 def random_prefix() -> str:

@@ -15,6 +15,8 @@ import msgspec
 from tests.support.http import request
 
 ADMIN_KEY = "test-admin-key"
+#: a proxy of the machine running the tests never applies to the servers they start (a test sets its own)
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 
 
 def free_port() -> int:
@@ -61,7 +63,8 @@ class Server:
 def start(args: list[str], env_extra: dict[str, str] | None = None, port: int | None = None,
           ready_path: str | None = "/health") -> Server:
     port = port or free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") or k == "GATEWAY_NO_EXTENSIONS"}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("GATEWAY_") or k == "GATEWAY_NO_EXTENSIONS") and k.lower() not in _PROXY_VARIABLES}
     env.update(env_extra or {})
     log = Path(tempfile.mkstemp(prefix="gw-test-", suffix=".log")[1])
     cmd = [sys.executable, "-m", "gateway", *args, "--port", str(port)]

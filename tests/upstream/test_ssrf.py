@@ -111,3 +111,37 @@ def test_gateway_refuses_bad_custom_host_forms_with_400(strict_gateway, host):
     resp = post(f"{strict_gateway.url}/v1/chat/completions", CHAT, headers)
     assert resp.status == 400
     assert resp.json()["error"]["param"] == "custom_host"
+
+
+class UnresolvableThenPrivate(ScriptedResolver):
+    """Fails the gateway's pre-check lookup (so nothing is pinned), then answers a private address at connect."""
+
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        self.calls += 1
+        if self.calls == 1:
+            raise OSError(socket.EAI_NONAME, "Name or service not known")
+        return await super().resolve(host, port, family)
+
+
+async def test_a_host_blocked_at_connect_time_is_a_403_like_the_pre_check(tmp_path):
+    from gateway.api.runtime import Runtime
+    from gateway.app import GatewayApp
+    from gateway.settings import load
+    from tests.support.asgi import call
+
+    runtime = Runtime(load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path)}))
+    await runtime.start()
+    try:
+        inner = UnresolvableThenPrivate(["10.20.30.40"])
+        runtime.client.resolver._inner = inner
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
+                   "x-gateway-custom-host": "http://rebinding.example/v1"}
+        resp = await call(GatewayApp(runtime), "POST", "/v1/chat/completions", CHAT, headers)
+        assert inner.calls >= 2  # the pre-check found nothing to refuse; the connector's lookup was refused
+        assert resp.status == 403, resp.body
+        assert "blocked" in resp.json()["error"]["message"] and resp.json()["error"]["param"] == "custom_host"
+        pre_checked = await call(GatewayApp(runtime), "POST", "/v1/chat/completions", CHAT,
+                                 {**headers, "x-gateway-custom-host": "http://10.20.30.40/v1"})
+        assert pre_checked.status == 403
+    finally:
+        await runtime.close()

@@ -1,0 +1,58 @@
+"""Micro benchmarks for relaying a vendorA stream: what asking for usage the client did not ask for costs.
+
+A 20-chunk stream through ``VendorAStream`` as the client asked for it (no usage), as it arrives once the gateway has
+asked for usage (``"usage":null`` on every chunk, a usage-only chunk at the end, both stripped again), plus the
+pipeline's per-chunk accounting (bytes and events relayed) and the background estimate. Run with
+``python -m pytest bench/micro/test_vendorA_relay_bench.py --benchmark-enable``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from gateway.observability.estimate import relayed_text_chars, text_chars
+from gateway.providers.vendorA import VendorAStream
+
+CHUNKS = 20
+_HEAD = (b'{"id":"chatcmpl-9x8Yz7AbCdEfGhIjKlMn","object":"chat.completion.chunk","created":1718000000,'
+         b'"model":"gpt-x-2024-08-06","system_fingerprint":"fp_44709d6fcb",')
+
+
+def content(i: int, usage_null: bool) -> bytes:
+    usage = b'"usage":null,' if usage_null else b""
+    return (b"data: " + _HEAD + usage + b'"choices":[{"index":0,"delta":{"content":" token%02d"},"logprobs":null,'
+            b'"finish_reason":null}]}\n\n' % i)
+
+
+PLAIN = [content(i, False) for i in range(CHUNKS)] + [b"data: [DONE]\n\n"]
+WITH_USAGE = [content(i, True) for i in range(CHUNKS)] + [
+    b"data: " + _HEAD + b'"usage":{"prompt_tokens":9,"completion_tokens":20,"total_tokens":29},"choices":[]}\n\n',
+    b"data: [DONE]\n\n"]
+
+
+def relay(chunks: list[bytes], strip: bool) -> int:
+    stream = VendorAStream("vendorA")
+    stream.strip_usage = strip
+    relayed = events = 0
+    for chunk in chunks:
+        out = stream.feed(chunk)
+        if out:
+            data = b"".join(out)
+            relayed += len(data)
+            events += data.count(b"\n\n")
+    stream.close()
+    return relayed
+
+
+def test_relay_as_the_client_asked(benchmark, sse_in_use: ModuleType) -> None:
+    assert benchmark(relay, PLAIN, False) > 0
+
+
+def test_relay_with_usage_asked_for_and_stripped(benchmark, sse_in_use: ModuleType) -> None:
+    assert benchmark(relay, WITH_USAGE, True) == relay(PLAIN, False)  # the client sees the same bytes
+
+
+def test_estimate_a_relayed_stream(benchmark) -> None:
+    relayed = b"".join(PLAIN[:-1])
+    sample = next(c for c in PLAIN if text_chars(c))
+    assert benchmark(relayed_text_chars, len(relayed), CHUNKS, sample) > 0

@@ -1,0 +1,171 @@
+"""Usage is counted on every path, through the real gateway: streams ask vendorA-wire upstreams for usage the
+client did not ask for (and hide it again), a stream the client leaves is a 499 and one that breaks is the error it
+ended with, both with the usage so far; every log item and the token metric say where the figures come from."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import msgspec
+import pytest
+
+from gateway.observability.estimate import MESSAGE_OVERHEAD_TOKENS, tokens_for
+from tests.support.http import _conn, post, request, stream_events
+from tests.support.servers import ADMIN_KEY
+
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Say hello to the usage counter"}]}
+PROMPT_ESTIMATE = tokens_for(len(CHAT["messages"][0]["content"])) + MESSAGE_OVERHEAD_TOKENS
+
+
+def headers_for(base: str, trace: str) -> dict[str, str]:
+    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
+            "x-gateway-custom-host": base + "/v1", "content-type": "application/json", "x-gateway-trace-id": trace}
+
+
+def log_of(gateway, trace: str, timeout: float = 8.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        data = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}",
+                       headers={"x-gateway-api-key": ADMIN_KEY}).json()["data"]
+        if data or time.monotonic() > deadline:
+            assert data, f"no log item for {trace}"
+            return data[0]
+        time.sleep(0.1)
+
+
+def new_trace() -> str:
+    return f"usage-{uuid.uuid4().hex}"
+
+
+@pytest.mark.parametrize("endpoint, body", [
+    ("chat/completions", CHAT),
+    ("completions", {"model": "gpt-3.5-turbo-instruct", "prompt": "Say hello to the usage counter"}),
+])
+def test_a_stream_the_client_asked_no_usage_for_is_still_counted(gateway, mock, endpoint, body):
+    base, trace = mock.scenario(), new_trace()
+    status, _, events = stream_events(f"{gateway.url}/v1/{endpoint}", {**body, "stream": True},
+                                      headers_for(base, trace))
+    received = list(events)
+    assert status == 200 and received[-1] == b"[DONE]"
+    chunks = [msgspec.json.decode(e) for e in received[:-1]]
+    assert all(c["choices"] for c in chunks)  # the usage-only chunk was not relayed
+    assert not any(b'"usage"' in e for e in received)  # nor the "usage": null members
+    sent = msgspec.json.decode(mock.calls(base)["requests"][0]["body"])
+    assert sent["stream_options"] == {"include_usage": True}
+    item = log_of(gateway, trace)
+    assert item["usage_source"] == "reported" and item["status"] == 200
+    assert item["prompt_tokens"] > 0 and item["completion_tokens"] > 0
+    assert item["total_tokens"] == item["prompt_tokens"] + item["completion_tokens"]
+
+
+def test_a_client_that_asked_for_usage_gets_it_and_its_bytes_go_up_unchanged(gateway, mock):
+    base, trace = mock.scenario(), new_trace()
+    raw = msgspec.json.encode({**CHAT, "stream": True, "stream_options": {"include_usage": True}})
+    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", msgspec.json.decode(raw),
+                                      headers_for(base, trace))
+    received = [msgspec.json.decode(e) for e in list(events)[:-1]]
+    assert status == 200
+    assert received[-1]["choices"] == [] and received[-1]["usage"]["completion_tokens"] > 0
+    assert mock.calls(base)["requests"][0]["body"].encode() == raw
+    item = log_of(gateway, trace)
+    assert item["usage_source"] == "reported"
+    assert item["completion_tokens"] == received[-1]["usage"]["completion_tokens"]
+
+
+def test_include_usage_false_is_overridden_upstream_and_hidden_downstream(gateway, mock):
+    base, trace = mock.scenario(), new_trace()
+    body = {**CHAT, "stream": True, "stream_options": {"include_usage": False}}
+    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", body, headers_for(base, trace))
+    received = list(events)
+    assert status == 200 and not any(b'"usage"' in e for e in received)
+    assert msgspec.json.decode(mock.calls(base)["requests"][0]["body"])["stream_options"] == {"include_usage": True}
+    assert log_of(gateway, trace)["usage_source"] == "reported"
+
+
+def test_an_upstream_that_ignores_include_usage_is_estimated(gateway, mock):
+    base, trace = mock.scenario([{"no_usage": True}]), new_trace()
+    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
+                                      headers_for(base, trace))
+    text = "".join(msgspec.json.decode(e)["choices"][0]["delta"].get("content") or "" for e in list(events)[:-1])
+    assert status == 200
+    item = log_of(gateway, trace)
+    assert item["usage_source"] == "estimated" and item["status"] == 200
+    assert item["prompt_tokens"] == PROMPT_ESTIMATE
+    assert abs(item["completion_tokens"] - tokens_for(len(text))) <= 2
+    assert item["cost_usd"] > 0
+
+
+def test_a_json_answer_without_usage_is_estimated(gateway, mock):
+    base, trace = mock.scenario([{"no_usage": True}]), new_trace()
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base, trace))
+    assert resp.status == 200 and "usage" not in resp.json()
+    item = log_of(gateway, trace)
+    assert item["usage_source"] == "estimated"
+    assert item["prompt_tokens"] == PROMPT_ESTIMATE
+    assert item["completion_tokens"] == tokens_for(len(resp.json()["choices"][0]["message"]["content"]))
+
+
+def test_a_json_answer_with_usage_is_reported(gateway, mock):
+    base, trace = mock.scenario(), new_trace()
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base, trace))
+    item = log_of(gateway, trace)
+    assert item["usage_source"] == "reported"
+    assert item["completion_tokens"] == resp.json()["usage"]["completion_tokens"]
+
+
+def test_a_stream_the_client_leaves_is_a_499_with_the_usage_so_far(gateway, mock):
+    base, trace = mock.scenario([{"chunks": 40, "chunk_delay_ms": 100}]), new_trace()
+    conn, path = _conn(f"{gateway.url}/v1/chat/completions", 30)
+    conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}), headers=headers_for(base, trace))
+    resp = conn.getresponse()
+    assert resp.status == 200
+    seen = 0
+    while seen < 5:  # the role chunk and four words
+        if resp.readline().startswith(b"data: "):
+            seen += 1
+    conn.sock.close()
+    conn.close()
+    item = log_of(gateway, trace)
+    assert item["status"] == 499 and item["usage_source"] == "estimated"
+    assert item["prompt_tokens"] == PROMPT_ESTIMATE
+    assert 1 <= item["completion_tokens"] < 40  # a handful of words, not the whole reply
+
+
+@pytest.mark.parametrize("step, status", [({"stream_error": "cut"}, 502), ({"stream_error": "middle"}, 500)])
+def test_a_stream_that_breaks_is_logged_as_its_error_with_the_usage_so_far(gateway, mock, step, status):
+    base, trace = mock.scenario([step]), new_trace()
+    code, _, events = stream_events(f"{gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
+                                    headers_for(base, trace))
+    received = list(events)
+    assert code == 200 and b'"error"' in received[-2]
+    item = log_of(gateway, trace)
+    assert item["status"] == status and item["error"]
+    assert item["usage_source"] == "estimated"
+    assert item["prompt_tokens"] == PROMPT_ESTIMATE and item["completion_tokens"] >= 1
+
+
+def test_requests_without_an_answer_have_no_usage(gateway, mock):
+    trace = new_trace()
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT,
+                headers_for(mock.scenario([{"status": 400}]), trace)).status == 400
+    item = log_of(gateway, trace)
+    assert item["usage_source"] == "none" and item["total_tokens"] == 0
+
+
+def test_the_token_metric_is_labelled_with_the_usage_source(gateway, mock):
+    model = f"gpt-4o-mini-{uuid.uuid4().hex[:8]}"
+    assert post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": model},
+                headers_for(mock.scenario(), new_trace())).status == 200
+    assert post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": model},
+                headers_for(mock.scenario([{"no_usage": True}]), new_trace())).status == 200
+    deadline = time.monotonic() + 8
+    wanted = [f'kind="{kind}",model="{model}",provider="vendorA",usage_source="{source}"'
+              for kind in ("input", "output") for source in ("reported", "estimated")]
+    while True:
+        text = request("GET", f"{gateway.url}/metrics", headers={"x-gateway-api-key": ADMIN_KEY}).text
+        if all(w in text for w in wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for w in wanted:
+        assert w in text, w

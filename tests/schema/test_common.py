@@ -1,0 +1,50 @@
+"""Bodies the decoder front must refuse with a 400 (never a 500), through the real gateway."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from tests.support.http import post
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("body", [
+    b'{"model":"\xff\xfe","messages":[{"role":"user","content":"hi"}]}',
+    b'{"model":"m","messages":[{"role":"user","content":"caf\xe9"}]}',
+    b'{"model":"m","vendor_field":"\xc3\x28","messages":[{"role":"user","content":"hi"}]}',
+])
+@pytest.mark.parametrize("endpoint", ["chat/completions", "completions", "embeddings"])
+def test_a_body_that_is_not_utf8_is_a_400_naming_the_body(gateway, mock, gw_headers, body, endpoint):
+    if endpoint != "chat/completions":
+        body = body.replace(b'"messages":[{"role":"user","content":', b'"prompt":').replace(b'"}]}', b'"}')
+        if endpoint == "embeddings":
+            body = body.replace(b'"prompt"', b'"input"')
+    base = mock.scenario()
+    resp = post(f"{gateway.url}/v1/{endpoint}", body, gw_headers(base + "/v1"))
+    assert resp.status == 400, resp.text
+    assert "not valid UTF-8" in resp.json()["error"]["message"] and "body" in resp.json()["error"]["message"]
+    assert mock.calls(base)["calls"] == 0
+
+
+def test_utf8_text_still_passes(gateway, mock, gw_headers):
+    body = msgspec.json.encode({**CHAT, "messages": [{"role": "user", "content": "café ☕ 你好"}]})
+    assert post(f"{gateway.url}/v1/chat/completions", body, gw_headers(mock.scenario() + "/v1")).status == 200
+
+
+@pytest.mark.parametrize("seed", [2**63, -(2**63) - 1, 10**30])
+@pytest.mark.parametrize("endpoint, body", [("chat/completions", CHAT), ("completions", {"model": "m", "prompt": "hi"})])
+def test_seed_outside_signed_64_bits_is_a_400_naming_it(gateway, mock, gw_headers, seed, endpoint, body):
+    base = mock.scenario()
+    resp = post(f"{gateway.url}/v1/{endpoint}", {**body, "seed": seed}, gw_headers(base + "/v1"))
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == "seed"
+    assert mock.calls(base)["calls"] == 0
+
+
+@pytest.mark.parametrize("seed", [2**63 - 1, -(2**63), 0])
+def test_seed_inside_the_range_is_forwarded(gateway, mock, gw_headers, seed):
+    base = mock.scenario()
+    assert post(f"{gateway.url}/v1/chat/completions", {**CHAT, "seed": seed}, gw_headers(base + "/v1")).status == 200
+    assert msgspec.json.decode(mock.calls(base)["requests"][0]["body"])["seed"] == seed

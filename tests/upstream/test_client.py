@@ -1,0 +1,132 @@
+"""The upstream client through the real gateway: a stale pooled connection is retried once on a new one, and
+failures read as what happened (a read timeout says read; no library class names)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import msgspec
+import pytest
+
+from tests.support.http import post, stream_events
+from tests.support.proxy import ForwardProxy
+from tests.support.servers import ADMIN_KEY, start_gateway
+
+CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+CLASS_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+(?:Error|Exception)\b")  # ClientPayloadError & co
+ANSWER = msgspec.json.encode({
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+def headers_for(custom_host: str) -> dict[str, str]:
+    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
+            "x-gateway-custom-host": custom_host, "content-type": "application/json"}
+
+
+class KeepAliveUpstream:
+    """Answers ``answered`` requests per connection with keep-alive, then reads the next one and closes the
+    connection without a word: what a pooled connection looks like when the upstream dropped it meanwhile."""
+
+    def __init__(self, answered: int) -> None:
+        self.answered = answered
+        self.connections = 0
+        self.requests = 0
+        self.port = 0
+
+    async def start(self) -> "KeepAliveUpstream":
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self.server = server
+        return self
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        served = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))
+                await reader.readexactly(length)
+                self.requests += 1
+                if served >= self.answered:
+                    break
+                served += 1
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                             % len(ANSWER) + ANSWER)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+@pytest.fixture(scope="module")
+def loop_thread():
+    thread = ForwardProxy().start()  # only for its event loop thread
+    yield thread
+    thread.stop()
+
+
+def test_a_pooled_connection_the_upstream_dropped_is_retried_once_on_a_new_one(gateway, loop_thread):
+    upstream = loop_thread.run(KeepAliveUpstream(answered=1).start())
+    host = f"http://127.0.0.1:{upstream.port}/v1"
+    for _ in range(4):  # every second request meets the pooled connection the upstream has dropped
+        resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(host))
+        assert resp.status == 200, resp.text
+        assert resp.headers["x-gateway-retry-attempt-count"] == "0"  # not a configured retry
+    # new A answers; A again is dropped -> fresh B answers; new C answers; C again is dropped -> fresh D answers
+    assert (upstream.requests, upstream.connections) == (6, 4)
+    loop_thread.run(_close(upstream))
+
+
+def test_the_fresh_connection_is_tried_once_only(gateway, loop_thread):
+    upstream = loop_thread.run(KeepAliveUpstream(answered=0).start())
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(f"http://127.0.0.1:{upstream.port}/v1"))
+    assert resp.status == 502
+    message = resp.json()["error"]["message"]
+    assert "closed the connection before answering" in message and not CLASS_NAME.search(message)
+    assert upstream.requests == 2
+    loop_thread.run(_close(upstream))
+
+
+async def _close(upstream: KeepAliveUpstream) -> None:
+    upstream.server.close()
+
+
+@pytest.fixture(scope="module")
+def impatient_gateway(mock_server):
+    server = start_gateway({"GATEWAY_UPSTREAM_READ_TIMEOUT_MS": "400"})
+    yield server
+    server.stop()
+
+
+def test_a_read_timeout_says_read_not_connect(impatient_gateway, mock):
+    resp = post(f"{impatient_gateway.url}/v1/chat/completions", CHAT,
+                headers_for(mock.scenario([{"delay_ms": 1500}]) + "/v1"))
+    assert resp.status == 504
+    message = resp.json()["error"]["message"]
+    assert "read timeout" in message and "connect" not in message
+
+
+def test_a_stream_that_goes_silent_ends_with_a_read_timeout(impatient_gateway, mock):
+    base = mock.scenario([{"chunks": 4, "chunk_delay_ms": 1500}])
+    status, _, events = stream_events(f"{impatient_gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
+                                      headers_for(base + "/v1"))
+    assert status == 200
+    received = list(events)
+    error = msgspec.json.decode(received[-2])["error"]
+    assert received[-1] == b"[DONE]"
+    assert "read timeout" in error["message"] and "connect" not in error["message"]
+
+
+def test_a_stream_cut_midway_is_described_in_words(gateway, mock):
+    base = mock.scenario([{"stream_error": "cut"}])
+    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
+                                      headers_for(base + "/v1"))
+    assert status == 200
+    received = list(events)
+    assert received[-1] == b"[DONE]"
+    error = msgspec.json.decode(received[-2])["error"]
+    assert "broke off" in error["message"] and not CLASS_NAME.search(error["message"]), error["message"]
