@@ -9,7 +9,7 @@ state was first seen, CPU time per line of the gateway and of the mock, and the 
 
     python bench/batch_run.py                              # 10,000 lines, embedded store
     python bench/batch_run.py --concurrency 32 --lines 2000
-    python bench/batch_run.py --redis redis://127.0.0.1:6379/15   # Redis store (keys under a random prefix)
+    python bench/batch_run.py --redis redis://127.0.0.1:6379/15   # Redis store (a random key prefix, removed after)
 """
 
 from __future__ import annotations
@@ -69,6 +69,26 @@ def run(args: argparse.Namespace) -> dict:
     env = {"GATEWAY_BATCH_CONCURRENCY": str(args.concurrency), "GATEWAY_LOG_FILE": "off"}
     if args.redis:
         env.update(GATEWAY_REDIS_URL=args.redis, GATEWAY_REDIS_KEY_PREFIX=f"gwbench:{uuid.uuid4().hex[:8]}:")
+    try:
+        return _measure(args, env)
+    finally:
+        if args.redis:
+            _delete_prefix(args.redis, env["GATEWAY_REDIS_KEY_PREFIX"])
+
+
+def _delete_prefix(url: str, prefix: str) -> None:
+    """Remove the run's keys (never the whole database: others may share it)."""
+    import redis
+
+    conn = redis.Redis.from_url(url)
+    try:
+        for key in conn.scan_iter(match=prefix + "*", count=1000):
+            conn.delete(key)
+    finally:
+        conn.close()
+
+
+def _measure(args: argparse.Namespace, env: dict[str, str]) -> dict:
     with Stack(log=lambda _: None, gateway_env=env) as stack:
         stack.start_proxies(args.workers, floor=False)
         gateway = stack.gateway
