@@ -4,8 +4,8 @@ Starts the mock (1 worker) and the gateway (``--workers``, default 1) on loopbac
 batch file (default 10,000) with only the gateway key, creates an ``immediate`` batch with the vendorA provider
 headers (custom host = the mock), polls it every 100 ms until it ends, checks the output file has one line per
 input line in order, and prints a JSON report: wall time from create to completed, lines per second, when each
-state was first seen, CPU time per line of the gateway and of the mock, and the peak RSS of the gateway's workers (largest
-``VmHWM``, and the largest RSS sampled while the batch ran).
+state was first seen, CPU time per line of the gateway and of the mock, and the peak RSS of the gateway's workers
+(largest ``VmHWM``, and the largest RSS sampled while the batch ran).
 
     python bench/batch_run.py                              # 10,000 lines, embedded store
     python bench/batch_run.py --concurrency 32 --lines 2000

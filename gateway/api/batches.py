@@ -105,7 +105,8 @@ class BatchRoutes:
         if not names_provider(ctx):
             raise InvalidRequest(
                 "a batch the gateway runs sends every line through the pipeline with this request's provider: send "
-                "x-gateway-provider (with Authorization), a provider slug or x-gateway-config", param="x-gateway-provider")
+                "x-gateway-provider (with Authorization), a provider slug or x-gateway-config",
+                param="x-gateway-provider")
         resolve_config(ctx)
         try:
             source = await jobs.files.get(workspace, request.input_file_id)

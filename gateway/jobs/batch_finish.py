@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from gateway.jobs.batch_lines import custom_id_of, file_lines
 from gateway.jobs.batch_output import OUTPUT, error_result
 from gateway.jobs.batch_store import PREFIX as BATCH_PREFIX
-from gateway.jobs.filestore import FileMissing, FileWriter
 from gateway.jobs.files import PREFIX as FILE_PREFIX
+from gateway.jobs.filestore import FileMissing, FileWriter
 from gateway.schema.files import BATCH_OUTPUT
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from gateway.http.errors import ServiceUnavailable
 from gateway.jobs.batch_finish import write_outputs
 from gateway.jobs.batch_lines import InputLine, LineChecker, custom_id_of, file_lines
 from gateway.jobs.batch_output import (
@@ -44,9 +45,8 @@ from gateway.jobs.batch_output import (
 )
 from gateway.jobs.batch_store import BatchRecord, BatchStore, LiveCounts, keep_until, lease_key
 from gateway.jobs.dispatch import InProcessDispatcher
-from gateway.jobs.filestore import FileMissing
 from gateway.jobs.files import GatewayFiles
-from gateway.http.errors import ServiceUnavailable
+from gateway.jobs.filestore import FileMissing
 from gateway.schema.batches import TERMINAL, Batch, BatchError, BatchErrors, BatchUsage, RequestCounts
 from gateway.settings import Settings
 from gateway.state.base import StateStoreError
@@ -249,23 +249,23 @@ class BatchRunner:
             if not task.cancelled() and task.exception() is not None:
                 log.error("batch %s: a line failed unexpectedly", self.id, exc_info=task.exception())
 
-        async for number, line in file_lines(self.deps.files.read(batch.input_file_id)):
-            if self.stop_reason is not None:
-                break
-            if number in self.invalid or number in self.done:
-                continue
-            await slots.acquire()
-            if self.stop_reason is not None:
-                slots.release()
-                break
-            task = asyncio.create_task(self._line(number, _line_decoder.decode(line), keep))
-            running.add(task)
-            task.add_done_callback(finished)
         try:
+            async for number, line in file_lines(self.deps.files.read(batch.input_file_id)):
+                if self.stop_reason is not None:
+                    break
+                if number in self.invalid or number in self.done:
+                    continue
+                await slots.acquire()
+                if self.stop_reason is not None:
+                    slots.release()
+                    break
+                task = asyncio.create_task(self._line(number, _line_decoder.decode(line), keep))
+                running.add(task)
+                task.add_done_callback(finished)
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-        except asyncio.CancelledError:
-            for task in list(running):
+        except BaseException:
+            for task in list(running):  # the runner is stopping (shutdown, a lost file): its lines stop too
                 task.cancel()
             raise
 

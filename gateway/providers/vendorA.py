@@ -3,9 +3,10 @@
 Facts relied on (vendorA's public API reference): bearer auth in ``Authorization``; optional
 ``OpenAI-Organization`` and ``OpenAI-Project`` headers; paths ``/chat/completions``, ``/completions``,
 ``/embeddings``, ``/moderations`` under the ``/v1`` base, and the resource paths ``/files``, ``/batches``,
-``/fine_tuning/jobs`` and ``/responses/{id}`` (``/input_items``) under the same base, with the same auth; streams are data-only SSE ending with ``data: [DONE]``,
-and an in-band failure arrives as ``data: {"error": {...}}``; with ``stream_options.include_usage`` the last chunk
-carries ``usage`` and empty ``choices``.
+``/fine_tuning/jobs`` and ``/responses/{id}`` (``/input_items``) under the same base, with the same auth;
+streams are data-only SSE ending with ``data: [DONE]``, and an in-band failure arrives as
+``data: {"error": {...}}``; with ``stream_options.include_usage`` the last chunk carries ``usage`` and empty
+``choices``.
 
 The request body is forwarded as the bytes the client sent (or as rewritten by param overrides); the answer is
 checked to be a JSON object (else a 502 naming the provider) and forwarded as received. Stream chunks are re-emitted

@@ -8,13 +8,13 @@ from gateway.jobs.batch_output import (
     OUTPUT,
     answer_usage,
     error_result,
+    invalid_result,
     is_gateway_limit,
     response_result,
     result_usage,
     retry_after_s,
 )
 from gateway.schema.batches import BatchError
-from gateway.jobs.batch_output import invalid_result
 
 ANSWER = b'{"id":"chatcmpl-1","usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}'
 
