@@ -10,6 +10,7 @@ from gateway.api.inference import Pipeline, internal_error
 from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.http.respond import send_error, send_json
+from gateway.http.routes import RouteTable
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
 
 _encode = msgspec.json.encode
@@ -20,8 +21,7 @@ class GatewayApp:
 
     def __init__(self, runtime: Runtime | None = None) -> None:
         self.runtime = runtime
-        self.routes: dict[tuple[str, str], object] = {}
-        self.paths: dict[str, list[str]] = {}
+        self.routes = RouteTable()
         if runtime is not None:
             self._mount(runtime)
 
@@ -29,8 +29,7 @@ class GatewayApp:
         from gateway.schema.chat import parse_chat
         from gateway.schema.completions import parse_completion
 
-        self.routes = {}
-        self.paths = {}
+        self.routes = RouteTable()
         self.add("POST", "/v1/chat/completions", Pipeline(runtime, CHAT, parse_chat))
         self.add("POST", "/v1/completions", Pipeline(runtime, COMPLETIONS, parse_completion))
         for endpoint, path, module in (
@@ -50,18 +49,19 @@ class GatewayApp:
         self.add("GET", "/ready", self.ready)
 
     def add(self, method: str, path: str, handler) -> None:
-        self.routes[(method, path)] = handler
-        self.paths.setdefault(path, []).append(method)
+        """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``."""
+        self.routes.add(method, path, handler)
 
     async def __call__(self, scope, receive, send) -> None:
         kind = scope["type"]
         if kind == "http":
-            handler = self.routes.get((scope["method"], scope["path"]))
+            handler = self.routes.exact(scope["method"], scope["path"])
             if handler is None:
-                handler = self._slash_route(scope)
+                handler, params, allowed = self._route(scope)
                 if handler is None:
-                    await self._no_route(scope, send)
+                    await self._no_route(scope, send, allowed)
                     return
+                scope["path_params"] = params
             try:
                 await handler(scope, receive, send)
             except GatewayError as error:
@@ -72,16 +72,19 @@ class GatewayApp:
         if kind == "lifespan":
             await self._lifespan(receive, send)
 
-    def _slash_route(self, scope):
-        """A path with trailing slashes is served as the route without them (``/v1/chat/completions/``)."""
-        path = scope["path"]
-        if len(path) > 1 and path.endswith("/"):
-            return self.routes.get((scope["method"], path.rstrip("/")))
-        return None
+    def _route(self, scope) -> tuple:
+        """``(handler, path_params, allowed_methods)`` of a path that is no exact route; a path with trailing
+        slashes is served as the route without them (``/v1/chat/completions/``)."""
+        method, path = scope["method"], scope["path"]
+        found = self.routes.match(method, path)
+        if found[0] is None and len(path) > 1 and path.endswith("/"):
+            stripped = self.routes.match(method, path.rstrip("/"))
+            if stripped[0] is not None or stripped[2]:
+                return stripped
+        return found
 
-    async def _no_route(self, scope, send) -> None:
+    async def _no_route(self, scope, send, methods: list[str]) -> None:
         path = scope["path"]
-        methods = self.paths.get(path) or self.paths.get(path.rstrip("/"))
         if methods:
             allow = ", ".join(sorted(methods)).encode()
             error = MethodNotAllowed(f"{scope['method']} is not allowed on {path}; allowed: {allow.decode()}")

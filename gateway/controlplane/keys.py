@@ -36,11 +36,22 @@ def key_hash(key: str) -> str:
 
 
 class KeyRecord:
-    __slots__ = ("workspace", "role")
+    """Who a gateway key is: its workspace and organisation, role (``admin`` or ``member``) and scopes.
 
-    def __init__(self, workspace: str, role: str) -> None:
+    ``root`` marks the bootstrap admin key (``GATEWAY_ADMIN_KEY`` or the generated one): an organisation-wide
+    admin that may act on any workspace by naming it; every other key acts in its own workspace only.
+    """
+
+    __slots__ = ("workspace", "role", "organisation", "key_id", "root", "scopes")
+
+    def __init__(self, workspace: str, role: str, organisation: str = "default", key_id: str = "",
+                 root: bool = False, scopes: frozenset[str] = frozenset()) -> None:
         self.workspace = workspace
         self.role = role
+        self.organisation = organisation
+        self.key_id = key_id
+        self.root = root
+        self.scopes = scopes
 
 
 def _connect(settings: Settings) -> sqlite3.Connection:
@@ -104,7 +115,7 @@ class KeyStore:
         if record is not None:
             return record
         if self._admin is not None and hmac.compare_digest(_raw(key), self._admin):
-            record = KeyRecord(DEFAULT_WORKSPACE, "admin")
+            record = KeyRecord(DEFAULT_WORKSPACE, "admin", key_id="admin", root=True)
             self._remember(key, record)
             return record
         return None
@@ -168,7 +179,7 @@ class KeyStore:
                 return None  # nothing was ever stored
             self._busy_until = time.monotonic() + BUSY_BACKOFF_S
             raise
-        return KeyRecord(row[0], row[1]) if row else None
+        return KeyRecord(row[0], row[1], key_id="admin", root=True) if row else None
 
     def close(self) -> None:
         if self._pool is not None:

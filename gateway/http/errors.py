@@ -92,6 +92,14 @@ class MethodNotAllowed(GatewayError):
     code = "method_not_allowed"
 
 
+class Conflict(GatewayError):
+    """409: the record clashes with an existing one (a taken name or slug)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"
+
+
 class RequestTimeout(GatewayError):
     """408: the request's own request_timeout ran out."""
 
@@ -109,7 +117,7 @@ class PayloadTooLarge(GatewayError):
 
 
 class ServiceUnavailable(GatewayError):
-    """503: the gateway cannot answer this now (a store it needs is busy); retrying shortly may work."""
+    """503: the gateway cannot answer this now (a store it needs is busy or unreachable); retrying shortly may work."""
 
     status = 503
     type = "api_error"

@@ -1,0 +1,121 @@
+"""Typed control-plane records over the state store: one ``Repository`` per kind, every read scoped to a workspace.
+
+A record is a msgspec Struct deriving from ``Entity`` (id, workspace_id, organisation_id, created_at,
+last_updated_at as ISO 8601 UTC). It is stored as its JSON document under ``(kind, id)`` with the owning workspace,
+so a list is one ``record_list`` and a workspace never sees another's records: a lookup by id in the wrong workspace
+is the same 404 as a missing id. Ids are ``<prefix><uuid4>``; policies use a bare UUID (empty prefix).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Generic, TypeVar
+
+import msgspec
+
+from gateway.http.errors import NotFound, ServiceUnavailable
+from gateway.state.base import StateStore, StateStoreError
+
+DEFAULT_ORGANISATION = "default"
+DEFAULT_WORKSPACE = "default"
+
+
+class Entity(msgspec.Struct, kw_only=True):
+    """Fields every control-plane record carries."""
+
+    id: str = ""
+    workspace_id: str = DEFAULT_WORKSPACE
+    organisation_id: str = DEFAULT_ORGANISATION
+    created_at: str = ""
+    last_updated_at: str = ""
+
+
+E = TypeVar("E", bound=Entity)
+
+_encode = msgspec.json.encode
+
+
+def now_iso() -> str:
+    """The current time as ISO 8601 UTC with milliseconds (``2026-11-23T16:54:16.123Z``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def store_unavailable(exc: StateStoreError) -> ServiceUnavailable:
+    """The 503 a control-plane call answers while the state store cannot be reached."""
+    return ServiceUnavailable(f"the state store is unavailable ({exc.__class__.__name__}); try again shortly")
+
+
+class Repository(Generic[E]):
+    """Create, read, list, replace and delete records of one kind; ``what`` names them in 404 messages."""
+
+    def __init__(self, store: StateStore, kind: str, type_: type[E], id_prefix: str, what: str,
+                 id_param: str = "id") -> None:
+        self.store = store
+        self.kind = kind
+        self.type = type_
+        self.id_prefix = id_prefix
+        self.what = what
+        self.id_param = id_param
+        self._decoder = msgspec.json.Decoder(type_)
+
+    def new_id(self) -> str:
+        return f"{self.id_prefix}{uuid.uuid4()}"
+
+    def _decode(self, doc: bytes) -> E:
+        return self._decoder.decode(doc)
+
+    async def create(self, record: E) -> E:
+        """Store a new record: its id (unless set), created_at and last_updated_at are filled in."""
+        stamp = now_iso()
+        record = msgspec.structs.replace(
+            record, id=record.id or self.new_id(), created_at=record.created_at or stamp, last_updated_at=stamp
+        )
+        await self._put(record)
+        return record
+
+    async def replace(self, record: E) -> E:
+        """Store a changed record (same id and workspace); last_updated_at is bumped."""
+        record = msgspec.structs.replace(record, last_updated_at=now_iso())
+        await self._put(record)
+        return record
+
+    async def _put(self, record: E) -> None:
+        try:
+            await self.store.record_put(self.kind, record.id, record.workspace_id, _encode(record))
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+    async def find(self, id: str) -> E | None:
+        """The record with this id in any workspace, or None (for lookups that are not a caller's request)."""
+        try:
+            found = await self.store.record_get(self.kind, id)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        return None if found is None else self._decode(found.doc)
+
+    async def get(self, workspace: str, id: str) -> E:
+        """The record ``id`` of ``workspace``; 404 naming the id when it is missing or belongs elsewhere."""
+        record = await self.find(id)
+        if record is None or record.workspace_id != workspace:
+            raise NotFound(f"no {self.what} with id '{id}'", param=self.id_param)
+        return record
+
+    async def list(self, workspace: str | None) -> list[E]:
+        """Every record of ``workspace`` (all workspaces with None), oldest first."""
+        try:
+            found = await self.store.record_list(self.kind, workspace)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        records = [self._decode(r.doc) for r in found]
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return records
+
+    async def delete(self, workspace: str, id: str) -> E:
+        """Delete the record ``id`` of ``workspace`` and return it; 404 as ``get``."""
+        record = await self.get(workspace, id)
+        try:
+            await self.store.record_delete(self.kind, id)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        return record
