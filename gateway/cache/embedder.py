@@ -3,8 +3,9 @@
 ``LocalEmbedder.embed(text)`` never runs the model on the event loop. Work goes to a small thread pool (onnxruntime
 releases the GIL while it runs, so threads are enough; measured: the loop keeps serving while a worker embeds) with
 a bounded queue: when ``threads + queue`` texts are already waiting or running, ``embed`` answers ``None`` at once
-and the caller proceeds as a cache MISS. Every wait is bounded by ``timeout_s`` (also ``None`` when it runs out).
-The model loads lazily, in the pool, on the first call; a failed load is logged once and every later call answers
+and the caller proceeds as a cache MISS. Every wait is bounded by ``timeout_s`` (default 1 s; also ``None`` when it
+runs out). The model loads lazily, in the pool, on the first call (about 0.8 s); if that outlasts the timeout, that
+call is a MISS and the load goes on for the next ones. A failed load is logged once and every later call answers
 ``None`` without trying again.
 """
 
@@ -64,7 +65,7 @@ class LocalEmbedder:
         *,
         threads: int = 1,
         queue: int = 16,
-        timeout_s: float = 2.0,
+        timeout_s: float = 1.0,
         intra_op_threads: int = 1,
         model_factory: Callable[[], Any] | None = None,
     ) -> None:
@@ -103,7 +104,7 @@ class LocalEmbedder:
         except RuntimeError:  # the pool is shut down
             self._pending -= 1
             return None
-        future.add_done_callback(lambda _f: loop.call_soon_threadsafe(self._finished))
+        future.add_done_callback(lambda _f: _call_soon(loop, self._finished))
         try:
             vector = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except asyncio.TimeoutError:
@@ -144,8 +145,15 @@ class LocalEmbedder:
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
+            await asyncio.get_running_loop().run_in_executor(None, lambda: pool.shutdown(cancel_futures=True))
         self._model = None
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    try:
+        loop.call_soon_threadsafe(callback)
+    except RuntimeError:  # the loop has closed: nobody is counting any more
+        pass
 
 
 def _load_packaged(intra_op_threads: int) -> Any:

@@ -1,5 +1,8 @@
 """The local similarity index of the semantic cache: int8 vectors in coarse cells, top-1 at or above a threshold.
 
+``PartitionedIndex`` keeps one index per partition (the part of a cache key that must match exactly), so a
+lookup never scans another partition's entries.
+
 Vectors are normalised and quantised once, at insert (``similarity.quantise``: 384 int8 codes and a scale). They
 live in cells, each with a centroid (the normalised sum of its members). A search scores the query against every
 centroid and scans only the ``probe`` nearest cells with the compiled kernel (``_speedups.similarity``), so a
@@ -16,12 +19,14 @@ Not thread-safe: one index belongs to one event loop (a worker's), which is wher
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Iterator
 from types import ModuleType
 from typing import Any
 
 from gateway import _speedups
+from gateway.cache.numeric import numpy
 
 DEFAULT_CELL_SIZE = 512
 DEFAULT_PROBE = 8
@@ -54,8 +59,7 @@ class SimilarityIndex:
 
     def __init__(self, dim: int = 384, *, cell_size: int = DEFAULT_CELL_SIZE, probe: int = DEFAULT_PROBE,
                  kernels: ModuleType | None = None) -> None:
-        import numpy as np
-
+        np = numpy()
         if dim < 1 or cell_size < 4 or probe < 1:
             raise ValueError("dim must be >= 1, cell_size >= 4 and probe >= 1")
         self._np = np
@@ -108,7 +112,7 @@ class SimilarityIndex:
 
     def _nearest_cell(self, unit: Any) -> _Cell:
         if not self._cells:
-            return self._new_cell(self.cell_size)
+            return self._new_cell(16)
         if len(self._cells) == 1:
             return self._cells[0]
         scores = self._centroids[: len(self._cells)] @ unit
@@ -127,7 +131,7 @@ class SimilarityIndex:
 
     def _append(self, cell: _Cell, key: Hashable, codes: Any, scale: float, expires_at: float) -> None:
         if cell.size == cell.codes.shape[0]:
-            self._grow(cell, cell.size * 2)
+            self._grow(cell, _roomy(cell.size))
         pos = cell.size
         cell.codes[pos] = codes
         cell.scales[pos] = scale
@@ -164,25 +168,23 @@ class SimilarityIndex:
             return
         stay = np.flatnonzero(~side)
         move = np.flatnonzero(side)
-        other = self._new_cell(max(self.cell_size, 2 * moving))
-        self._fill(other, cell, move)
-        kept = _Cell(np, self.dim, max(self.cell_size, 2 * len(stay)), self.cell_size)
+        other = self._new_cell(_roomy(moving))
+        self._fill(other, cell, move, members[move].sum(axis=0, dtype=np.float64))
+        kept = _Cell(np, self.dim, _roomy(len(stay)), self.cell_size)
         kept.row = cell.row
         self._cells[cell.row] = kept
-        self._fill(kept, cell, stay)
+        self._fill(kept, cell, stay, members[stay].sum(axis=0, dtype=np.float64))
 
-    def _fill(self, target: _Cell, source: _Cell, rows: Any) -> None:
-        np = self._np
+    def _fill(self, target: _Cell, source: _Cell, rows: Any, total: Any) -> None:
         n = len(rows)
         target.codes[:n] = source.codes[rows]
         target.scales[:n] = source.scales[rows]
         target.expiry[:n] = source.expiry[rows]
-        target.keys = [source.keys[i] for i in rows.tolist()]
+        keys = source.keys
+        target.keys = [keys[i] for i in rows.tolist()]
         target.size = n
-        target.total = (target.codes[:n].astype(np.float64) * target.scales[:n, None]).sum(axis=0)
-        where = self._where
-        for pos, key in enumerate(target.keys):
-            where[key] = (target, pos)
+        target.total = total
+        self._where.update(zip(target.keys, zip(itertools.repeat(target), range(n))))
         self._set_centroid(target)
 
     # ---- remove -------------------------------------------------------------------------------------------------
@@ -217,12 +219,17 @@ class SimilarityIndex:
             self._cells[cell.row] = last
             self._centroids[cell.row] = self._centroids[len(self._cells)]
 
-    def purge(self, now: float) -> int:
-        """Drop every entry whose expiry is at or before ``now``; how many went."""
-        expired = []
+    def expired(self, now: float) -> list[Hashable]:
+        """The keys whose expiry is at or before ``now``."""
+        found: list[Hashable] = []
         for cell in self._cells:
             rows = self._np.flatnonzero(cell.expiry[: cell.size] <= now)
-            expired.extend(cell.keys[i] for i in rows.tolist())
+            found.extend(cell.keys[i] for i in rows.tolist())
+        return found
+
+    def purge(self, now: float) -> int:
+        """Drop every entry whose expiry is at or before ``now``; how many went."""
+        expired = self.expired(now)
         for key in expired:
             self.remove(key)
         return len(expired)
@@ -253,6 +260,11 @@ class SimilarityIndex:
         return arrays + self._centroids.nbytes
 
 
+def _roomy(rows: int) -> int:
+    """Capacity for ``rows`` rows and a quarter more (arrays grow by copying, in steps of a quarter or more)."""
+    return max(16, rows + rows // 4)
+
+
 def _two_means(np: ModuleType, members: Any, total: Any, rounds: int = 6) -> Any:
     """A boolean side per member: 2-means seeded with the member farthest from the centroid and the one farthest
     from that."""
@@ -275,3 +287,61 @@ def _two_means(np: ModuleType, members: Any, total: Any, rounds: int = 6) -> Any
 def _normalised(np: ModuleType, vector: Any) -> Any:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector
+
+
+class PartitionedIndex:
+    """One ``SimilarityIndex`` per partition (what must match exactly: workspace or namespace, model, parameters,
+    the conversation's context digest), so a lookup only ever scans entries it may be served from."""
+
+    def __init__(self, dim: int = 384, *, cell_size: int = DEFAULT_CELL_SIZE, probe: int = DEFAULT_PROBE,
+                 kernels: ModuleType | None = None) -> None:
+        self.dim = dim
+        self._options = {"cell_size": cell_size, "probe": probe, "kernels": kernels}
+        self._indexes: dict[Hashable, SimilarityIndex] = {}
+        self._partition_of: dict[Hashable, Hashable] = {}
+
+    def __len__(self) -> int:
+        return len(self._partition_of)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._partition_of
+
+    @property
+    def partitions(self) -> int:
+        return len(self._indexes)
+
+    def add(self, partition: Hashable, key: Hashable, vector: Any, expires_at: float = math.inf) -> None:
+        """Store ``vector`` under ``key`` in ``partition`` (a key lives in one partition; adding it again moves it)."""
+        previous = self._partition_of.get(key)
+        if previous is not None and previous != partition:
+            self.remove(key)
+        index = self._indexes.get(partition)
+        if index is None:
+            index = self._indexes[partition] = SimilarityIndex(self.dim, **self._options)
+        index.add(key, vector, expires_at)
+        self._partition_of[key] = partition
+
+    def remove(self, key: Hashable) -> bool:
+        partition = self._partition_of.pop(key, None)
+        if partition is None:
+            return False
+        index = self._indexes[partition]
+        index.remove(key)
+        if not len(index):
+            del self._indexes[partition]
+        return True
+
+    def search(self, partition: Hashable, vector: Any, threshold: float,
+               now: float = -math.inf) -> tuple[Hashable, float] | None:
+        index = self._indexes.get(partition)
+        return None if index is None else index.search(vector, threshold, now)
+
+    def purge(self, now: float) -> int:
+        """Drop every expired entry of every partition; how many went."""
+        expired = [key for index in self._indexes.values() for key in index.expired(now)]
+        for key in expired:
+            self.remove(key)
+        return len(expired)
+
+    def nbytes(self) -> int:
+        return sum(index.nbytes() for index in self._indexes.values())

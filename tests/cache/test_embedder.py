@@ -126,7 +126,7 @@ def test_bad_pool_sizes_are_refused() -> None:
 
 async def test_the_packaged_model_keeps_the_loop_responsive_while_it_embeds() -> None:
     """onnxruntime releases the GIL: loop ticks go on while a worker embeds long texts."""
-    embedder = LocalEmbedder(threads=1, queue=64)
+    embedder = LocalEmbedder(threads=1, queue=64, timeout_s=60)
     try:
         assert await embedder.embed("warm up") is not None  # loads the model
         ticks = 0

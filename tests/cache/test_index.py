@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gateway.cache import similarity as pure_similarity
-from gateway.cache.index import SimilarityIndex
+from gateway.cache.index import PartitionedIndex, SimilarityIndex
 from gateway.cache.local_model import MiniLmModel
 from tests.support.prompts import prompts, reworded
 from tests.support.twins import compiled_twin
@@ -144,3 +144,30 @@ def test_the_index_finds_what_an_exact_float32_scan_finds(kernels: ModuleType, e
     assert hits > 150  # the rewordings hit, and some template neighbours do too
     assert same_decision >= 0.99 * len(queries)
     assert same_entry >= 0.99 * len(queries)
+
+
+# ----------------------------------------------------------------------------------------------- partitions
+
+def test_a_partition_only_answers_from_its_own_entries(kernels: ModuleType) -> None:
+    vectors = random_units(3)
+    index = PartitionedIndex(kernels=kernels)
+    index.add("model-a", "k1", vectors[0])
+    index.add("model-b", "k2", vectors[0])
+    index.add("model-b", "k3", vectors[1], expires_at=10.0)
+    assert index.search("model-a", vectors[0], THRESHOLD)[0] == "k1"
+    assert index.search("model-b", vectors[0], THRESHOLD)[0] == "k2"
+    assert index.search("model-a", vectors[1], THRESHOLD) is None
+    assert index.search("model-c", vectors[0], THRESHOLD) is None
+    assert len(index) == 3 and index.partitions == 2 and index.nbytes() > 0
+
+
+def test_partition_entries_move_expire_and_go(kernels: ModuleType) -> None:
+    vectors = random_units(2)
+    index = PartitionedIndex(kernels=kernels)
+    index.add("p1", "k", vectors[0])
+    index.add("p2", "k", vectors[0])  # a key lives in one partition
+    assert index.search("p1", vectors[0], THRESHOLD) is None and index.partitions == 1
+    index.add("p2", "old", vectors[1], expires_at=5.0)
+    assert index.purge(now=6.0) == 1 and "old" not in index
+    assert index.remove("k") and not index.remove("k")
+    assert len(index) == 0 and index.partitions == 0
