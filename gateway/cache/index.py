@@ -29,7 +29,7 @@ from gateway import _speedups
 from gateway.cache.numeric import numpy
 
 DEFAULT_CELL_SIZE = 512
-DEFAULT_PROBE = 8
+DEFAULT_PROBE = 16
 
 
 class _Cell:
