@@ -82,6 +82,11 @@ class Settings(msgspec.Struct, frozen=True):
     state_watch_interval_ms: int = 250
     state_cache_max_entries: int = 10_000
     state_cache_max_bytes: int = 256 * 1024 * 1024
+    # semantic cache (gateway/cache): the cosine a paraphrase must reach with the packaged model, and the
+    # embedding pool (threads; texts that may wait for one before a lookup is skipped as a MISS)
+    semantic_cache_threshold: float = 0.89
+    semantic_cache_threads: int = 1
+    semantic_cache_queue: int = 16
 
 
 #: field -> environment variable
@@ -124,6 +129,12 @@ def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
         if getattr(settings, name) < 1:
             raise ValueError(f"{ENV[name]}: must be >= 1")
     _check_state(settings)
+    if not 0.0 < settings.semantic_cache_threshold <= 1.0:
+        raise ValueError("GATEWAY_SEMANTIC_CACHE_THRESHOLD: must be > 0 and <= 1")
+    if settings.semantic_cache_threads < 1:
+        raise ValueError("GATEWAY_SEMANTIC_CACHE_THREADS: must be >= 1")
+    if settings.semantic_cache_queue < 0:
+        raise ValueError("GATEWAY_SEMANTIC_CACHE_QUEUE: must be >= 0")
     return settings
 
 

@@ -1,7 +1,8 @@
-"""Fixtures shared by the micro benchmarks: the SSE twin under test, pure and compiled."""
+"""Fixtures shared by the micro benchmarks: the SSE twin under test, pure and compiled; one BLAS thread."""
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 
 import pytest
@@ -9,6 +10,10 @@ import pytest
 from gateway import _speedups
 from gateway.http import sse as pure_sse
 from tests.support.twins import compiled_twin
+
+# the semantic-cache benchmarks pin themselves to one core: numpy's BLAS must not start a second thread there
+# (set before any benchmark module imports numpy)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 @pytest.fixture(params=["pure", "compiled"])

@@ -17,6 +17,7 @@ from types import ModuleType
 TWINS: dict[str, str] = {
     "sse": "gateway.http.sse",
     "conditions": "gateway.routing.conditions",
+    "similarity": "gateway.cache.similarity",
 }
 
 _TRUE = {"1", "true", "yes", "on"}

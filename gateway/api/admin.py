@@ -68,7 +68,7 @@ async def authorize(runtime: Runtime, scope: dict, *, admin: bool = True) -> Cal
     key = _bearer_or_key(ctx)
     if not key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = runtime.keys.known(key) or await runtime.keys.lookup(key)
+    record = await runtime.keys.lookup(key)
     if record is None:
         raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
     if admin and record.role != "admin":

@@ -117,7 +117,7 @@ class PayloadTooLarge(GatewayError):
 
 
 class ServiceUnavailable(GatewayError):
-    """503: the gateway cannot answer this now (a store it needs is busy); retrying shortly may work."""
+    """503: the gateway cannot answer this now (a store it needs is busy or unreachable); retrying shortly may work."""
 
     status = 503
     type = "api_error"
@@ -146,14 +146,6 @@ class UpstreamTimeout(GatewayError):
     status = 504
     type = "timeout_error"
     code = "upstream_timeout"
-
-
-class ServiceUnavailable(GatewayError):
-    """503: a dependency the request needs (the state store) cannot be reached right now."""
-
-    status = 503
-    type = "api_error"
-    code = "service_unavailable"
 
 
 class UpstreamError(GatewayError):
