@@ -1,5 +1,5 @@
 """The recorder the pipeline hands finished records to: an O(1) enqueue, and one background task per worker that
-turns records into log lines, SQLite rows, metric sums and trace spans.
+turns records into log lines, SQLite rows (and their per-slot aggregates), metric sums and trace spans.
 
 ``record`` only appends to a bounded deque (a full queue drops the record and counts it). The task wakes every
 ``interval_s`` or when ``batch_size`` records wait, builds entries in slices (yielding to the event loop between
@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.http.context import organisation_masked
 from gateway.observability import metrics
+from gateway.observability.aggregates import RequestStats, RollupStore
 from gateway.observability.logs import Derived, LineSink, LogStore, Masker, build_entry, encode_entry
 from gateway.observability.record import Recorder, RequestRecord
 from gateway.observability.tracing import OtlpExporter, request_spans
@@ -38,6 +39,7 @@ class ObservabilityRecorder(Recorder):
         self.settings = settings
         self.store = store or LogStore(str(data_path(settings, "logs.db")), settings.log_retention_rows)
         self.sink = sink if sink is not None else LineSink(settings.log_file)
+        self.rollups = RollupStore(self.store.path)
         if exporter is None and settings.otlp_endpoint:
             exporter = OtlpExporter(settings.otlp_endpoint)
         self.exporter = exporter
@@ -67,6 +69,7 @@ class ObservabilityRecorder(Recorder):
     # -- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
         await asyncio.to_thread(self.store.open)
+        await asyncio.to_thread(self.rollups.open)
         if self.exporter is not None:
             await self.exporter.start()
         self._wake = asyncio.Event()
@@ -91,6 +94,7 @@ class ObservabilityRecorder(Recorder):
 
     def _close_sinks(self) -> None:
         self.store.close()
+        self.rollups.close()
         self.sink.close()
 
     async def _run(self) -> None:
@@ -117,9 +121,9 @@ class ObservabilityRecorder(Recorder):
             metrics.count(metrics.LOGS_DROPPED, ("queue_full",), self._dropped)
             self._dropped = 0
         if records:
-            rows, lines = await self._build(records)
+            rows, lines, stats = await self._build(records)
             if rows:
-                failed = await asyncio.to_thread(self._write, rows, lines)
+                failed = await asyncio.to_thread(self._write, rows, lines, stats)
                 if failed:
                     metrics.count(metrics.LOGS_DROPPED, ("write_failed",), failed)
         now = time.monotonic()
@@ -127,13 +131,14 @@ class ObservabilityRecorder(Recorder):
             self._last_metrics = now
             self.metrics.flush()
 
-    async def _build(self, records: deque[RequestRecord]) -> tuple[list[tuple], list[bytes]]:
+    async def _build(self, records: deque[RequestRecord]) -> tuple[list[tuple], list[bytes], list[RequestStats]]:
         offset = time.time() - time.perf_counter()
         masker = self.masker
         aggregator = self.metrics
         exporter = self.exporter
         rows: list[tuple] = []
         lines: list[bytes] = []
+        stats: list[RequestStats] = []
         for i, rec in enumerate(records):
             if i and not i % _SLICE:
                 await asyncio.sleep(0)
@@ -142,6 +147,9 @@ class ObservabilityRecorder(Recorder):
                 doc = encode_entry(build_entry(rec, d, masker))
                 rows.append((d.wall_start, rec.workspace, rec.trace_id, rec.status, rec.provider, doc))
                 lines.append(doc)
+                added_ms = None if d.added_s is None else d.added_s * 1000
+                stats.append(RequestStats(d.wall_start, rec.workspace, rec.provider, rec.model, rec.status,
+                                          rec.total_s * 1000, added_ms, d.tokens_in, d.tokens_out, d.cost))
                 aggregator.add_record(rec, d.upstream_s, d.added_s, d.tokens_in, d.tokens_out, d.cost)
                 if exporter is not None:
                     secrets = d.secrets
@@ -149,16 +157,22 @@ class ObservabilityRecorder(Recorder):
             except Exception as exc:  # noqa: BLE001 - one odd record must not lose the batch
                 metrics.count(metrics.LOGS_DROPPED, ("build_failed",))
                 self._warn("build", exc)
-        return rows, lines
+        return rows, lines, stats
 
-    def _write(self, rows: list[tuple], lines: list[bytes]) -> int:
-        """Insert the rows and write the lines (in a thread); returns how many rows could not be stored."""
+    def _write(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats] | None = None) -> int:
+        """Insert the rows and their aggregates and write the lines (in a thread); returns how many rows could not
+        be stored."""
         failed = 0
         try:
             self.store.insert(rows)
         except Exception as exc:  # noqa: BLE001 - a locked or full disk loses this batch, not the worker
             failed = len(rows)
             self._warn("store", exc)
+        if stats:
+            try:
+                self.rollups.add(stats)
+            except Exception as exc:  # noqa: BLE001 - aggregates are a view: losing one batch is not fatal
+                self._warn("aggregates", exc)
         try:
             self.sink.write(lines)
         except OSError as exc:
