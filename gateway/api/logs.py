@@ -1,8 +1,8 @@
 """``GET /v1/logs``: recent request logs of the caller's workspace, newest first, filtered and paged.
 
-Query: ``trace_id``, ``status`` (100..599), ``provider``, ``from`` / ``to`` (unix seconds or ISO 8601; a time
-without zone is UTC), ``limit`` (1..100, default 20), ``after`` (the ``id`` of the last item of the previous page).
-Answers ``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter is a 400 naming it.
+Query: ``trace_id``, ``status`` (100..599, or a class: ``2xx`` .. ``5xx``), ``provider``, ``model``, ``from`` /
+``to`` (unix seconds or ISO 8601; a time without zone is UTC), ``limit`` (1..100, default 20), ``after`` (the ``id``
+of the last item of the previous page), ``workspace`` (admin keys; see ``logscope``). Answers ``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import math
 from datetime import datetime, timezone
 from urllib.parse import parse_qsl
 
-from gateway.api.inference import authenticate
+from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
-from gateway.http.context import build_context
 from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
 from gateway.observability.logs import LogFilter, LogStore
@@ -66,12 +65,16 @@ def parse_filter(query_string: bytes) -> LogFilter:
             if not raw:
                 raise InvalidRequest("trace_id must not be empty", param="trace_id")
             values["trace_id"] = raw
-        elif name == "provider":
+        elif name in ("provider", "model"):
             if not raw:
-                raise InvalidRequest("provider must not be empty", param="provider")
-            values["provider"] = raw
+                raise InvalidRequest(f"{name} must not be empty", param=name)
+            values[name] = raw
         elif name == "status":
-            values["status"] = _int("status", raw, 100, 599)
+            text = raw.strip().lower()
+            if len(text) == 3 and text.endswith("xx") and text[0] in "12345":
+                values["status_class"] = int(text[0])
+            else:
+                values["status"] = _int("status", raw, 100, 599)
         elif name == "limit":
             values["limit"] = _int("limit", raw, 1, MAX_LIMIT)
         elif name == "after":
@@ -92,14 +95,13 @@ class LogsEndpoint:
 
     async def __call__(self, scope: dict, receive, send) -> None:
         runtime = self.runtime
-        ctx = build_context(scope["headers"])
-        await authenticate(runtime, ctx)
+        reader = await log_scope(runtime, scope)
         flt = parse_filter(scope.get("query_string") or b"")
         store: LogStore | None = getattr(runtime.recorder, "store", None)
         if store is None:
             rows, has_more = [], False
         else:
-            rows, has_more = await asyncio.to_thread(store.query, ctx.workspace, flt)
+            rows, has_more = await asyncio.to_thread(store.query, reader.workspace, flt, reader.every_workspace)
         items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)
         body = b'{"object":"list","data":[' + items + b'],"has_more":' + (b"true" if has_more else b"false") + b"}"
         await send_json(send, 200, body)

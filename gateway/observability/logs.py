@@ -280,7 +280,9 @@ class LogFilter(msgspec.Struct, frozen=True):
 
     trace_id: str | None = None
     status: int | None = None
+    status_class: int | None = None  # 2 for 2xx, ... 5 for 5xx
     provider: str | None = None
+    model: str | None = None
     since: float | None = None
     until: float | None = None
     after: int | None = None
@@ -340,10 +342,19 @@ class LogStore:
                 self._since_prune = 0
                 conn.execute(_PRUNE, (self.retention_rows,))
 
-    def query(self, workspace: str | None, flt: LogFilter) -> tuple[list[tuple[int, bytes]], bool]:
-        """The newest matching rows first, after the cursor; and whether more follow."""
-        sql = ["SELECT id, doc FROM request_logs WHERE workspace IS ?"]
-        args: list[Any] = [workspace]
+    def query(self, workspace: str | None, flt: LogFilter, every_workspace: bool = False
+              ) -> tuple[list[tuple[int, bytes]], bool]:
+        """The newest matching rows first, after the cursor; and whether more follow. ``every_workspace`` reads
+        all workspaces' rows (``workspace`` is then ignored)."""
+        sql = ["SELECT id, doc FROM request_logs WHERE 1" if every_workspace
+               else "SELECT id, doc FROM request_logs WHERE workspace IS ?"]
+        args: list[Any] = [] if every_workspace else [workspace]
+        if flt.status_class is not None:
+            sql.append("AND status >= ? AND status < ?")
+            args += [flt.status_class * 100, flt.status_class * 100 + 100]
+        if flt.model is not None:
+            sql.append("AND json_extract(CAST(doc AS TEXT), '$.model') = ?")
+            args.append(flt.model)
         for column, op, value in (
             ("trace_id", "=", flt.trace_id), ("status", "=", flt.status), ("provider", "=", flt.provider),
             ("ts", ">=", flt.since), ("ts", "<=", flt.until), ("id", "<", flt.after),

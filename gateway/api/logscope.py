@@ -1,0 +1,47 @@
+"""Whose request logs a key may read: an admin key every workspace (or the one ``workspace=`` names), any other
+key only its own workspace. One rule for ``/v1/logs``, ``/v1/logs/stream`` and ``/v1/logs/aggregates``."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+from gateway.api.inference import authenticate
+from gateway.api.runtime import Runtime
+from gateway.http.context import build_context
+from gateway.http.errors import Forbidden, InvalidRequest
+
+
+class LogScope:
+    """The rows a caller may see: one workspace, or every workspace (``workspace`` is then None)."""
+
+    __slots__ = ("workspace", "every_workspace")
+
+    def __init__(self, workspace: str | None, every_workspace: bool) -> None:
+        self.workspace = workspace
+        self.every_workspace = every_workspace
+
+    def allows(self, workspace: str | None) -> bool:
+        return self.every_workspace or workspace == self.workspace
+
+
+async def log_scope(runtime: Runtime, scope: dict) -> LogScope:
+    """Authenticate the caller (401 without a known key) and work out what it may read; a ``workspace`` query
+    parameter narrows an admin's view and is a 403 from any other key when it names another workspace."""
+    ctx = build_context(scope["headers"])
+    await authenticate(runtime, ctx)
+    key = ctx.api_key or ""
+    record = runtime.keys.known(key) or await runtime.keys.lookup(key)  # cached by authenticate
+    admin = record is not None and record.role == "admin"
+    asked: str | None = None
+    for name, value in parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True):
+        if name == "workspace":
+            if not value:
+                raise InvalidRequest("workspace must not be empty", param="workspace")
+            asked = value
+    if asked is not None:
+        if not admin and asked != ctx.workspace:
+            raise Forbidden("this key reads only its own workspace's logs", param="workspace")
+        return LogScope(asked, False)
+    if admin:
+        return LogScope(None, True)
+    return LogScope(ctx.workspace, False)
