@@ -1,0 +1,130 @@
+"""``GET /v1/logs/stream``: request logs as server-sent events while they are written, from every worker.
+
+The same key rules (``logscope``) and filters as ``GET /v1/logs`` (``trace_id``, ``status`` or ``2xx``..``5xx``,
+``provider``, ``model``, ``from``, ``to``, ``workspace``), plus ``backlog`` (0..100, default 0): the newest matching
+records to send first, oldest first. Then each new matching record is one ``event: log`` whose ``id:`` is the
+record's id and whose data is the ``/v1/logs`` item; ``event: skipped`` (``{"skipped": n}``) says how many records
+this connection missed because it fell behind; a ``: keep-alive`` comment goes out every ``HEARTBEAT_S`` of silence.
+
+One poller per worker feeds every connection (``gateway.observability.logtail``); a connection whose socket takes
+more than ``SEND_TIMEOUT_S`` to accept a chunk is closed, so a stuck console holds nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qsl
+
+from gateway.api.logs import parse_filter
+from gateway.api.logscope import log_scope
+from gateway.api.runtime import Runtime
+from gateway.http.errors import InvalidRequest, NotFound
+from gateway.http.respond import end_stream, send_chunk, start_stream
+from gateway.observability.logs import LogFilter, LogStore
+from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
+
+MAX_BACKLOG = 100
+HEARTBEAT_S = 15.0
+SEND_TIMEOUT_S = 10.0
+_OPENING = b"retry: 2000\n: connected\n\n"
+_KEEP_ALIVE = b": keep-alive\n\n"
+
+
+def _backlog(query_string: bytes) -> int:
+    backlog = 0
+    for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if name in ("limit", "after"):
+            raise InvalidRequest(f"{name} is not a stream parameter: use backlog (0..{MAX_BACKLOG})", param=name)
+        if name == "backlog":
+            try:
+                backlog = int(raw.strip())
+            except ValueError:
+                raise InvalidRequest(f"backlog must be an integer, got {raw!r}", param="backlog") from None
+            if not 0 <= backlog <= MAX_BACKLOG:
+                raise InvalidRequest(f"backlog must be between 0 and {MAX_BACKLOG}, got {backlog}",
+                                     param="backlog")
+    return backlog
+
+
+class LogStreamEndpoint:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.tail: LogTail | None = None
+
+    def _tail(self, store: LogStore) -> LogTail:
+        if self.tail is None:
+            self.tail = LogTail(store.path)
+        return self.tail
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        reader = log_scope(self.runtime, scope)
+        query = scope.get("query_string") or b""
+        flt = parse_filter(query)
+        backlog = _backlog(query)
+        store: LogStore | None = getattr(self.runtime.recorder, "store", None)
+        if store is None:
+            raise NotFound("request logs are not stored by this gateway")
+        tail = self._tail(store)
+        key = (reader.workspace, reader.every_workspace, flt.trace_id, flt.status, flt.status_class, flt.provider,
+               flt.model, flt.since, flt.until)
+        subscriber = Subscriber(key, row_matcher(flt, reader.workspace, reader.every_workspace))
+        await tail.subscribe(subscriber)
+        watcher: asyncio.Future | None = None
+        try:
+            opening = _OPENING
+            if backlog:
+                opening += await self._backlog_frames(store, reader.workspace, reader.every_workspace, flt,
+                                                      backlog, subscriber)
+            await start_stream(send)
+            await send_chunk(send, opening)
+            gone = asyncio.Event()
+            watcher = asyncio.ensure_future(_watch_disconnect(receive, gone, subscriber))
+            await self._pump(send, subscriber, gone)
+        finally:
+            tail.unsubscribe(subscriber)
+            if watcher is not None:
+                watcher.cancel()
+
+    @staticmethod
+    async def _backlog_frames(store: LogStore, workspace: str | None, every_workspace: bool, flt: LogFilter,
+                              count: int, subscriber: Subscriber) -> bytes:
+        import msgspec
+
+        rows, _ = await asyncio.to_thread(store.query, workspace, msgspec.structs.replace(flt, limit=count),
+                                          every_workspace)
+        if not rows:
+            return b""
+        subscriber.skip_through(rows[0][0])  # the newest backlog row: live frames start after it
+        return b"".join(event_frame(row_id, doc) for row_id, doc in reversed(rows))
+
+    @staticmethod
+    async def _pump(send, subscriber: Subscriber, gone: asyncio.Event) -> None:
+        while not gone.is_set():
+            try:
+                await asyncio.wait_for(subscriber.wake.wait(), HEARTBEAT_S)
+            except asyncio.TimeoutError:
+                chunk = _KEEP_ALIVE
+            else:
+                subscriber.wake.clear()
+                chunk = subscriber.take()
+            if gone.is_set():
+                return
+            if not chunk:
+                continue
+            try:
+                await asyncio.wait_for(send_chunk(send, chunk), SEND_TIMEOUT_S)
+            except (asyncio.TimeoutError, OSError, RuntimeError):
+                return  # a stuck or vanished console: drop it
+        try:
+            await end_stream(send)
+        except (OSError, RuntimeError):
+            pass
+
+
+async def _watch_disconnect(receive, gone: asyncio.Event, subscriber: Subscriber) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            subscriber.wake.set()
+            return
