@@ -91,9 +91,14 @@ def plan_for(config: Config) -> Node:
     hit = _plans.get(id(config))
     if hit is not None and hit[0] is config:
         return hit[1]
-    root_id = hashlib.sha1(msgspec.json.encode(config)).hexdigest()[:16]
-    node = _build(config, None, "config", root_id)
+    node = build_plan(config)
     if len(_plans) > 4096:
         _plans.clear()
     _plans[id(config)] = (config, node)
     return node
+
+
+def build_plan(config: Config) -> Node:
+    """The routing tree of ``config``, built afresh (not cached: for a config looked at once, e.g. validated)."""
+    root_id = hashlib.sha1(msgspec.json.encode(config)).hexdigest()[:16]
+    return _build(config, None, "config", root_id)

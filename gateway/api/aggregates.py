@@ -1,0 +1,43 @@
+"""``GET /v1/logs/aggregates?window=15m|1h|1d``: requests per second, p50/p99 latency and gateway-added latency,
+errors by status, tokens and cost over the last 15 minutes, hour (the default) or day, as totals, as a series of
+time slots (10 s, 1 min, 15 min) and per provider and model. Same key rules as ``GET /v1/logs`` (``logscope``)."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qsl
+
+import msgspec
+
+from gateway.api.logscope import log_scope
+from gateway.api.runtime import Runtime
+from gateway.http.errors import InvalidRequest, NotFound
+from gateway.http.respond import send_json
+from gateway.observability.aggregates import WINDOWS, RollupStore, report
+
+DEFAULT_WINDOW = "1h"
+_encode = msgspec.json.encode
+
+
+def parse_window(query_string: bytes) -> str:
+    window = DEFAULT_WINDOW
+    for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if name == "window":
+            if raw not in WINDOWS:
+                raise InvalidRequest(f"window must be one of {', '.join(WINDOWS)}, got {raw!r}", param="window")
+            window = raw
+    return window
+
+
+class AggregatesEndpoint:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        reader = log_scope(self.runtime, scope)
+        window = parse_window(scope.get("query_string") or b"")
+        rollups: RollupStore | None = getattr(self.runtime.recorder, "rollups", None)
+        if rollups is None:
+            raise NotFound("request logs are not stored by this gateway")
+        result = await asyncio.to_thread(report, rollups, window, reader.workspace)
+        await send_json(send, 200, _encode(result))

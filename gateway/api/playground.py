@@ -1,0 +1,41 @@
+"""``POST /v1/configs/validate``: a config checked by the gateway's own validator, without sending anything.
+
+The body is the config's JSON text. A valid config answers 200 ``{"object": "config.validation", "valid": true,
+"tree": ...}`` with its routing tree (``gateway.routing.describe``); an invalid one answers the same 400 a request
+carrying it in ``x-gateway-config`` gets, whose ``param`` is the JSON path of the fault (``targets[1].retry``).
+Any gateway key may validate (any key may send a config). Nothing is cached: validating as someone types does not
+push the data plane's parsed configs out of their cache.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway.api.inference import authenticate
+from gateway.api.runtime import Runtime
+from gateway.config.validate import decode_config, validate_config
+from gateway.http.body import read_body
+from gateway.http.context import build_context
+from gateway.http.respond import send_json
+from gateway.routing.describe import TargetTree, describe
+
+
+class Validation(msgspec.Struct):
+    tree: TargetTree
+    valid: bool = True
+    object: str = "config.validation"
+
+
+_encode = msgspec.json.encode
+
+
+class ValidateConfigEndpoint:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        runtime = self.runtime
+        authenticate(runtime, build_context(scope["headers"]))
+        body = await read_body(scope, receive, runtime.settings.max_body_bytes)
+        config = validate_config(decode_config(body))
+        await send_json(send, 200, _encode(Validation(describe(config))))
