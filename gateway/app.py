@@ -47,6 +47,10 @@ class GatewayApp:
         from gateway.api.metrics import MetricsEndpoint
 
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
+        if runtime.settings.console:
+            from gateway.api.console import mount_console
+
+            mount_console(self, runtime)
         self.add("GET", "/metrics", MetricsEndpoint(runtime))
         self.add("GET", "/health", self.health)
         self.add("GET", "/ready", self.ready)

@@ -58,6 +58,7 @@ class Settings(msgspec.Struct, frozen=True):
     log_retention_rows: int = 100_000  # request logs kept in <data_dir>/logs.db (newest rows)
     metrics_public: bool = False
     otlp_endpoint: str | None = None
+    console: bool = True  # the web console at /console and its read-only API routes; off removes them
     organisation_headers_to_mask: tuple[str, ...] = ()
     no_extensions: bool = False
     # guardrails
