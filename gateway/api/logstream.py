@@ -7,7 +7,9 @@ record's id and whose data is the ``/v1/logs`` item; ``event: skipped`` (``{"ski
 this connection missed because it fell behind; a ``: keep-alive`` comment goes out every ``HEARTBEAT_S`` of silence.
 
 One poller per worker feeds every connection (``gateway.observability.logtail``); a connection whose socket takes
-more than ``SEND_TIMEOUT_S`` to accept a chunk is closed, so a stuck console holds nothing.
+more than ``SEND_TIMEOUT_S`` to accept a chunk is closed, so a stuck console holds nothing. When the worker is
+asked to stop, every stream ends at once (consoles reconnect to another worker or after the restart), so open
+consoles never hold up a graceful shutdown.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
+from gateway.http.shutdown import StopNotice
 from gateway.observability.logs import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
 
@@ -50,6 +53,7 @@ class LogStreamEndpoint:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.tail: LogTail | None = None
+        self.stop = StopNotice()
 
     def _tail(self, store: LogStore) -> LogTail:
         if self.tail is None:
@@ -79,7 +83,12 @@ class LogStreamEndpoint:
             await send_chunk(send, opening)
             gone = asyncio.Event()
             watcher = asyncio.ensure_future(_watch_disconnect(receive, gone, subscriber))
-            await self._pump(send, subscriber, gone)
+            stopping = self.stop.event
+            waker = asyncio.ensure_future(_wake_on(stopping, subscriber))
+            try:
+                await self._pump(send, subscriber, gone, stopping)
+            finally:
+                waker.cancel()
         finally:
             tail.unsubscribe(subscriber)
             if watcher is not None:
@@ -98,8 +107,8 @@ class LogStreamEndpoint:
         return b"".join(event_frame(row_id, doc) for row_id, doc in reversed(rows))
 
     @staticmethod
-    async def _pump(send, subscriber: Subscriber, gone: asyncio.Event) -> None:
-        while not gone.is_set():
+    async def _pump(send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
             try:
                 await asyncio.wait_for(subscriber.wake.wait(), HEARTBEAT_S)
             except asyncio.TimeoutError:
@@ -115,10 +124,15 @@ class LogStreamEndpoint:
                 await asyncio.wait_for(send_chunk(send, chunk), SEND_TIMEOUT_S)
             except (asyncio.TimeoutError, OSError, RuntimeError):
                 return  # a stuck or vanished console: drop it
-        try:
-            await end_stream(send)
-        except (OSError, RuntimeError):
+        try:  # the worker is stopping: end the response so the server can finish
+            await asyncio.wait_for(end_stream(send), SEND_TIMEOUT_S)
+        except (asyncio.TimeoutError, OSError, RuntimeError):
             pass
+
+
+async def _wake_on(event: asyncio.Event, subscriber: Subscriber) -> None:
+    await event.wait()
+    subscriber.wake.set()
 
 
 async def _watch_disconnect(receive, gone: asyncio.Event, subscriber: Subscriber) -> None:
