@@ -10,6 +10,9 @@ one JSON document on stdout (progress goes to stderr):
   alternating the targets, medians reported, ``gateway / floor`` ratio and each server's CPU per request;
 - the gateway workers' RSS after the requests of the run.
 
+``--consoles N`` keeps N ``GET /v1/logs/stream`` connections open (read by a separate process) while a worker
+count is measured, and adds what they received to the report.
+
 ``--memory`` instead drives 100,000 requests through one gateway worker and reports its RSS at 50k and 100k.
 Quick run: ``python bench/overhead.py --workers 1 --requests 200 --rounds 1 --duration 1``.
 """
@@ -32,6 +35,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from consoles import Consoles  # noqa: E402
 from loadgen import LoadGenerator, PythonLoad, WrkLoad, pick_loadgen  # noqa: E402
 from procs import Stack, cpu_seconds, worker_rss_mb  # noqa: E402
 from rawhttp import Connection, build_request  # noqa: E402
@@ -166,6 +170,7 @@ def throughput(stack: Stack, reqs: dict[str, tuple[str, bytes]], gen: LoadGenera
 def run_workers(stack: Stack, workers: int, args: argparse.Namespace, gen: LoadGenerator) -> dict:
     stack.start_proxies(workers)
     out: dict = {}
+    consoles = Consoles(stack.gateway.url, stack.admin_key, args.consoles) if args.consoles else None
     try:
         for mode in args.modes:
             stream = mode == "stream"
@@ -182,6 +187,8 @@ def run_workers(stack: Stack, workers: int, args: argparse.Namespace, gen: LoadG
         out["gateway_rss_mb"] = worker_rss_mb(stack.gateway.pid)
         out["gateway_requests_served"] = stack.gateway_requests
     finally:
+        if consoles is not None:
+            out["consoles"] = consoles.stop()
         stack.stop_proxies()
     return out
 
@@ -335,6 +342,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gateway-env", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for the gateway (repeatable), e.g. GATEWAY_OTLP_ENDPOINT=... to price tracing; "
                    "the acceptance figures use the defaults")
+    p.add_argument("--consoles", type=int, default=0,
+                   help="live-log console connections (GET /v1/logs/stream) kept open during each measurement")
     p.add_argument("--output", help="also write the JSON here")
     args = p.parse_args(argv)
     args.workers = [int(w) for w in args.workers.split(",") if w.strip()]
