@@ -1,0 +1,78 @@
+"""``POST /v1/configs/validate``: the gateway's own validator answers a config's routing tree, or the 400 naming the
+JSON path of its fault, exactly as a request carrying that config would get."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from tests.support.http import post
+from tests.support.servers import ADMIN_KEY
+
+KEY = {"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"}
+
+
+def validate(gateway, config: dict | str, headers: dict | None = None):
+    body = config if isinstance(config, str) else msgspec.json.encode(config)
+    return post(f"{gateway.url}/v1/configs/validate", body, KEY if headers is None else headers)
+
+
+def test_a_valid_config_answers_its_routing_tree_with_inherited_settings(gateway):
+    config = {"strategy": {"mode": "fallback", "on_status_codes": [429, 503]}, "retry": {"attempts": 2},
+              "request_timeout": 5000, "api_key": "sk-secret-value",
+              "targets": [{"provider": "vendorA", "name": "primary"},
+                          {"strategy": {"mode": "loadbalance"}, "request_timeout": 900,
+                           "targets": [{"provider": "anthropic", "weight": 3}, {"provider": "groq"}]}]}
+    resp = validate(gateway, config)
+    assert resp.status == 200, resp.text
+    body = resp.json()
+    assert body["object"] == "config.validation" and body["valid"] is True
+    root = body["tree"]
+    assert root["path"] == "config" and root["strategy"] == "fallback"
+    first, nested = root["targets"]
+    assert first["name"] == "primary" and first["fallback_on"] == [429, 503]
+    assert first["settings"]["retry"] == {"value": {"attempts": 2}, "source": "config", "inherited": True}
+    assert first["settings"]["provider"] == {"value": "vendorA", "source": "config.targets[0]"}
+    assert nested["strategy"] == "loadbalance"
+    heavy, light = nested["targets"]
+    assert (heavy["weight"], light["weight"]) == (3.0, 1.0)
+    assert heavy["settings"]["request_timeout"] == {"value": 900, "source": "config.targets[1]", "inherited": True}
+    assert heavy["path"] == "config.targets[1].targets[0]"
+    assert "sk-secret-value" not in resp.text and heavy["settings"]["api_key"]["value"] == "***"
+
+
+def test_conditional_targets_say_which_conditions_route_to_them(gateway):
+    config = {"strategy": {"mode": "conditional", "default": "cheap",
+                           "conditions": [{"query": {"metadata.tier": "pro"}, "then": "best"},
+                                          {"query": {"params.model": {"$eq": "x"}}, "then": "best"}]},
+              "targets": [{"name": "best", "provider": "vendorA", "api_key": "k"},
+                          {"name": "cheap", "provider": "groq", "api_key": "k"}]}
+    best, cheap = validate(gateway, config).json()["tree"]["targets"]
+    assert best["when"] == ["config.strategy.conditions[0]", "config.strategy.conditions[1]"]
+    assert cheap["default"] is True and "when" not in cheap
+
+
+@pytest.mark.parametrize("config, param", [
+    ({"retry": {"attempts": 50}}, "retry.attempts"),
+    ({"strategy": {"mode": "fallback"}, "targets": [{"provider": "vendorA", "api_key": "k"},
+                                                   {"provider": "vendorA", "retry": {"attempts": "x"}}]},
+     "targets[1].retry.attempts"),
+    ({"cache": {"mode": "simple"}, "nope": 1}, "nope"),
+    ("{\"retry\": ", "config"),
+    ("[]", "config"),
+])
+def test_an_invalid_config_is_the_400_a_request_would_get(gateway, config, param):
+    resp = validate(gateway, config)
+    assert resp.status == 400
+    error = resp.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+    text = config if isinstance(config, str) else msgspec.json.encode(config).decode()
+    if text.startswith("{"):  # a header value is a config only when it is an object (else a saved config's id)
+        chat = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+        as_header = post(f"{gateway.url}/v1/chat/completions", chat, {**KEY, "x-gateway-config": text})
+        assert as_header.status == 400 and as_header.json()["error"]["param"] == param
+
+
+def test_validation_needs_a_gateway_key(gateway):
+    assert validate(gateway, {"retry": {"attempts": 1}}, {"content-type": "application/json"}).status == 401
+    assert validate(gateway, {"retry": {"attempts": 1}}, {"x-gateway-api-key": "nope"}).status == 401

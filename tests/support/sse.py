@@ -1,0 +1,74 @@
+"""Reading a server-sent-event response in tests: connect, then take events as they arrive (bounded waits)."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import time
+from urllib.parse import urlsplit
+
+import msgspec
+
+
+class EventStream:
+    """A GET whose answer is read event by event; ``events`` waits (bounded) for the next ones."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 10.0) -> None:
+        parts = urlsplit(url)
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.conn.request("GET", path, headers=headers or {})
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+        self.headers = {k.lower(): v for k, v in self.response.getheaders()}
+        self.ended = False
+
+    def read_event(self, timeout: float) -> tuple[str, str, str | None] | None:
+        """The next (event, data, id), None when nothing came within ``timeout`` or the stream ended."""
+        sock = self.conn.sock
+        deadline = time.monotonic() + timeout
+        event, data, event_id = "message", [], None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if sock is not None:
+                sock.settimeout(remaining)
+            try:
+                raw = self.response.readline()
+            except (socket.timeout, TimeoutError):
+                return None
+            if not raw:
+                self.ended = True
+                return None
+            line = raw.decode().rstrip("\r\n")
+            if not line:
+                if data:
+                    return event, "\n".join(data), event_id
+                event, data, event_id = "message", [], None
+                continue
+            if line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+            elif field == "id":
+                event_id = value
+
+    def logs(self, count: int, timeout: float = 5.0) -> list[dict]:
+        """The next ``count`` log items (fewer when ``timeout`` runs out first)."""
+        items: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while len(items) < count:
+            got = self.read_event(max(0.0, deadline - time.monotonic()))
+            if got is None:
+                break
+            if got[0] == "log":
+                items.append(msgspec.json.decode(got[1]))
+        return items
+
+    def close(self) -> None:
+        self.conn.close()
