@@ -13,7 +13,8 @@ from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
-from gateway.observability.aggregates import WINDOWS, RollupStore, report
+from gateway.observability.aggregates import report
+from gateway.observability.rollups import WINDOWS, RollupStore
 
 DEFAULT_WINDOW = "1h"
 _encode = msgspec.json.encode

@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.http.context import organisation_masked
 from gateway.observability import metrics
-from gateway.observability.aggregates import RequestStats, RollupStore
+from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.logs import Derived, LineSink, LogStore, Masker, build_entry, encode_entry
 from gateway.observability.record import Recorder, RequestRecord
 from gateway.observability.tracing import OtlpExporter, request_spans
