@@ -155,46 +155,67 @@ class RequestStats(msgspec.Struct, array_like=True, gc=False):
 Hists = tuple[dict[int, int], dict[int, int]]  # (latency, added): bucket -> count
 
 
-def _count_into(hists: dict[tuple, Hists], key: tuple, latency_bucket: int, added_bucket: int | None) -> None:
-    pair = hists.get(key)
-    if pair is None:
-        pair = hists[key] = ({}, {})
-    latency = pair[0]
-    latency[latency_bucket] = latency.get(latency_bucket, 0) + 1
-    if added_bucket is not None:
-        added = pair[1]
-        added[added_bucket] = added.get(added_bucket, 0) + 1
+def _merge_pair(into: dict[tuple, Hists], key: tuple, pair: Hists) -> None:
+    target = into.get(key)
+    if target is None:
+        into[key] = ({**pair[0]}, {**pair[1]})
+        return
+    for mine, theirs in zip(target, pair):
+        for index, n in theirs.items():
+            mine[index] = mine.get(index, 0) + n
 
 
 def summarise(batch: Iterable[RequestStats]) -> tuple[dict[tuple, list], dict[tuple, Hists], dict[tuple, Hists]]:
     """The batch summed per (res, slot, workspace, provider, model, status); its histograms per (res, slot,
-    workspace, provider, model) and per (res, slot, workspace)."""
+    workspace, provider, model) and per (res, slot, workspace).
+
+    Each record is counted once, at the finest resolution; the coarser slots and the per-slot histograms are then
+    folded from those few sums (a batch spans seconds, so it holds a handful of keys, not one per record).
+    """
+    finest = RESOLUTIONS[0]
+    fine: dict[tuple, list] = {}
+    fine_hists: dict[tuple, Hists] = {}
+    for s in batch:
+        added = s.added_ms
+        slot = int(s.ts // finest) * finest
+        where = (slot, s.workspace or "", s.provider or "", s.model or "")
+        key = (*where, s.status)
+        c = fine.get(key)
+        if c is None:
+            c = fine[key] = [0, 0.0, 0, 0.0, 0, 0, 0.0]
+        c[0] += 1
+        c[1] += s.latency_ms
+        c[4] += s.tokens_in
+        c[5] += s.tokens_out
+        c[6] += s.cost
+        pair = fine_hists.get(where)
+        if pair is None:
+            pair = fine_hists[where] = ({}, {})
+        latency = pair[0]
+        index = bucket(s.latency_ms)
+        latency[index] = latency.get(index, 0) + 1
+        if added is not None:
+            c[2] += 1
+            c[3] += added
+            added_hist = pair[1]
+            index = bucket(added)
+            added_hist[index] = added_hist.get(index, 0) + 1
     counts: dict[tuple, list] = {}
     group_hists: dict[tuple, Hists] = {}
     slot_hists: dict[tuple, Hists] = {}
-    for s in batch:
-        latency_bucket = bucket(s.latency_ms)
-        added = s.added_ms
-        added_bucket = None if added is None else bucket(added)
-        workspace = s.workspace or ""
-        group = (workspace, s.provider or "", s.model or "")
-        for res in RESOLUTIONS:
-            slot = int(s.ts // res) * res
-            where = (res, slot, *group)
-            key = (*where, s.status)
-            c = counts.get(key)
-            if c is None:
-                c = counts[key] = [0, 0.0, 0, 0.0, 0, 0, 0.0]
-            c[0] += 1
-            c[1] += s.latency_ms
-            if added is not None:
-                c[2] += 1
-                c[3] += added
-            c[4] += s.tokens_in
-            c[5] += s.tokens_out
-            c[6] += s.cost
-            _count_into(group_hists, where, latency_bucket, added_bucket)
-            _count_into(slot_hists, (res, slot, workspace), latency_bucket, added_bucket)
+    for res in RESOLUTIONS:
+        for (slot, *rest), c in fine.items():
+            key = (res, slot // res * res, *rest)
+            into = counts.get(key)
+            if into is None:
+                counts[key] = list(c)
+            else:
+                for i, value in enumerate(c):
+                    into[i] += value
+        for (slot, workspace, provider, model), pair in fine_hists.items():
+            coarse = slot // res * res
+            _merge_pair(group_hists, (res, coarse, workspace, provider, model), pair)
+            _merge_pair(slot_hists, (res, coarse, workspace), pair)
     return counts, group_hists, slot_hists
 
 
