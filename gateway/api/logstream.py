@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import parse_qsl
 
+import msgspec
+
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
@@ -97,8 +99,6 @@ class LogStreamEndpoint:
     @staticmethod
     async def _backlog_frames(store: LogStore, workspace: str | None, every_workspace: bool, flt: LogFilter,
                               count: int, subscriber: Subscriber) -> bytes:
-        import msgspec
-
         rows, _ = await asyncio.to_thread(store.query, workspace, msgspec.structs.replace(flt, limit=count),
                                           every_workspace)
         if not rows:

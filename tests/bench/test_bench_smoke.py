@@ -99,3 +99,23 @@ def test_batch_benchmark_reports_lines_per_second_and_memory() -> None:
     assert report["request_counts"] == {"total": 300, "completed": 300, "failed": 0}
     assert report["lines_per_s"] > 0 and set(report["cpu_us_per_line"]) == {"gateway", "mock"}
     assert report["gateway_worker_rss_mb"]["peak_hwm"] >= report["gateway_worker_rss_mb"]["idle"] > 0
+
+
+def test_overhead_keeps_consoles_connected_when_asked() -> None:
+    report = overhead("--modes", "chat", "--consoles", "20")
+    run = report["workers"]["1"]
+    consoles = run["consoles"]
+    assert consoles["connections"] == 20 and consoles["ok"] == 20 and consoles["refused"] == 0
+    assert consoles["closed_by_server"] == 0
+    assert consoles["events"] > 0  # the load's records reached them
+    assert run["chat"]["throughput_errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+
+
+def test_aggregates_bench_reports_each_window() -> None:
+    report = run_json([sys.executable, "bench/aggregates.py", "--rows", "3000", "--repeat", "2", "--raw-repeat", "1"])
+    assert report["fill"]["rows"] == 3000
+    assert set(report["report"]) == {"15m", "1h", "1d"}
+    assert report["report"]["1d"]["requests"] == 3000
+    for window in report["report"].values():
+        assert window["all_workspaces"]["median_ms"] > 0 and window["one_workspace"]["median_ms"] > 0
+    assert report["raw_day_query_for_scale"]["median_ms"] > 0
