@@ -116,7 +116,8 @@ def main() -> int:
     out: dict = {"fill": fill(path, args.rows, args.span_hours * 3600, now)}
     rollups = RollupStore(path)
     db = sqlite3.connect(path)
-    out["rollup_rows"] = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("log_rollups", "log_latency", "log_slot_latency")}
+    out["rollup_rows"] = {table: db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                          for table in ("log_rollups", "log_latency", "log_slot_latency")}
     db.close()
     out["db_mb"] = round(Path(path).stat().st_size / 1e6, 1)
     queries = {}

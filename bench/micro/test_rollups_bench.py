@@ -20,8 +20,8 @@ def batch(now: float) -> list[RequestStats]:
     out = []
     for i in range(BATCH):
         provider, model, status = GROUPS[i % len(GROUPS)] if i % 10 == 0 else GROUPS[(i % 4) * 3]
-        out.append(RequestStats(now + i * 0.0002, "default", provider, model, status, 20.0 + (i % 50), 0.6 + (i % 7) / 10,
-                                12, 40, 0.0001))
+        out.append(RequestStats(now + i * 0.0002, "default", provider, model, status, 20.0 + (i % 50),
+                                0.6 + (i % 7) / 10, 12, 40, 0.0001))
     return out
 
 

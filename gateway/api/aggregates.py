@@ -1,6 +1,7 @@
 """``GET /v1/logs/aggregates?window=15m|1h|1d``: requests per second, p50/p99 latency and gateway-added latency,
 errors by status, tokens and cost over the last 15 minutes, hour (the default) or day, as totals, as a series of
-time slots (10 s, 1 min, 15 min) and per provider and model. Same key rules as ``GET /v1/logs`` (``logscope``)."""
+time slots (10 s, 1 min, 15 min) and per provider and model; ``provider`` and/or ``model`` narrow it all to them.
+Same key rules as ``GET /v1/logs`` (``logscope``)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,19 @@ DEFAULT_WINDOW = "1h"
 _encode = msgspec.json.encode
 
 
-def parse_window(query_string: bytes) -> str:
-    window = DEFAULT_WINDOW
+def parse_query(query_string: bytes) -> tuple[str, str | None, str | None]:
+    """(window, provider, model) of the query; 400 naming a bad one."""
+    window, narrow = DEFAULT_WINDOW, {"provider": None, "model": None}
     for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
         if name == "window":
             if raw not in WINDOWS:
                 raise InvalidRequest(f"window must be one of {', '.join(WINDOWS)}, got {raw!r}", param="window")
             window = raw
-    return window
+        elif name in narrow:
+            if not raw:
+                raise InvalidRequest(f"{name} must not be empty", param=name)
+            narrow[name] = raw
+    return window, narrow["provider"], narrow["model"]
 
 
 class AggregatesEndpoint:
@@ -36,9 +42,9 @@ class AggregatesEndpoint:
 
     async def __call__(self, scope: dict, receive, send) -> None:
         reader = log_scope(self.runtime, scope)
-        window = parse_window(scope.get("query_string") or b"")
+        window, provider, model = parse_query(scope.get("query_string") or b"")
         rollups: RollupStore | None = getattr(self.runtime.recorder, "rollups", None)
         if rollups is None:
             raise NotFound("request logs are not stored by this gateway")
-        result = await asyncio.to_thread(report, rollups, window, reader.workspace)
+        result = await asyncio.to_thread(report, rollups, window, reader.workspace, None, provider, model)
         await send_json(send, 200, _encode(result))

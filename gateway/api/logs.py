@@ -1,8 +1,9 @@
-"""``GET /v1/logs``: recent request logs of the caller's workspace, newest first, filtered and paged.
+"""``GET /v1/logs``: recent request logs the caller may read (``logscope``), newest first, filtered and paged.
 
 Query: ``trace_id``, ``status`` (100..599, or a class: ``2xx`` .. ``5xx``), ``provider``, ``model``, ``from`` /
 ``to`` (unix seconds or ISO 8601; a time without zone is UTC), ``limit`` (1..100, default 20), ``after`` (the ``id``
-of the last item of the previous page), ``workspace`` (admin keys; see ``logscope``). Answers ``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter is a 400 naming it.
+of the last item of the previous page), ``workspace`` (admin keys; see ``logscope``). Answers
+``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter is a 400 naming it.
 """
 
 from __future__ import annotations

@@ -63,6 +63,8 @@ class AggregateReport(msgspec.Struct):
     totals: Figures
     series: Series
     groups: list[Group]
+    provider: str | None = None
+    model: str | None = None
     object: str = "logs.aggregates"
 
 
@@ -141,14 +143,16 @@ def _series(rows: WindowRows, slots: list[int], res: int, now: float, total: _Ac
     )
 
 
-def report(store: RollupStore, window: str, workspace: str | None, now: float | None = None) -> AggregateReport:
-    """The aggregates of the last ``window`` (a key of WINDOWS) for one workspace (None: every workspace)."""
+def report(store: RollupStore, window: str, workspace: str | None, now: float | None = None,
+           provider: str | None = None, model: str | None = None) -> AggregateReport:
+    """The aggregates of the last ``window`` (a key of WINDOWS) for one workspace (None: every workspace), of one
+    provider and/or model when given."""
     seconds, res = WINDOWS[window]
     now = time.time() if now is None else now
     current = int(now // res) * res
     first = current - (seconds // res - 1) * res
     slots = list(range(first, current + 1, res))
-    rows = store.read(res, first, workspace)
+    rows = store.read(res, first, workspace, provider, model)
     total = _Acc()
     per_group: dict[tuple[str, str], _Acc] = {}
     for provider, model, status, *values in rows.group_counts:
@@ -166,4 +170,4 @@ def report(store: RollupStore, window: str, workspace: str | None, now: float | 
     span = max(1.0, now - first)
     groups = [acc.figures(span, provider=provider or None, model=model or None)
               for (provider, model), acc in sorted(per_group.items(), key=lambda kv: -kv[1].requests)]
-    return AggregateReport(window, res, float(first), now, total.figures(span), series, groups)
+    return AggregateReport(window, res, float(first), now, total.figures(span), series, groups, provider, model)

@@ -83,6 +83,8 @@ _GROUP_COUNTS = (
     " GROUP BY provider, model, status"
 )
 _SLOT_LATENCY = "SELECT slot, latency_hist, added_hist FROM log_slot_latency WHERE res = ? AND slot >= ?{where}"
+#: the per-slot histograms of one provider and/or model, from the per-group rows
+_SLOT_LATENCY_OF_GROUP = "SELECT slot, latency_hist, added_hist FROM log_latency WHERE res = ? AND slot >= ?{where}"
 _GROUP_LATENCY = ("SELECT provider, model, latency_hist, added_hist FROM log_latency"
                   " WHERE res = ? AND slot >= ?{where}")
 
@@ -290,15 +292,22 @@ class RollupStore:
                 conn.execute("ROLLBACK")
                 raise
 
-    def read(self, res: int, since: int, workspace: str | None) -> WindowRows:
-        """Resolution ``res`` from slot ``since`` on, for one workspace (None: every workspace, summed)."""
-        where, args = ("", [res, since]) if workspace is None else (" AND workspace = ?", [res, since, workspace])
+    def read(self, res: int, since: int, workspace: str | None, provider: str | None = None,
+             model: str | None = None) -> WindowRows:
+        """Resolution ``res`` from slot ``since`` on, for one workspace (None: every workspace, summed), narrowed
+        to one provider and/or model when given."""
+        where, args = "", [res, since]
+        for column, value in (("workspace", workspace), ("provider", provider), ("model", model)):
+            if value is not None:
+                where += f" AND {column} = ?"
+                args.append(value)
+        slot_latency = _SLOT_LATENCY if provider is None and model is None else _SLOT_LATENCY_OF_GROUP
         self.open()
         conn = self._connect()  # readers use their own connection: WAL lets them run beside the writer
         try:
             conn.execute("BEGIN")  # one snapshot for every table
             rows = WindowRows(*(conn.execute(sql.format(where=where), args).fetchall()
-                                for sql in (_SLOT_COUNTS, _GROUP_COUNTS, _SLOT_LATENCY, _GROUP_LATENCY)))
+                                for sql in (_SLOT_COUNTS, _GROUP_COUNTS, slot_latency, _GROUP_LATENCY)))
             conn.execute("COMMIT")
             return rows
         finally:

@@ -65,6 +65,10 @@ def test_requests_show_in_totals_series_and_groups(fresh_gateway, mock):
     groups = {(g["provider"], g["model"]): g for g in body["groups"]}
     assert groups[("vendorA", "gpt-4o-mini")]["requests"] == 4
     assert groups[("vendorA", "gpt-4o")]["by_status"] == {"500": 1}
+    narrowed = aggregates(fresh_gateway, "?window=15m&provider=vendorA&model=gpt-4o").json()
+    assert narrowed["totals"]["requests"] == 1 and narrowed["totals"]["by_status"] == {"500": 1}
+    assert [(g["provider"], g["model"]) for g in narrowed["groups"]] == [("vendorA", "gpt-4o")]
+    assert narrowed["provider"] == "vendorA" and narrowed["model"] == "gpt-4o"
     for window, slots in (("1h", 60), ("1d", 96)):
         longer = aggregates(fresh_gateway, f"?window={window}").json()
         assert longer["totals"]["requests"] == 5 and len(longer["series"]["t"]) == slots
@@ -83,10 +87,13 @@ def test_key_rules_are_those_of_v1_logs(fresh_gateway, mock):
     assert aggregates(fresh_gateway, key="nope").status == 401
 
 
-@pytest.mark.parametrize("query", ["?window=2h", "?window=", "?window=15M"])
-def test_an_unknown_window_is_a_400_naming_it(gateway, query):
+@pytest.mark.parametrize("query, param", [
+    ("?window=2h", "window"), ("?window=", "window"), ("?window=15M", "window"), ("?provider=", "provider"),
+    ("?model=", "model"),
+])
+def test_a_bad_parameter_is_a_400_naming_it(gateway, query, param):
     resp = aggregates(gateway, query)
-    assert resp.status == 400 and resp.json()["error"]["param"] == "window"
+    assert resp.status == 400 and resp.json()["error"]["param"] == param
 
 
 def test_the_default_window_is_the_last_hour(gateway):

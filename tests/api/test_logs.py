@@ -16,13 +16,15 @@ def test_status_class_and_model_filters(gateway, mock):
     headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk-t",
                "content-type": "application/json", "x-gateway-trace-id": trace}
     ok, failing = mock.scenario(), mock.scenario([{"status": 404}, {"status": 500}])
-    assert post(f"{gateway.url}/v1/chat/completions", CHAT, {**headers, "x-gateway-custom-host": ok + "/v1"}).status == 200
+    ok_headers = {**headers, "x-gateway-custom-host": ok + "/v1"}
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT, ok_headers).status == 200
     for _ in range(2):
         post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": "gpt-4o"},
              {**headers, "x-gateway-custom-host": failing + "/v1"})
 
     def statuses(query: str) -> list[int]:
-        resp = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}{query}", headers={"x-gateway-api-key": ADMIN_KEY})
+        resp = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}{query}",
+                       headers={"x-gateway-api-key": ADMIN_KEY})
         assert resp.status == 200, resp.text
         return [item["status"] for item in resp.json()["data"]]
 

@@ -5,6 +5,7 @@ playground (a fault highlighted at its JSON path) before sending a test request 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -93,12 +94,17 @@ def test_the_charts_show_the_requests_just_made(page, console_gateway, mock):
     enter_key(page, console_gateway, where="#/glance")
     page.click('button[data-window="15m"]')
     cards = page.locator("#glance-cards")
-    expect(cards).to_have_attribute("data-requests", __import__("re").compile(r"^[1-9]\d*$"), timeout=10000)
+    expect(cards).to_have_attribute("data-requests", re.compile(r"^[1-9]\d*$"), timeout=10000)
     for chart in ("rps", "latency", "tokens"):
         box = page.locator(f"#chart-{chart}")
         expect(box.locator("canvas")).to_have_count(1)
         assert int(box.get_attribute("data-points")) > 0, chart
     expect(page.locator("#glance-groups")).to_contain_text("gpt-4o-mini")
+    page.select_option("#glance-group", label="vendorA · gpt-4o-mini")  # the charts of one provider and model
+    expect(page.locator(".charts")).to_have_attribute("data-focus", '["vendorA","gpt-4o-mini"]')
+    assert int(page.locator("#chart-rps").get_attribute("data-points")) > 0
+    page.locator('#glance-groups tr[data-group=\'["vendorA","gpt-4o-mini"]\']').click()  # a click on its row: all
+    expect(page.locator(".charts")).to_have_attribute("data-focus", "")
 
 
 def test_a_bad_config_is_highlighted_at_its_path(page, console_gateway):

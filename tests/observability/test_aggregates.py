@@ -112,3 +112,20 @@ def test_batches_add_up_and_histograms_merge(store):
     t = report(store, "15m", None, now=NOW).totals
     assert t.requests == 10
     assert 10.0 / WIDTH <= t.latency_p99_ms <= 10.0 * WIDTH and 5.0 / WIDTH <= t.latency_p50_ms <= 5.0 * WIDTH
+
+
+def test_a_provider_or_model_narrows_totals_series_and_groups(store):
+    batch = [stats(NOW - 25, provider="anthropic", model="claude", latency=100.0) for _ in range(3)]
+    batch += [stats(NOW - 25, provider="vendorA", model="gpt-4o", latency=5.0, status=500)]
+    batch += [stats(NOW - 25, provider="vendorA", model="gpt-4o-mini", latency=5.0)]
+    store.add(batch, now=NOW)
+    claude = report(store, "15m", None, now=NOW, provider="anthropic", model="claude")
+    assert claude.totals.requests == 3 and [g.model for g in claude.groups] == ["claude"]
+    assert 100 / WIDTH <= claude.totals.latency_p50_ms <= 100 * WIDTH
+    i = claude.series.t.index(int((NOW - 25) // 10 * 10))
+    assert 100 / WIDTH <= claude.series.latency_p50_ms[i] <= 100 * WIDTH and claude.series.tokens[i] == 90
+    assert (claude.provider, claude.model) == ("anthropic", "claude")
+    vendor = report(store, "15m", None, now=NOW, provider="vendorA")
+    assert vendor.totals.requests == 2 and vendor.totals.errors == 1 and len(vendor.groups) == 2
+    assert sum(vendor.series.errors_5xx) == 1
+    assert report(store, "15m", None, now=NOW, model="gpt-4o").totals.requests == 1

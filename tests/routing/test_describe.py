@@ -40,7 +40,8 @@ def test_how_each_strategy_picks_its_targets():
               ' {"provider": "groq", "api_key": "k"}]}')
     assert [t.weight for t in lb.targets] == [0.0, 1.0]
     fb = tree('{"strategy": {"mode": "fallback", "on_status_codes": [500]}, "targets": ['
-              '{"provider": "vendorA", "api_key": "k", "on_status_codes": [429]}, {"provider": "groq", "api_key": "k"}]}')
+              '{"provider": "vendorA", "api_key": "k", "on_status_codes": [429]},'
+              ' {"provider": "groq", "api_key": "k"}]}')
     assert [t.fallback_on for t in fb.targets] == [[429], [500]]
 
 

@@ -1,7 +1,8 @@
 // At a glance: GET /v1/logs/aggregates for the last 15 minutes, hour or day, as figures, uPlot charts and a table
-// per provider and model. Refreshed while the page is open.
+// per provider and model; the charts show everything or one provider and model (pick it above them, or click its
+// row). Refreshed while the page is open.
 
-import { getJson } from "./api.js";
+import { getJson, query } from "./api.js";
 import { clear, el, fmt, money } from "./dom.js";
 
 const WINDOWS = [["15m", "15 minutes"], ["1h", "hour"], ["1d", "day"]];
@@ -10,8 +11,9 @@ const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#d97706"];
 
 const CHARTS = [
   { id: "rps", title: "Requests per second", series: [["req/s", "requests_per_second"]] },
-  { id: "latency", title: "Latency (ms)", series: [["p50", "latency_p50_ms"], ["p99", "latency_p99_ms"],
-                                                   ["added p50", "added_p50_ms"], ["added p99", "added_p99_ms"]] },
+  { id: "latency", title: "Latency (ms)", gaps: true,
+    series: [["p50", "latency_p50_ms"], ["p99", "latency_p99_ms"], ["added p50", "added_p50_ms"],
+             ["added p99", "added_p99_ms"]] },
   { id: "errors", title: "Errors per slot", series: [["4xx", "errors_4xx"], ["5xx", "errors_5xx"]] },
   { id: "tokens", title: "Tokens and cost", series: [["tokens", "tokens"], ["cost $", "cost_usd", "usd"]] },
 ];
@@ -31,7 +33,7 @@ function chartOptions(spec, width) {
   const series = [{}];
   spec.series.forEach(([label, , scale], i) => {
     series.push({ label, stroke: COLOURS[i % COLOURS.length], width: 1.5, scale: scale || "y", spanGaps: false,
-                  points: { show: true, size: 4 } });
+                  points: { show: Boolean(spec.gaps), size: 4 } });
   });
   if (spec.series.some(([, , scale]) => scale === "usd")) {
     scales.usd = { auto: true };
@@ -45,8 +47,12 @@ function mount(root) {
   let window_ = sessionStorage.getItem("gateway-console-window") || "15m";
   let timer = null;
   let stopped = false;
+  let focus = "";  // "" for everything, else JSON of [provider, model]
   const charts = new Map();
   const buttons = el("div", { class: "windows", role: "group", "aria-label": "Window" });
+  const picker = el("select", { id: "glance-group", "aria-label": "Provider and model" },
+                    el("option", { value: "", text: "all providers and models" }));
+  picker.addEventListener("change", () => show(picker.value));
   const cards = el("div", { class: "cards", id: "glance-cards" });
   const chartGrid = el("div", { class: "charts" });
   const groupsBody = el("tbody", { id: "glance-groups" });
@@ -80,7 +86,7 @@ function mount(root) {
     }
   }
 
-  function drawTotals(report) {
+  function drawCards(report) {
     const s = report.totals;
     cards.replaceChildren(
       card("requests", fmt(s.requests)), card("requests/s", fmt(s.requests_per_second, 2)),
@@ -89,26 +95,61 @@ function mount(root) {
       card("added p99 ms", fmt(s.added_p99_ms, 2)), card("tokens", fmt(s.total_tokens)),
       card("cost $", money(s.cost_usd)));
     cards.dataset.requests = String(s.requests);
+  }
+
+  function drawGroups(report) {
     clear(groupsBody);
     for (const g of report.groups) {
-      groupsBody.append(el("tr", {},
+      const num = (text) => el("td", { class: "num", text });
+      const id = JSON.stringify([g.provider, g.model]);
+      groupsBody.append(el("tr", { class: id === focus ? "selected" : "", dataset: { group: id },
+                                   on: { click: () => show(id === focus ? "" : id) } },
         el("td", { text: fmt(g.provider) }), el("td", { text: fmt(g.model) }),
-        el("td", { class: "num", text: fmt(g.requests) }), el("td", { class: "num", text: fmt(g.requests_per_second, 2) }),
-        el("td", { class: "num", text: fmt(g.latency_p50_ms) }), el("td", { class: "num", text: fmt(g.latency_p99_ms) }),
-        el("td", { class: "num", text: fmt(g.added_p50_ms, 2) }), el("td", { class: "num", text: fmt(g.added_p99_ms, 2) }),
-        el("td", { class: "num", text: `${fmt(g.error_rate * 100, 1)}%` }), el("td", { text: statusText(g.by_status) }),
-        el("td", { class: "num", text: fmt(g.total_tokens) }), el("td", { class: "num", text: money(g.cost_usd) })));
+        num(fmt(g.requests)), num(fmt(g.requests_per_second, 2)),
+        num(fmt(g.latency_p50_ms)), num(fmt(g.latency_p99_ms)),
+        num(fmt(g.added_p50_ms, 2)), num(fmt(g.added_p99_ms, 2)),
+        num(`${fmt(g.error_rate * 100, 1)}%`), el("td", { text: statusText(g.by_status) }),
+        num(fmt(g.total_tokens)), num(money(g.cost_usd))));
     }
+  }
+
+  function fillPicker(groups) {
+    const known = new Set([...picker.options].map((o) => o.value));
+    for (const g of groups) {
+      const id = JSON.stringify([g.provider, g.model]);
+      if (!known.has(id)) picker.append(el("option", { value: id, text: `${fmt(g.provider)} · ${fmt(g.model)}` }));
+    }
+    picker.value = focus;
+  }
+
+  function redraw() {
+    for (const chart of charts.values()) {
+      if (chart.plot) chart.plot.destroy();
+      chart.plot = null;
+    }
+    refresh();
+  }
+
+  function show(id) {
+    focus = id;
+    redraw();
   }
 
   async function refresh() {
     clearTimeout(timer);
+    const params = { window: window_ };
+    if (focus) [params.provider, params.model] = JSON.parse(focus);
     try {
-      const report = await getJson(`v1/logs/aggregates?window=${encodeURIComponent(window_)}`);
+      const everything = getJson(`v1/logs/aggregates${query({ window: window_ })}`);
+      const [all, report] = await Promise.all([everything, focus ? getJson(`v1/logs/aggregates${query(params)}`)
+                                                                 : everything]);
       if (stopped) return;
       note.textContent = "";
-      drawTotals(report);
+      fillPicker(all.groups);
+      drawCards(report);
       drawCharts(report);
+      drawGroups(all);
+      chartGrid.dataset.focus = focus;
     } catch (error) {
       if (stopped) return;
       note.textContent = error.message;
@@ -120,18 +161,15 @@ function mount(root) {
     window_ = id;
     sessionStorage.setItem("gateway-console-window", id);
     for (const b of buttons.children) b.classList.toggle("active", b.dataset.window === id);
-    for (const chart of charts.values()) {
-      if (chart.plot) chart.plot.destroy();
-      chart.plot = null;
-    }
-    refresh();
+    redraw();
   }
 
   for (const [id, label] of WINDOWS) {
     buttons.append(el("button", { type: "button", dataset: { window: id }, text: `last ${label}`,
                                   on: { click: () => pick(id) } }));
   }
-  root.append(el("section", { class: "glance-page" }, buttons, note, cards, chartGrid,
+  root.append(el("section", { class: "glance-page" }, el("div", { class: "toolbar" }, buttons, picker), note,
+                 cards, chartGrid,
                  el("h2", { text: "Per provider and model" }), el("div", { class: "table-wrap" }, groups)));
   pick(window_);
   return () => {

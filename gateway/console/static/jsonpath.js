@@ -96,9 +96,8 @@ export function locate(root, path) {
     let best = null;
     for (const member of node.members) {
       const k = member.key;
-      if ((rest === k || rest.startsWith(`${k}.`) || rest.startsWith(`${k}[`)) && (!best || k.length > best.key.length)) {
-        best = member;
-      }
+      const continues = rest === k || rest.startsWith(`${k}.`) || rest.startsWith(`${k}[`);
+      if (continues && (!best || k.length > best.key.length)) best = member;
     }
     if (!best) return { ...range, found: false };
     rest = rest.slice(best.key.length).replace(/^\./, "");
