@@ -41,7 +41,7 @@ class AggregatesEndpoint:
         self.runtime = runtime
 
     async def __call__(self, scope: dict, receive, send) -> None:
-        reader = log_scope(self.runtime, scope)
+        reader = await log_scope(self.runtime, scope)
         window, provider, model = parse_query(scope.get("query_string") or b"")
         rollups: RollupStore | None = getattr(self.runtime.recorder, "rollups", None)
         if rollups is None:

@@ -63,7 +63,7 @@ class LogStreamEndpoint:
         return self.tail
 
     async def __call__(self, scope: dict, receive, send) -> None:
-        reader = log_scope(self.runtime, scope)
+        reader = await log_scope(self.runtime, scope)
         query = scope.get("query_string") or b""
         flt = parse_filter(query)
         backlog = _backlog(query)

@@ -35,7 +35,7 @@ class ValidateConfigEndpoint:
 
     async def __call__(self, scope: dict, receive, send) -> None:
         runtime = self.runtime
-        authenticate(runtime, build_context(scope["headers"]))
+        await authenticate(runtime, build_context(scope["headers"]))
         body = await read_body(scope, receive, runtime.settings.max_body_bytes)
         config = validate_config(decode_config(body))
         await send_json(send, 200, _encode(Validation(describe(config))))
