@@ -26,8 +26,10 @@ def console_gateway(mock_server):
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """One Chromium per test module, closed before the next module: Playwright's sync API keeps its own event loop
+    running while it is open, which the asyncio tests elsewhere in the session must not meet."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium chromium-driver (.ci/run does it)")
     from playwright.sync_api import sync_playwright
