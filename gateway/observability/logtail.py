@@ -23,7 +23,7 @@ import msgspec
 
 from gateway.observability.logs import LogFilter
 
-MAX_FRAMES = 50
+MAX_FRAMES = 25  # per connection: with a read every 250 ms, at most 100 records a second reach a console
 MAX_BUFFER_BYTES = 512 * 1024
 INTERVAL_S = 0.25
 MAX_ROWS = 2000
