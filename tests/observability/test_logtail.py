@@ -66,8 +66,8 @@ async def test_a_subscriber_that_falls_behind_keeps_the_newest_frames_and_says_h
     tail = LogTail(":memory:")
     sub = subscriber()
     tail.subscribers.add(sub)
-    for start in range(0, 3 * MAX_FRAMES, 10):
-        tail.fan_out([row(i) for i in range(start + 1, start + 11)])
+    for start in range(0, 3 * MAX_FRAMES, 5):
+        tail.fan_out([row(i) for i in range(start + 1, min(start + 6, 3 * MAX_FRAMES + 1))])
     data = sub.take()
     ids = [int(item["id"]) for item in frames_of(data)]
     assert ids == list(range(2 * MAX_FRAMES + 1, 3 * MAX_FRAMES + 1))
