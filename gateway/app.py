@@ -51,6 +51,10 @@ class GatewayApp:
             from gateway.api.console import mount_console
 
             mount_console(self, runtime)
+        from gateway.api.policies import PolicyRoutes
+
+        for method, path, handler in PolicyRoutes(runtime).routes():
+            self.add(method, path, handler)
         self.add("GET", "/metrics", MetricsEndpoint(runtime))
         self.add("GET", "/health", self.health)
         self.add("GET", "/ready", self.ready)

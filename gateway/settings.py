@@ -88,6 +88,9 @@ class Settings(msgspec.Struct, frozen=True):
     semantic_cache_threshold: float = 0.89
     semantic_cache_threads: int = 1
     semantic_cache_queue: int = 16
+    # usage and rate limit policies
+    policy_output_tokens: int = 1024  # output tokens reserved for a request that sets no max_tokens
+    policy_reservation_ttl_ms: int = 900_000  # an unsettled token/cost reservation is released after this
 
 
 #: field -> environment variable
@@ -143,9 +146,11 @@ def _check_state(settings: Settings) -> None:
     if settings.state_fail_mode not in ("open", "closed"):
         raise ValueError(f"GATEWAY_STATE_FAIL_MODE: open or closed, got {settings.state_fail_mode!r}")
     for name in ("state_timeout_ms", "state_probe_interval_ms", "state_watch_interval_ms", "redis_max_connections",
-                 "state_cache_max_entries", "state_cache_max_bytes"):
+                 "state_cache_max_entries", "state_cache_max_bytes", "policy_reservation_ttl_ms"):
         if getattr(settings, name) < 1:
             raise ValueError(f"{ENV[name]}: must be >= 1")
+    if settings.policy_output_tokens < 0:
+        raise ValueError("GATEWAY_POLICY_OUTPUT_TOKENS: must be >= 0")
     if "{" in settings.redis_key_prefix or "}" in settings.redis_key_prefix:
         raise ValueError("GATEWAY_REDIS_KEY_PREFIX: may not contain braces")
 

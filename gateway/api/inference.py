@@ -169,6 +169,8 @@ class Pipeline:
             record.model = getattr(request, "model", None)
             config = resolve_config(ctx)
             node = plan_for(config)
+            if runtime.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
+                record.budget = await runtime.policies.admit(ctx, request, len(body), node)
             params_cache: list[dict] = []
 
             def params() -> dict:
@@ -229,6 +231,8 @@ class Pipeline:
             record.fallbacks = state.fallbacks
             record.breaker_opens = state.breaker_opens
             record.target_path = state.path
+        if record.budget is not None:
+            self.runtime.policies.finish(record.budget, record)
         if self.runtime.settings.log_bodies:
             from gateway.observability.logs import attach_bodies
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from gateway.controlplane.keys import KeyStore
 from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.record import Recorder
+from gateway.policies.gate import PolicyGate
 from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
 from gateway.settings import Settings
@@ -22,6 +25,9 @@ class Runtime:
         #: polls the store's records version; per-worker caches subscribe to drop entries when records change
         self.watcher = RecordWatcher(self.store, settings.state_watch_interval_ms)
         self.keys = KeyStore(settings)
+        #: active usage and rate limit policies per workspace, reloaded when records change
+        self.policies = PolicyGate(self.store, settings, self._key_id)
+        self.watcher.subscribe(self.policies.invalidate)
         self.client = UpstreamClient(settings)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
@@ -36,9 +42,18 @@ class Runtime:
         """False while the store is unreachable and limits fail closed (then /ready answers 503)."""
         return self.store.healthy or self.settings.state_fail_mode == "open"
 
+    def _key_id(self, api_key: str | None) -> str | None:
+        """The id of an authenticated gateway key (what the ``api_key`` policy key matches); a key stored without
+        one is named by its masked form, ``sha256:<16 hex>`` as in the logs."""
+        record = self.keys.known(api_key) if api_key else None
+        if record is None:
+            return None
+        return record.key_id or "sha256:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
     async def start(self) -> None:
         await self.store.start()
         await self.watcher.start()
+        await self.policies.start()
         await self.client.start()
         await self.recorder.start()
         self.loop_lag.start()
@@ -52,6 +67,7 @@ class Runtime:
         self.ready = False
         for service in reversed(self.services):
             await service.close()
+        await self.policies.close()
         self.loop_lag.stop()
         await self.recorder.close()
         await close_all()

@@ -100,6 +100,22 @@ class Conflict(GatewayError):
     code = "conflict"
 
 
+class RateLimited(GatewayError):
+    """429: a rate-limit policy's window is full; ``Retry-After`` says when the window admits requests again."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class UsageLimitExceeded(GatewayError):
+    """429: a usage-limit policy's budget is spent until its period resets (``Retry-After`` until then)."""
+
+    status = 429
+    type = "insufficient_quota"
+    code = "usage_limit_exceeded"
+
+
 class RequestTimeout(GatewayError):
     """408: the request's own request_timeout ran out."""
 

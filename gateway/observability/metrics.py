@@ -60,7 +60,10 @@ TOKENS = _counter("gateway_tokens", "Tokens by provider, model, kind (input, out
                   ("provider", "model", "kind", "usage_source"))
 COST = _counter("gateway_cost_usd", "Estimated cost in USD (see gateway/observability/cost.py).",
                 ("provider", "model"))
-POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a rate or usage policy.", ("policy",))
+POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a policy: kind (rate_limit, usage_limit, "
+                             "state_store) and the policy's id (empty for state_store).", ("kind", "policy"))
+UNKNOWN_MODELS = _counter("gateway_cost_unknown_models", "Models the price table does not know (each counted once per "
+                          "worker; their requests cost 0).", ("provider",))
 STATE_STORE_ERRORS = _counter("gateway_state_store_errors", "Failed state-store calls.", ("backend", "operation"))
 LOGS_DROPPED = _counter("gateway_log_records_dropped", "Request records not logged (queue full, write failed).",
                         ("reason",))
@@ -76,9 +79,10 @@ LOOP_LAG = _histogram("gateway_event_loop_lag_seconds",
 _pending: dict[tuple[Any, tuple[str, ...]], float] = {}
 
 
-def count_policy_rejection(policy: str) -> None:
-    """Count one request refused by a policy (``rate_limit``, ``usage_limit``...). O(1); flushed later."""
-    key = (POLICY_REJECTIONS, (policy,))
+def count_policy_rejection(kind: str, policy: str = "") -> None:
+    """Count one request refused by a policy (kind ``rate_limit``, ``usage_limit``, or ``state_store`` when limits
+    fail closed) and the policy's id. O(1); flushed later."""
+    key = (POLICY_REJECTIONS, (kind, policy))
     _pending[key] = _pending.get(key, 0.0) + 1.0
 
 

@@ -13,7 +13,7 @@ class RequestRecord:
         "status", "stream", "started", "upstream_started", "upstream_s", "ttft_s", "total_s", "usage",
         "cache_status", "retries", "fallbacks", "breaker_opens", "target_path", "metadata", "error",
         "request_headers", "sensitive_headers", "request_body", "response_body", "usage_source", "request",
-        "answer", "relayed_bytes", "relayed_events", "relayed_sample",
+        "answer", "relayed_bytes", "relayed_events", "relayed_sample", "budget",
     )
 
     def __init__(self, trace_id: str, endpoint: str, started: float) -> None:
@@ -55,6 +55,8 @@ class RequestRecord:
         self.relayed_bytes = 0
         self.relayed_events = 0
         self.relayed_sample: bytes | None = None
+        #: what usage and rate limit policies reserved for this request (settled after the answer), or None
+        self.budget: Any = None
 
 
 class Recorder:

@@ -1,0 +1,118 @@
+"""Policy routes: ``/v1/policies/usage-limits`` and ``/v1/policies/rate-limits`` (admin gateway keys only).
+
+For each kind: ``POST`` creates (200, ``{id, object: "policy_usage_limits"}``), ``GET`` lists
+(``{object: "list", data, total}``; query ``workspace_id``, ``status`` (``active`` / ``archived``; absent: both),
+``type``, for rate limits ``unit``, and ``page_size`` / ``current_page`` (pages counted from 0; ``page_size`` 0 or
+absent: everything); ``total`` counts every match, not just the page), and on ``/{policy_id}``: ``GET`` reads one,
+``PUT`` updates (conditions included; ``type`` and ``group_by`` are fixed) and ``DELETE`` archives (the policy stops
+applying at once on this worker and within a second everywhere; it stays readable, and ``PUT`` with
+``status: "active"`` restores it). Every answer that shows a policy carries its current usage (see
+``gateway/policies/usage.py``). Rules: ``gateway/controlplane/policies.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import msgspec
+
+from gateway.api.admin import Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
+from gateway.api.runtime import Runtime
+from gateway.controlplane import policies as rules
+from gateway.controlplane.records import Repository, store_unavailable
+from gateway.http.errors import NotFound
+from gateway.policies.usage import created, policy_view
+from gateway.schema.common import BodyDecoder
+from gateway.state.base import StateStoreError
+
+
+class _KindRoutes:
+    """The five routes of one policy kind."""
+
+    def __init__(self, runtime: Runtime, path: str, repo: Repository, decoder: BodyDecoder, new: Callable,
+                 update: Callable, filters: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
+        self.runtime = runtime
+        self.path = path
+        self.repo = repo
+        self.decoder = decoder
+        self.new = new
+        self.update_record = update
+        self.filters = filters
+
+    def routes(self) -> list[tuple[str, str, object]]:
+        one = self.path + "/{policy_id}"
+        return [("POST", self.path, self.create), ("GET", self.path, self.list), ("GET", one, self.get),
+                ("PUT", one, self.update), ("DELETE", one, self.archive)]
+
+    def _workspace(self, caller: Caller, body: Any) -> str:
+        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+        if body.organisation_id and body.organisation_id != caller.key.organisation:
+            raise NotFound(f"no organisation '{body.organisation_id}'", param="organisation_id")
+        return workspace
+
+    async def _view(self, record: Any) -> dict[str, Any]:
+        try:
+            return await policy_view(self.runtime.store, record)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+    async def _stored(self, record: Any) -> Any:
+        record = await self.repo.replace(record)
+        self.runtime.policies.invalidate()
+        return record
+
+    async def create(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await authorize(self.runtime, scope)
+        body = await read_json(scope, receive, self.decoder)
+        record = self.new(body, self._workspace(caller, body), caller.key.organisation)
+        record = await self.repo.create(record)
+        self.runtime.policies.invalidate()
+        await send_record(send, created(record))
+
+    async def list(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await authorize(self.runtime, scope)
+        records = await self.repo.list(caller.workspace)
+        for field, choices in self.filters:
+            wanted = choice_query(caller.query, field, choices)
+            if wanted is not None:
+                records = [r for r in records if getattr(r, field) == wanted]
+        size = int_query(caller.query, "page_size", 0, 0)
+        current = int_query(caller.query, "current_page", 0, 0)
+        data = await asyncio.gather(*(self._view(r) for r in page(records, size, current)))
+        await send_list(send, data, len(records))
+
+    async def get(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
+        await send_record(send, await self._view(record))
+
+    async def update(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await authorize(self.runtime, scope)
+        body = await read_json(scope, receive, self.decoder)
+        record = await self.repo.get(self._workspace(caller, body), scope["path_params"]["policy_id"])
+        record = await self._stored(self.update_record(record, body))
+        await send_record(send, await self._view(record))
+
+    async def archive(self, scope: dict, receive: Any, send: Any) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
+        if record.status != "archived":
+            record = await self._stored(msgspec.structs.replace(record, status="archived"))
+        await send_record(send, await self._view(record))
+
+
+class PolicyRoutes:
+    def __init__(self, runtime: Runtime) -> None:
+        gate = runtime.policies
+        self.kinds = (
+            _KindRoutes(runtime, "/v1/policies/usage-limits", gate.usage_limits, BodyDecoder(rules.UsageLimitBody),
+                        rules.new_usage_limit, rules.updated_usage_limit,
+                        (("status", rules.STATUSES), ("type", rules.USAGE_TYPES))),
+            _KindRoutes(runtime, "/v1/policies/rate-limits", gate.rate_limits, BodyDecoder(rules.RateLimitBody),
+                        rules.new_rate_limit, rules.updated_rate_limit,
+                        (("status", rules.STATUSES), ("type", rules.RATE_TYPES), ("unit", rules.RATE_UNITS))),
+        )
+
+    def routes(self) -> list[tuple[str, str, object]]:
+        return [route for kind in self.kinds for route in kind.routes()]

@@ -1,0 +1,227 @@
+"""Admission of requests against the active policies of their workspace: one atomic ``reserve`` per request.
+
+Per worker, ``PolicyGate`` keeps every active policy compiled and grouped by workspace. The records watcher (and
+every policy write of this worker) marks that cache stale; the next request that may be limited reloads it once
+(concurrent requests share the load). A request of a workspace without policies costs one dictionary lookup and
+no store call.
+
+For a request whose workspace has policies, every policy whose conditions match names one counter: its bucket
+(group_by values) in its current window or period. All of them are checked and incremented in ONE ``reserve``
+call (atomic across the items, scope = the workspace). Amounts: 1 for a request count; for tokens the estimate
+(prompt bytes / 4, rounded up, plus the output cap: ``max_completion_tokens`` or ``max_tokens`` times ``n`` /
+``best_of``, else ``GATEWAY_POLICY_OUTPUT_TOKENS``; no output for embeddings, rerank and moderations); for cost
+the price of that estimate in micro-dollars (the provider and model the request names; an unpriced model
+costs 0). A rate-limit amount larger than the whole limit is cut to the limit, so a large request still fits an
+empty window. Token and cost amounts are a reservation keyed by a gateway-made request id (never the client's
+trace id) that ``finish`` settles to the real usage after the answer; request-count-only admissions are final.
+
+When the store cannot be reached: ``GATEWAY_STATE_FAIL_MODE=open`` admits without counting, ``closed`` answers
+503 to requests a policy applies to (and, before the policies could ever be loaded, to every request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from typing import Any, Callable
+
+from gateway.controlplane.policies import RATE_KIND, USAGE_KIND, RateLimitPolicy, UsageLimitPolicy
+from gateway.controlplane.records import Repository
+from gateway.http.context import RequestContext
+from gateway.http.errors import GatewayError, RateLimited, ServiceUnavailable, UsageLimitExceeded
+from gateway.observability.cost import cost_micros
+from gateway.observability.metrics import count_policy_rejection
+from gateway.policies import periods
+from gateway.policies.compiled import COST, REQUESTS, TOKENS, Bucket, CompiledPolicy, RequestFacts, from_units
+from gateway.policies.settle import Hold, Settler
+from gateway.settings import Settings
+from gateway.state.base import Admission, BudgetItem, StateStore, StateStoreError
+
+log = logging.getLogger("gateway.policies")
+BYTES_PER_TOKEN = 4
+_RETRY_LOAD_S = 1.0
+
+
+def first_provider(node: Any) -> str | None:
+    """The provider of the target tried first: the first target, depth first, as the config lists them."""
+    while node.children:
+        node = node.children[0]
+    return node.config.provider
+
+
+class Estimate:
+    """What a request is expected to use: its tokens (prompt, output) and their cost in micro-dollars."""
+
+    __slots__ = ("prompt", "output", "tokens", "cost")
+
+    def __init__(self, request: Any, body_len: int, provider: str | None, default_output: int) -> None:
+        self.prompt = -(-body_len // BYTES_PER_TOKEN)
+        output = 0
+        if hasattr(request, "max_tokens"):  # chat and completions: the answer is text, capped by the request
+            cap = getattr(request, "max_completion_tokens", None) or request.max_tokens
+            choices = max(request.n or 1, getattr(request, "best_of", None) or 1)
+            output = (default_output if cap is None else cap) * choices
+        self.output = output
+        self.tokens = self.prompt + output
+        self.cost = cost_micros(provider, getattr(request, "model", None), self.prompt, output)
+
+
+class PolicyGate:
+    """The per-worker policy cache and the admission step of the pipeline."""
+
+    def __init__(self, store: StateStore, settings: Settings, key_id: Callable[[str | None], str | None]) -> None:
+        self.store = store
+        self.key_id = key_id
+        self.usage_limits: Repository[UsageLimitPolicy] = Repository(
+            store, USAGE_KIND, UsageLimitPolicy, "", "usage-limit policy", "policy_id")
+        self.rate_limits: Repository[RateLimitPolicy] = Repository(
+            store, RATE_KIND, RateLimitPolicy, "", "rate-limit policy", "policy_id")
+        #: workspace -> its active policies (rate limits first, then usage limits, each oldest first)
+        self.by_workspace: dict[str, tuple[CompiledPolicy, ...]] = {}
+        self.stale = True
+        self.loaded = False
+        self._loading: asyncio.Future | None = None
+        self._next_try = 0.0
+        self.fail_closed = settings.state_fail_mode == "closed"
+        self.output_tokens = settings.policy_output_tokens
+        self.reservation_ttl_ms = settings.policy_reservation_ttl_ms
+        self.settler = Settler(store)
+        self._rid_prefix = os.urandom(6).hex()
+        self._rid_counter = itertools.count(1)
+
+    # -- the cache -------------------------------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Some record changed (watcher) or this worker wrote a policy: reload before the next limited request."""
+        self.stale = True
+        self._next_try = 0.0
+
+    def may_apply(self, workspace: str | None) -> bool:
+        """False when no policy can apply to this workspace's requests (a dictionary lookup; the hot path)."""
+        return self.stale or workspace in self.by_workspace
+
+    async def refresh(self) -> None:
+        """Reload the active policies when stale (one load shared by concurrent callers). A failed load keeps the
+        previous policies and is retried at most once a second."""
+        if not self.stale or time.monotonic() < self._next_try:
+            return
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self._load())
+        loading = self._loading
+        try:
+            await asyncio.shield(loading)
+        finally:
+            if self._loading is loading and loading.done():
+                self._loading = None
+
+    async def _load(self) -> None:
+        self.stale = False
+        try:
+            usage, rate = await asyncio.gather(self.usage_limits.list(None), self.rate_limits.list(None))
+        except GatewayError:  # the store is unreachable: keep what we have, try again later
+            self.stale = True
+            self._next_try = time.monotonic() + _RETRY_LOAD_S
+            return
+        grouped: dict[str, list[CompiledPolicy]] = {}
+        for record in [*rate, *usage]:
+            if record.status == "active":
+                grouped.setdefault(record.workspace_id, []).append(CompiledPolicy(record))
+        self.by_workspace = {ws: tuple(items) for ws, items in grouped.items()}
+        self.loaded = True
+
+    # -- admission -------------------------------------------------------------------------------------------
+
+    async def admit(self, ctx: RequestContext, request: Any, body_len: int, node: Any) -> Hold | None:
+        """Check and count the request against every matching policy (429 when one is exhausted). The Hold, when
+        one is returned, must be handed to ``finish`` after the answer."""
+        if self.stale:
+            await self.refresh()
+        workspace = ctx.workspace or ""
+        policies = self.by_workspace.get(workspace)
+        if not policies:
+            if not self.loaded and self.fail_closed:
+                count_policy_rejection("state_store")
+                raise ServiceUnavailable("the state store is unreachable and limits fail closed; try again shortly")
+            return None
+        provider = first_provider(node)
+        facts = RequestFacts(workspace, provider, getattr(request, "model", None), ctx.metadata,
+                             lambda: self.key_id(ctx.api_key))
+        now_ms = int(time.time() * 1000)
+        matched: list[CompiledPolicy] = []
+        buckets: list[Bucket] = []
+        items: list[BudgetItem] = []
+        ends: list[int | None] = []
+        estimate: Estimate | None = None
+        for policy in policies:
+            if not policy.matches(facts):
+                continue
+            bucket = policy.bucket(facts)
+            key, ttl, end = policy.counter(bucket.id, now_ms)
+            if policy.measure == REQUESTS:
+                amount = 1
+            else:
+                if estimate is None:
+                    estimate = Estimate(request, body_len, provider, self.output_tokens)
+                amount = estimate.tokens if policy.measure == TOKENS else estimate.cost
+                if policy.rate and 0 < policy.limit < amount:
+                    amount = policy.limit
+            matched.append(policy)
+            buckets.append(bucket)
+            items.append(BudgetItem(key, policy.limit, amount, ttl))
+            ends.append(end)
+        if not items:
+            return None
+        rid = self._new_rid() if estimate is not None else None
+        try:
+            admission = await self.store.reserve(workspace, items, rid, self.reservation_ttl_ms if rid else None)
+        except StateStoreError:
+            if self.fail_closed:
+                count_policy_rejection("state_store")
+                raise ServiceUnavailable(
+                    "the state store is unreachable and limits fail closed; try again shortly") from None
+            return None
+        if not admission.admitted:
+            policy = matched[admission.index]
+            count_policy_rejection(policy.kind, policy.id)
+            raise refusal(policy, admission, ends[admission.index], now_ms)
+        self.settler.note_buckets(workspace, matched, buckets)
+        if rid is None and all(p.alert is None for p in matched):
+            return None
+        return Hold(workspace, rid, items, matched, buckets, estimate)
+
+    def _new_rid(self) -> str:
+        return f"pr-{self._rid_prefix}-{next(self._rid_counter)}"
+
+    def finish(self, hold: Hold, record: Any) -> None:
+        """After the answer: settle the reservation to the real usage and check alerts, off the response path."""
+        self.settler.submit(hold, record)
+
+    async def start(self) -> None:
+        await self.refresh()
+        self.settler.start()
+
+    async def close(self) -> None:
+        await self.settler.close()
+
+
+def refusal(policy: CompiledPolicy, admission: Admission, end_ms: int | None, now_ms: int) -> GatewayError:
+    """The 429 naming the policy, with ``Retry-After`` when its window or period ends."""
+    headers = None
+    if end_ms is not None:
+        headers = [(b"retry-after", str(periods.seconds_until(end_ms, now_ms)).encode())]
+    if policy.rate:
+        what = {REQUESTS: "requests", TOKENS: "tokens"}[policy.measure]
+        word = periods.UNIT_WORD[policy.unit]  # type: ignore[index]
+        message = (f"rate limit policy {policy.title} exceeded: at most {policy.limit} {what} per {word}; the "
+                   f"window admits requests again in {periods.seconds_until(end_ms or now_ms, now_ms)}s")
+        return RateLimited(message, headers=headers)
+    unit = {REQUESTS: "requests", TOKENS: "tokens", COST: "USD"}[policy.measure]
+    used = from_units(policy.measure, admission.used)
+    limit = from_units(policy.measure, admission.limit)
+    when = f"until the period resets at {periods.iso(end_ms)}" if end_ms is not None else "(the limit is cumulative)"
+    message = (f"usage limit policy {policy.title} exceeded: {used} of {limit} {unit} used; requests are refused "
+               f"{when}")
+    return UsageLimitExceeded(message, headers=headers)
