@@ -59,15 +59,20 @@ class _KindRoutes:
 
     async def _stored(self, record: Any) -> Any:
         record = await self.repo.replace(record)
-        self.runtime.policies.invalidate()
+        await self._applied()
         return record
+
+    async def _applied(self) -> None:
+        """A policy changed: this worker applies it before answering (the others within a second)."""
+        self.runtime.policies.invalidate()
+        await self.runtime.policies.refresh()
 
     async def create(self, scope: dict, receive: Any, send: Any) -> None:
         caller = await authorize(self.runtime, scope)
         body = await read_json(scope, receive, self.decoder)
         record = self.new(body, self._workspace(caller, body), caller.key.organisation)
         record = await self.repo.create(record)
-        self.runtime.policies.invalidate()
+        await self._applied()
         await send_record(send, created(record))
 
     async def list(self, scope: dict, receive: Any, send: Any) -> None:

@@ -83,6 +83,7 @@ class PolicyGate:
         self.by_workspace: dict[str, tuple[CompiledPolicy, ...]] = {}
         self.stale = True
         self.loaded = False
+        self._generation = 0
         self._loading: asyncio.Future | None = None
         self._next_try = 0.0
         self.fail_closed = settings.state_fail_mode == "closed"
@@ -91,46 +92,58 @@ class PolicyGate:
         self.settler = Settler(store)
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
+        self._open_logged_at = -1e9
+        self._open_count = 0
 
     # -- the cache -------------------------------------------------------------------------------------------
 
     def invalidate(self) -> None:
-        """Some record changed (watcher) or this worker wrote a policy: reload before the next limited request."""
+        """Some record changed (watcher) or this worker wrote a policy: reload now, in the background. Until the
+        load ends, requests that may be limited wait for it (they never use a set known to be outdated)."""
         self.stale = True
+        self._generation += 1
         self._next_try = 0.0
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a runtime not started yet): the next request loads
+            return
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self._load())
 
     def may_apply(self, workspace: str | None) -> bool:
         """False when no policy can apply to this workspace's requests (a dictionary lookup; the hot path)."""
         return self.stale or workspace in self.by_workspace
 
     async def refresh(self) -> None:
-        """Reload the active policies when stale (one load shared by concurrent callers). A failed load keeps the
-        previous policies and is retried at most once a second."""
-        if not self.stale or time.monotonic() < self._next_try:
-            return
-        if self._loading is None:
-            self._loading = asyncio.ensure_future(self._load())
-        loading = self._loading
-        try:
+        """Load the active policies when stale (one load shared by concurrent callers). A failed load keeps the
+        previous policies, which are used until a load succeeds (retried at most once a second)."""
+        for _ in range(3):  # records changing during a load start another: follow a few, then go on
+            if not self.stale or time.monotonic() < self._next_try:
+                return
+            loading = self._loading
+            if loading is None:
+                loading = self._loading = asyncio.ensure_future(self._load())
             await asyncio.shield(loading)
-        finally:
-            if self._loading is loading and loading.done():
-                self._loading = None
 
     async def _load(self) -> None:
-        self.stale = False
+        generation = self._generation
         try:
             usage, rate = await asyncio.gather(self.usage_limits.list(None), self.rate_limits.list(None))
         except GatewayError:  # the store is unreachable: keep what we have, try again later
-            self.stale = True
             self._next_try = time.monotonic() + _RETRY_LOAD_S
             return
+        finally:
+            self._loading = None
         grouped: dict[str, list[CompiledPolicy]] = {}
         for record in [*rate, *usage]:
             if record.status == "active":
                 grouped.setdefault(record.workspace_id, []).append(CompiledPolicy(record))
         self.by_workspace = {ws: tuple(items) for ws, items in grouped.items()}
         self.loaded = True
+        if generation == self._generation:
+            self.stale = False
+        else:  # records changed while loading: load again
+            self._loading = asyncio.ensure_future(self._load())
 
     # -- admission -------------------------------------------------------------------------------------------
 
@@ -177,11 +190,12 @@ class PolicyGate:
         rid = self._new_rid() if estimate is not None else None
         try:
             admission = await self.store.reserve(workspace, items, rid, self.reservation_ttl_ms if rid else None)
-        except StateStoreError:
+        except StateStoreError as exc:
             if self.fail_closed:
                 count_policy_rejection("state_store")
                 raise ServiceUnavailable(
                     "the state store is unreachable and limits fail closed; try again shortly") from None
+            self._failed_open(exc)
             return None
         if not admission.admitted:
             policy = matched[admission.index]
@@ -191,6 +205,15 @@ class PolicyGate:
         if rid is None and all(p.alert is None for p in matched):
             return None
         return Hold(workspace, rid, items, matched, buckets, estimate)
+
+    def _failed_open(self, exc: StateStoreError) -> None:
+        now = time.monotonic()
+        self._open_count += 1
+        if now >= self._open_logged_at + 10.0:
+            log.warning("limits failed open for %d request(s): the state store did not answer (%s)",
+                        self._open_count, exc)
+            self._open_logged_at = now
+            self._open_count = 0
 
     def _new_rid(self) -> str:
         return f"pr-{self._rid_prefix}-{next(self._rid_counter)}"
@@ -204,6 +227,9 @@ class PolicyGate:
         self.settler.start()
 
     async def close(self) -> None:
+        loading = self._loading
+        if loading is not None:
+            loading.cancel()
         await self.settler.close()
 
 

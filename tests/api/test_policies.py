@@ -1,0 +1,264 @@
+"""The policy routes through the real gateway: create, read, list with filters and pages, update, archive, every
+validation rule as a 400 naming the field, and who may use them."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.support.http import post, request
+from tests.support.policies import ADMIN, RATE, USAGE, add_key, create, get
+from tests.support.servers import start_gateway
+
+MEMBER_KEY = "member-key-" + uuid.uuid4().hex
+OTHER_KEY = "other-workspace-key-" + uuid.uuid4().hex
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
+
+USAGE_BODY = {"name": "Monthly cost per user", "conditions": [{"key": "workspace_id", "value": "*"}],
+              "group_by": [{"key": "metadata._user"}], "type": "cost", "credit_limit": 10, "alert_threshold": 8,
+              "periodic_reset": "monthly"}
+RATE_BODY = {"name": "rpm per key", "conditions": [{"key": "api_key", "value": "*"}],
+             "group_by": [{"key": "api_key"}], "type": "requests", "unit": "rpm", "value": 100}
+
+
+@pytest.fixture(scope="module")
+def gw():
+    data_dir = tempfile.mkdtemp(prefix="gw-policies-")
+    add_key(data_dir, MEMBER_KEY, "default", "member")
+    add_key(data_dir, OTHER_KEY, "ws-other", "admin")
+    server = start_gateway(data_dir=data_dir)
+    yield server
+    server.stop()
+
+
+def test_create_answers_the_id_and_object_and_get_shows_usage_and_reset_times(gw):
+    created = post(gw.url + USAGE, USAGE_BODY, ADMIN)
+    assert created.status == 200
+    doc = created.json()
+    assert doc["object"] == "policy_usage_limits"
+    assert str(uuid.UUID(doc["id"])) == doc["id"]
+    got = get(gw, USAGE, doc["id"])
+    assert got["id"] == doc["id"] and got["status"] == "active" and got["type"] == "cost"
+    assert got["conditions"] == USAGE_BODY["conditions"] and got["group_by"] == USAGE_BODY["group_by"]
+    assert got["credit_limit"] == 10 and got["alert_threshold"] == 8 and got["periodic_reset"] == "monthly"
+    assert got["workspace_id"] == "default" and got["organisation_id"] == "default"
+    assert got["current_usage"] == 0 and got["value_key_usage_map"] == {} and got["alerts"] == []
+    assert got["last_reset_at"] is None
+    reset = datetime.fromisoformat(got["next_usage_reset_at"].replace("Z", "+00:00"))
+    assert (reset.day, reset.hour, reset.minute, reset.second) == (1, 0, 0, 0)
+    assert reset > datetime.now(timezone.utc)
+
+
+def test_rate_limit_create_and_list_items_carry_the_listed_fields(gw):
+    policy_id = create(gw, RATE, RATE_BODY)
+    listed = request("GET", gw.url + RATE, headers=ADMIN).json()
+    assert listed["object"] == "list" and listed["total"] == len(listed["data"])
+    item = next(p for p in listed["data"] if p["id"] == policy_id)
+    assert item["value"] == 100 and item["name"] == "rpm per key"
+    assert item["workspace_id"] == "default" and item["organisation_id"] == "default"
+    assert ISO.match(item["created_at"]) and ISO.match(item["last_updated_at"])
+    assert item["conditions"] == [{"key": "api_key", "value": "*"}] and item["group_by"] == [{"key": "api_key"}]
+    assert item["type"] == "requests" and item["unit"] == "rpm" and item["status"] == "active"
+
+
+def test_rate_limit_list_filters_and_pages(gw):
+    run = uuid.uuid4().hex[:8]
+    ids = [create(gw, RATE, {**RATE_BODY, "name": f"{run}-{i}", "type": t, "unit": u})
+           for i, (t, u) in enumerate([("requests", "rpm"), ("tokens", "rph"), ("tokens", "rpd")])]
+
+    def listed(query: str) -> dict:
+        resp = request("GET", f"{gw.url}{RATE}?{query}", headers=ADMIN)
+        assert resp.status == 200, resp.text
+        return resp.json()
+
+    tokens = [p["id"] for p in listed("type=tokens")["data"]]
+    assert ids[1] in tokens and ids[2] in tokens and ids[0] not in tokens
+    assert [p["id"] for p in listed("type=tokens&unit=rph")["data"] if p["id"] in ids] == [ids[1]]
+    everything = listed("status=active")
+    assert all(p["status"] == "active" for p in everything["data"])
+    first = listed("page_size=2&current_page=0")
+    second = listed("page_size=2&current_page=1")
+    assert len(first["data"]) == 2 and first["total"] == everything["total"] == second["total"]
+    assert not {p["id"] for p in first["data"]} & {p["id"] for p in second["data"]}
+    assert listed("workspace_id=default")["total"] == everything["total"]
+    for bad, param in (("status=gone", "status"), ("type=cost", "type"), ("unit=rps", "unit"),
+                       ("page_size=-1", "page_size"), ("current_page=x", "current_page")):
+        resp = request("GET", f"{gw.url}{RATE}?{bad}", headers=ADMIN)
+        assert resp.status == 400 and resp.json()["error"]["param"] == param, (bad, resp.text)
+
+
+DROP = object()  # a field left out of the body
+
+
+def body_with(base: dict, change: dict) -> dict:
+    return {k: v for k, v in {**base, **change}.items() if v is not DROP}
+
+
+USAGE_FAULTS = [
+    ({"name": "x" * 256}, "name"),
+    ({"conditions": []}, "conditions"),
+    ({"group_by": []}, "group_by"),
+    ({"conditions": DROP}, "conditions"),
+    ({"type": DROP}, "type"),
+    ({"credit_limit": DROP, "alert_threshold": DROP}, "credit_limit"),
+    ({"type": "dollars"}, "type"),
+    ({"credit_limit": -1}, "credit_limit"),
+    ({"alert_threshold": -1}, "alert_threshold"),
+    ({"alert_threshold": 10}, "alert_threshold"),
+    ({"alert_threshold": 11}, "alert_threshold"),
+    ({"periodic_reset": "daily"}, "periodic_reset"),
+    ({"periodic_reset": DROP, "periodic_reset_days": 0}, "periodic_reset_days"),
+    ({"periodic_reset": DROP, "periodic_reset_days": 366}, "periodic_reset_days"),
+    ({"periodic_reset_days": 30}, "periodic_reset_days"),
+    ({"conditions": [{"key": "user", "value": "x"}]}, "conditions[0].key"),
+    ({"conditions": [{"key": "metadata.", "value": "x"}]}, "conditions[0].key"),
+    ({"conditions": [{"key": "model", "value": ""}]}, "conditions[0].value"),
+    ({"conditions": [{"key": "model", "value": []}]}, "conditions[0].value"),
+    ({"conditions": [{"key": "model"}]}, "conditions[0].value"),
+    ({"conditions": [{"key": "model", "value": "x", "excludes": ""}]}, "conditions[0].excludes"),
+    ({"group_by": [{"key": "api_key"}, {"key": "api_key"}]}, "group_by[1].key"),
+    ({"group_by": [{"key": "team"}]}, "group_by[0].key"),
+    ({"type": "tokens", "credit_limit": 1.5, "alert_threshold": DROP}, "credit_limit"),
+    ({"surprise": 1}, None),
+]
+
+
+@pytest.mark.parametrize("change,param", USAGE_FAULTS)
+def test_every_usage_limit_rule_is_a_400_naming_the_field(gw, change, param):
+    resp = post(gw.url + USAGE, body_with(USAGE_BODY, change), ADMIN)
+    assert resp.status == 400, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    if param is not None:
+        assert error["param"] == param, error
+
+
+RATE_FAULTS = [
+    ({"unit": "rps"}, "unit"),
+    ({"type": "cost"}, "type"),
+    ({"value": -1}, "value"),
+    ({"value": 2.5}, "value"),
+    ({"value": DROP}, "value"),
+    ({"unit": DROP}, "unit"),
+    ({"name": "n" * 256}, "name"),
+    ({"group_by": []}, "group_by"),
+]
+
+
+@pytest.mark.parametrize("change,param", RATE_FAULTS)
+def test_every_rate_limit_rule_is_a_400_naming_the_field(gw, change, param):
+    resp = post(gw.url + RATE, body_with(RATE_BODY, change), ADMIN)
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == param
+
+
+def test_periodic_reset_days_is_accepted_and_resets_at_utc_midnight(gw):
+    policy_id = create(gw, USAGE, body_with(USAGE_BODY, {"type": "tokens", "credit_limit": 1000,
+                                                         "alert_threshold": DROP, "periodic_reset": DROP,
+                                                         "periodic_reset_days": 3}))
+    got = get(gw, USAGE, policy_id)
+    assert got["periodic_reset_days"] == 3 and got["periodic_reset"] is None
+    assert got["next_usage_reset_at"].endswith("T00:00:00.000Z")
+    today = datetime.now(timezone.utc).date()
+    days = (datetime.fromisoformat(got["next_usage_reset_at"][:10]).date() - today).days
+    assert days == 3
+
+
+def test_update_changes_conditions_and_switching_the_period_clears_the_other(gw):
+    policy_id = create(gw, USAGE, USAGE_BODY)
+    new_conditions = [{"key": "model", "value": ["gpt-4o", "gpt-4o-mini"]}, {"key": "provider", "value": "vendorA"}]
+    resp = request("PUT", f"{gw.url}{USAGE}/{policy_id}",
+                   body={"conditions": new_conditions, "periodic_reset_days": 7, "name": "renamed"}, headers=ADMIN)
+    assert resp.status == 200, resp.text
+    doc = resp.json()
+    assert doc["conditions"] == new_conditions and doc["name"] == "renamed"
+    assert doc["periodic_reset_days"] == 7 and doc["periodic_reset"] is None
+    assert get(gw, USAGE, policy_id)["conditions"] == new_conditions
+    fixed = request("PUT", f"{gw.url}{USAGE}/{policy_id}", body={"type": "tokens"}, headers=ADMIN)
+    assert fixed.status == 400 and fixed.json()["error"]["param"] == "type"
+    limit = request("PUT", f"{gw.url}{USAGE}/{policy_id}", body={"credit_limit": 5}, headers=ADMIN)
+    assert limit.status == 400 and limit.json()["error"]["param"] == "alert_threshold"  # 8 is not below 5
+    empty = request("PUT", f"{gw.url}{USAGE}/{policy_id}", body={}, headers=ADMIN)
+    assert empty.status == 400
+
+
+def test_rate_limit_update(gw):
+    policy_id = create(gw, RATE, RATE_BODY)
+    resp = request("PUT", f"{gw.url}{RATE}/{policy_id}",
+                   body={"value": 5, "unit": "rph", "conditions": [{"key": "model", "value": "gpt-4o*"}]},
+                   headers=ADMIN)
+    assert resp.status == 200, resp.text
+    got = get(gw, RATE, policy_id)
+    assert (got["value"], got["unit"], got["conditions"]) == (5, "rph", [{"key": "model", "value": "gpt-4o*"}])
+    assert got["last_updated_at"] >= got["created_at"]
+    group = request("PUT", f"{gw.url}{RATE}/{policy_id}", body={"group_by": [{"key": "model"}]}, headers=ADMIN)
+    assert group.status == 400 and group.json()["error"]["param"] == "group_by"
+
+
+@pytest.mark.parametrize("path,body", [(USAGE, USAGE_BODY), (RATE, RATE_BODY)])
+def test_delete_archives_and_the_status_filter_sees_it(gw, path, body):
+    policy_id = create(gw, path, body)
+    archived = request("DELETE", f"{gw.url}{path}/{policy_id}", headers=ADMIN)
+    assert archived.status == 200 and archived.json()["status"] == "archived"
+    assert get(gw, path, policy_id)["status"] == "archived"
+
+    def ids(status: str) -> set[str]:
+        return {p["id"] for p in request("GET", f"{gw.url}{path}?status={status}", headers=ADMIN).json()["data"]}
+
+    assert policy_id in ids("archived") and policy_id not in ids("active")
+    assert request("DELETE", f"{gw.url}{path}/{policy_id}", headers=ADMIN).status == 200  # idempotent
+    restored = request("PUT", f"{gw.url}{path}/{policy_id}", body={"status": "active"}, headers=ADMIN)
+    assert restored.status == 200 and restored.json()["status"] == "active"
+
+
+def test_usage_limit_list_filters(gw):
+    policy_id = create(gw, USAGE, {**USAGE_BODY, "type": "requests", "credit_limit": 5, "alert_threshold": 1})
+    listed = request("GET", f"{gw.url}{USAGE}?type=requests&status=active", headers=ADMIN).json()
+    assert policy_id in {p["id"] for p in listed["data"]}
+    assert all(p["type"] == "requests" for p in listed["data"])
+    assert all("current_usage" in p and "next_usage_reset_at" in p for p in listed["data"])
+
+
+@pytest.mark.parametrize("method,suffix", [("POST", ""), ("GET", ""), ("GET", "/x"), ("PUT", "/x"),
+                                           ("DELETE", "/x")])
+@pytest.mark.parametrize("path", [USAGE, RATE])
+def test_member_keys_get_403_and_unknown_keys_401(gw, method, suffix, path):
+    body = USAGE_BODY if path == USAGE else RATE_BODY
+    member = request(method, gw.url + path + suffix, body=body if method in ("POST", "PUT") else None,
+                     headers={"x-gateway-api-key": MEMBER_KEY, "content-type": "application/json"})
+    assert member.status == 403, member.text
+    assert request(method, gw.url + path + suffix, headers={"x-gateway-api-key": "nope"}).status == 401
+
+
+def test_unknown_ids_and_other_workspaces_answer_404(gw):
+    policy_id = create(gw, USAGE, USAGE_BODY)
+    missing = request("GET", f"{gw.url}{USAGE}/{uuid.uuid4()}", headers=ADMIN)
+    assert missing.status == 404 and missing.json()["error"]["param"] == "policy_id"
+    other = {"x-gateway-api-key": OTHER_KEY, "content-type": "application/json"}
+    for method in ("GET", "PUT", "DELETE"):
+        resp = request(method, f"{gw.url}{USAGE}/{policy_id}", body={"name": "x"} if method == "PUT" else None,
+                       headers=other)
+        assert resp.status == 404, (method, resp.text)
+    own = request("GET", gw.url + USAGE, headers=other).json()
+    assert policy_id not in {p["id"] for p in own["data"]}
+    created = post(gw.url + RATE, RATE_BODY, other)
+    assert created.status == 200
+    assert request("GET", f"{gw.url}{RATE}/{created.json()['id']}", headers=ADMIN).status == 404
+
+
+def test_records_survive_a_restart():
+    data_dir = tempfile.mkdtemp(prefix="gw-policies-restart-")
+    first = start_gateway(data_dir=data_dir)
+    try:
+        policy_id = create(first, RATE, RATE_BODY)
+    finally:
+        first.stop()
+    second = start_gateway(data_dir=data_dir)
+    try:
+        assert get(second, RATE, policy_id)["value"] == 100
+    finally:
+        second.stop()

@@ -1,0 +1,236 @@
+"""Policies enforced through the real gateway: exact admission, 429s that name the policy, buckets, conditions,
+settlement to real usage (streams included), cost from the price table, alerts, archiving and the metric."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from gateway.observability.cost import cost_micros
+from tests.observability.test_metrics import total, wait_for
+from tests.support.http import request, stream_events
+from tests.support.policies import (ADMIN, RATE, USAGE, chat, chat_headers, concurrently, create, get, rate_limit,
+                                    same_day, statuses, tag, usage_limit, wait_until)
+
+
+def test_a_rate_limit_admits_exactly_n_concurrent_requests(gateway, mock):
+    base = mock.scenario()
+
+    def run():
+        run_tag = tag()
+        policy_id = rate_limit(gateway, run_tag, 5)
+        return policy_id, concurrently([gateway.url], chat_headers(base, run_tag), 16)
+
+    policy_id, responses = same_day(run)
+    assert statuses(responses) == {200: 5, 429: 11}
+    refused = next(r for r in responses if r.status == 429)
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limit_exceeded" and error["type"] == "rate_limit_error"
+    assert policy_id in error["message"] and "at most 5 requests per day" in error["message"]
+    day_left = 86400 - int(time.time()) % 86400
+    assert 0 < int(refused.headers["retry-after"]) <= day_left + 1
+    wait_for(gateway, "gateway_policy_rejections_total", 11, kind="rate_limit", policy=policy_id)
+
+
+def test_retry_after_says_when_a_minute_window_admits_again(gateway, mock):
+    run_tag = tag()
+    rate_limit(gateway, run_tag, 1, unit="rpm")
+    headers = chat_headers(mock.scenario(), run_tag)
+    refused = None
+    for _ in range(3):  # a minute boundary between two requests admits the second: try again
+        answers = [chat(gateway.url, headers) for _ in range(2)]
+        refused = next((r for r in answers if r.status == 429), None)
+        if refused is not None:
+            break
+    assert refused is not None
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+
+
+def test_group_by_keeps_a_counter_per_value(gateway, mock):
+    base = mock.scenario()
+    run_tag = tag()
+    policy_id = create(gateway, RATE, {"name": "per user", "conditions": [{"key": "metadata.run", "value": run_tag}],
+                                       "group_by": [{"key": "metadata._user"}], "type": "requests", "unit": "rpd",
+                                       "value": 2})
+    alice, bob = chat_headers(base, run_tag, _user="alice"), chat_headers(base, run_tag, _user="bob")
+
+    def run():
+        return [chat(gateway.url, alice).status for _ in range(3)] + [chat(gateway.url, bob).status]
+
+    assert same_day(run) == [200, 200, 429, 200]
+    usage = wait_until(lambda: (m := get(gateway, RATE, policy_id)["value_key_usage_map"]) and len(m) == 2 and m)
+    assert usage == {"alice": 2, "bob": 1}
+
+
+def test_conditions_choose_the_requests_a_policy_limits(gateway, mock):
+    base = mock.scenario()
+    run_tag = tag()
+    for condition in ({"key": "model", "value": "gpt-4o"}, {"key": "provider", "value": "anthropic"},
+                      {"key": "model", "value": "*", "excludes": ["gpt-4o-mini", "other"]}):
+        create(gateway, RATE, {"conditions": [{"key": "metadata.run", "value": run_tag}, condition],
+                               "group_by": [{"key": "workspace_id"}], "type": "requests", "unit": "rpd", "value": 0})
+    headers = chat_headers(base, run_tag)
+    assert chat(gateway.url, headers, model="gpt-4o-mini").status == 200
+    assert chat(gateway.url, headers, model="other").status == 200
+    refused = chat(gateway.url, headers, model="gpt-4o")
+    assert refused.status == 429
+
+
+def test_a_cumulative_request_budget_refuses_with_the_usage_code(gateway, mock):
+    run_tag = tag()
+    policy_id = usage_limit(gateway, run_tag, "requests", 3)
+    headers = chat_headers(mock.scenario(), run_tag)
+    answers = concurrently([gateway.url], headers, 8)
+    assert statuses(answers) == {200: 3, 429: 5}
+    error = next(r for r in answers if r.status == 429)
+    assert error.json()["error"]["code"] == "usage_limit_exceeded"
+    assert error.json()["error"]["type"] == "insufficient_quota"
+    assert policy_id in error.json()["error"]["message"]
+    assert "retry-after" not in error.headers  # cumulative: no reset to wait for
+    assert get(gateway, USAGE, policy_id)["current_usage"] == 3
+
+
+def test_a_periodic_budget_says_when_it_resets(gateway, mock):
+    run_tag = tag()
+    policy_id = usage_limit(gateway, run_tag, "requests", 0, periodic_reset="weekly")
+    refused = chat(gateway.url, chat_headers(mock.scenario(), run_tag))
+    assert refused.status == 429
+    reset = get(gateway, USAGE, policy_id)["next_usage_reset_at"]
+    assert reset in refused.json()["error"]["message"]
+    assert int(refused.headers["retry-after"]) <= 7 * 86400
+
+
+def settled_usage(gateway, policy_id: str, expected: float) -> dict:
+    return wait_until(lambda: (doc := get(gateway, USAGE, policy_id))["current_usage"] == expected and doc)
+
+
+def test_token_budgets_settle_to_the_real_usage_streams_included(gateway, mock):
+    run_tag = tag()
+    policy_id = usage_limit(gateway, run_tag, "tokens", 100_000)
+    base = mock.scenario([{"reply": "one two three four five six seven eight"}])
+    headers = chat_headers(base, run_tag)
+    used = 0
+    for _ in range(2):
+        resp = chat(gateway.url, headers, max_tokens=500)
+        assert resp.status == 200
+        used += resp.json()["usage"]["total_tokens"]
+    status, _, events = stream_events(gateway.url + "/v1/chat/completions",
+                                      {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                                       "stream": True, "stream_options": {"include_usage": True}}, headers)
+    assert status == 200
+    chunks = [msgspec.json.decode(e) for e in events if e != b"[DONE]"]
+    used += next(c["usage"]["total_tokens"] for c in chunks if c.get("usage"))
+    doc = settled_usage(gateway, policy_id, used)
+    assert doc["value_key_usage_map"] == {run_tag: used}
+
+
+def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(gateway, mock):
+    run_tag = tag()
+    policy_id = usage_limit(gateway, run_tag, "cost", 1.0)
+    headers = chat_headers(mock.scenario(), run_tag)
+    micros = 0
+    for _ in range(2):
+        resp = chat(gateway.url, headers, model="gpt-4o-mini")
+        usage = resp.json()["usage"]
+        micros += cost_micros("vendorA", resp.json()["model"], usage["prompt_tokens"], usage["completion_tokens"])
+    assert micros > 0
+    settled_usage(gateway, policy_id, micros / 1e6)
+    model = f"mystery-model-{run_tag}"
+    assert chat(gateway.url, headers, model=model).status == 200
+    time.sleep(0.5)
+    assert get(gateway, USAGE, policy_id)["current_usage"] == micros / 1e6
+    wait_until(lambda: f"no price for model '{model}'" in gateway.output())
+    assert gateway.output().count(f"no price for model '{model}'") == 1
+    wait_for(gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
+
+
+def test_crossing_the_alert_threshold_records_one_alert_per_period(gateway, mock):
+    run_tag = tag()
+    policy_id = usage_limit(gateway, run_tag, "requests", 10, alert_threshold=2, periodic_reset="monthly")
+    headers = chat_headers(mock.scenario(), run_tag)
+    for _ in range(2):
+        assert chat(gateway.url, headers).status == 200
+    alerts = wait_until(lambda: get(gateway, USAGE, policy_id)["alerts"])
+    assert len(alerts) == 1
+    assert alerts[0]["value_key"] == run_tag and alerts[0]["usage"] >= 2 and alerts[0]["alert_threshold"] == 2
+    for _ in range(2):
+        assert chat(gateway.url, headers).status == 200
+    settled_usage(gateway, policy_id, 4)
+    assert len(get(gateway, USAGE, policy_id)["alerts"]) == 1
+    assert gateway.output().count(f"policy 'usage {run_tag}' ({policy_id}) crossed its alert threshold") == 1
+
+
+def test_archived_policies_stop_applying_and_updates_apply_at_once(gateway, mock):
+    run_tag = tag()
+    policy_id = rate_limit(gateway, run_tag, 0)
+    headers = chat_headers(mock.scenario(), run_tag)
+    assert chat(gateway.url, headers).status == 429
+    assert request("DELETE", f"{gateway.url}{RATE}/{policy_id}", headers=ADMIN).status == 200
+    assert chat(gateway.url, headers).status == 200
+    assert request("PUT", f"{gateway.url}{RATE}/{policy_id}", body={"status": "active"}, headers=ADMIN).status == 200
+    assert chat(gateway.url, headers).status == 429
+    other = tag()
+    moved = request("PUT", f"{gateway.url}{RATE}/{policy_id}",
+                    body={"conditions": [{"key": "metadata.run", "value": other}]}, headers=ADMIN)
+    assert moved.status == 200
+    assert chat(gateway.url, headers).status == 200
+    assert chat(gateway.url, chat_headers(mock.scenario(), other)).status == 429
+
+
+def test_requests_no_policy_matches_are_untouched(gateway, mock):
+    rate_limit(gateway, tag(), 0)
+    headers = chat_headers(mock.scenario(), tag())
+    assert statuses(concurrently([gateway.url], headers, 6)) == {200: 6}
+
+
+def test_token_estimates_that_hold_never_overshoot_under_concurrency(gateway, mock):
+    """Every request asks max_tokens 40 and gets at most 40 tokens: the reservation is an upper bound, so the
+    budget is never exceeded however many requests race."""
+    run_tag = tag()
+    limit = 600
+    policy_id = usage_limit(gateway, run_tag, "tokens", limit)
+    base = mock.scenario([{"reply": " ".join(["word"] * 30)}])  # about 38 completion tokens
+    answers = concurrently([gateway.url], chat_headers(base, run_tag), 24, max_tokens=40)
+    admitted = [r for r in answers if r.status == 200]
+    assert statuses(answers)[429] > 0 and admitted
+    real = sum(r.json()["usage"]["total_tokens"] for r in admitted)
+    assert real <= limit
+    settled_usage(gateway, policy_id, real)
+
+
+def test_the_overshoot_is_bounded_by_the_estimate_errors_of_admitted_requests(gateway, mock):
+    """The upstream answers far more than max_tokens (an estimate error of E tokens a request). One request at a
+    time, the budget ends at most one request's error above its limit; racing requests each add at most their own
+    error, and only requests whose reservation fitted were admitted."""
+    base = mock.scenario([{"reply": " ".join(["overlong"] * 100)}])
+    limit = 400
+    body = msgspec.json.encode({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                                "max_tokens": 5})
+    estimate = -(-len(body) // 4) + 5  # what the gateway reserves: body bytes / 4 plus max_tokens
+
+    sequential = tag()
+    policy_id = usage_limit(gateway, sequential, "tokens", limit)
+    headers = chat_headers(base, sequential)
+    real: list[int] = []
+    for _ in range(20):
+        resp = chat(gateway.url, headers, max_tokens=5)
+        if resp.status == 429:
+            break
+        assert resp.status == 200
+        real.append(resp.json()["usage"]["total_tokens"])
+        settled_usage(gateway, policy_id, sum(real))
+    error = max(real) - estimate
+    assert error > 0
+    assert limit < sum(real) <= limit + error  # crossed by the last admitted request only
+
+    racing = tag()
+    policy_id = usage_limit(gateway, racing, "tokens", limit)
+    answers = concurrently([gateway.url], chat_headers(base, racing), 20, max_tokens=5)
+    admitted = [r.json()["usage"]["total_tokens"] for r in answers if r.status == 200]
+    assert 1 <= len(admitted) <= limit // estimate  # every admitted reservation fitted the budget
+    settled_usage(gateway, policy_id, sum(admitted))
+    assert sum(admitted) <= limit + sum(t - estimate for t in admitted)
+    refused = chat(gateway.url, chat_headers(base, racing), max_tokens=5)
+    assert refused.status == 429 and refused.json()["error"]["code"] == "usage_limit_exceeded"
+    wait_for(gateway, "gateway_policy_rejections_total", 1, kind="usage_limit", policy=policy_id)
