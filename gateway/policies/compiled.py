@@ -30,7 +30,6 @@ from gateway.policies import periods
 _encode = msgspec.json.encode
 REQUESTS, TOKENS, COST = 0, 1, 2
 MEASURES = {"requests": REQUESTS, "tokens": TOKENS, "cost": COST}
-_MAX_BUCKETS_CACHED = 4096
 
 
 class RequestFacts:
@@ -110,7 +109,7 @@ class CompiledPolicy:
     (requests, tokens or micro-dollars)."""
 
     __slots__ = ("id", "name", "workspace", "rate", "measure", "limit", "alert", "unit", "reset", "days",
-                 "since_ms", "conditions", "group_keys", "_buckets", "record")
+                 "since_ms", "conditions", "group_keys", "record")
 
     def __init__(self, record: UsageLimitPolicy | RateLimitPolicy) -> None:
         self.record = record
@@ -119,7 +118,6 @@ class CompiledPolicy:
         self.workspace = record.workspace_id
         self.conditions = tuple(_Condition(c) for c in record.conditions)
         self.group_keys = tuple(g.key for g in record.group_by)
-        self._buckets: dict[tuple[str, ...], Bucket] = {}
         self.alert: int | None = None
         self.unit = self.reset = None
         self.days: int | None = None
@@ -155,14 +153,7 @@ class CompiledPolicy:
         return True
 
     def bucket(self, facts: RequestFacts) -> Bucket:
-        values = tuple(facts.value(k) or "" for k in self.group_keys)
-        found = self._buckets.get(values)
-        if found is None:
-            found = bucket_of(values)
-            if len(self._buckets) >= _MAX_BUCKETS_CACHED:
-                self._buckets.clear()
-            self._buckets[values] = found
-        return found
+        return bucket_of([facts.value(k) or "" for k in self.group_keys])
 
     def counter(self, bucket_id: str, now_ms: int) -> tuple[str, int, int | None]:
         """(counter key, its lifetime if created now, end of the window or period in epoch ms or None)."""

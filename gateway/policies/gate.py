@@ -35,7 +35,8 @@ from gateway.http.errors import GatewayError, RateLimited, ServiceUnavailable, U
 from gateway.observability.cost import cost_micros
 from gateway.observability.metrics import count_policy_rejection
 from gateway.policies import periods
-from gateway.policies.compiled import COST, REQUESTS, TOKENS, Bucket, CompiledPolicy, RequestFacts, from_units
+from gateway.policies.compiled import COST, REQUESTS, TOKENS, CompiledPolicy, RequestFacts, from_units
+from gateway.policies.plans import WorkspacePolicies
 from gateway.policies.settle import Hold, Settler
 from gateway.settings import Settings
 from gateway.state.base import Admission, BudgetItem, StateStore, StateStoreError
@@ -79,8 +80,8 @@ class PolicyGate:
             store, USAGE_KIND, UsageLimitPolicy, "", "usage-limit policy", "policy_id")
         self.rate_limits: Repository[RateLimitPolicy] = Repository(
             store, RATE_KIND, RateLimitPolicy, "", "rate-limit policy", "policy_id")
-        #: workspace -> its active policies (rate limits first, then usage limits, each oldest first)
-        self.by_workspace: dict[str, tuple[CompiledPolicy, ...]] = {}
+        #: workspace -> its active policies and their admission plans
+        self.by_workspace: dict[str, WorkspacePolicies] = {}
         self.stale = True
         self.loaded = False
         self._generation = 0
@@ -138,7 +139,7 @@ class PolicyGate:
         for record in [*rate, *usage]:
             if record.status == "active":
                 grouped.setdefault(record.workspace_id, []).append(CompiledPolicy(record))
-        self.by_workspace = {ws: tuple(items) for ws, items in grouped.items()}
+        self.by_workspace = {ws: WorkspacePolicies(items) for ws, items in grouped.items()}
         self.loaded = True
         if generation == self._generation:
             self.stale = False
@@ -154,7 +155,7 @@ class PolicyGate:
             await self.refresh()
         workspace = ctx.workspace or ""
         policies = self.by_workspace.get(workspace)
-        if not policies:
+        if policies is None:
             if not self.loaded and self.fail_closed:
                 count_policy_rejection("state_store")
                 raise ServiceUnavailable("the state store is unreachable and limits fail closed; try again shortly")
@@ -163,31 +164,19 @@ class PolicyGate:
         facts = RequestFacts(workspace, provider, getattr(request, "model", None), ctx.metadata,
                              lambda: self.key_id(ctx.api_key))
         now_ms = int(time.time() * 1000)
-        matched: list[CompiledPolicy] = []
-        buckets: list[Bucket] = []
-        items: list[BudgetItem] = []
-        ends: list[int | None] = []
-        estimate: Estimate | None = None
-        for policy in policies:
-            if not policy.matches(facts):
-                continue
-            bucket = policy.bucket(facts)
-            key, ttl, end = policy.counter(bucket.id, now_ms)
-            if policy.measure == REQUESTS:
-                amount = 1
-            else:
-                if estimate is None:
-                    estimate = Estimate(request, body_len, provider, self.output_tokens)
-                amount = estimate.tokens if policy.measure == TOKENS else estimate.cost
-                if policy.rate and 0 < policy.limit < amount:
-                    amount = policy.limit
-            matched.append(policy)
-            buckets.append(bucket)
-            items.append(BudgetItem(key, policy.limit, amount, ttl))
-            ends.append(end)
-        if not items:
+        plan, new = policies.plan(facts, now_ms)
+        matched = plan.policies
+        if not matched:
             return None
-        rid = self._new_rid() if estimate is not None else None
+        if new:
+            self.settler.note_buckets(matched, plan.buckets)
+        items = plan.items
+        rid = estimate = None
+        if items is None:
+            estimate = Estimate(request, body_len, provider, self.output_tokens)
+            items = [BudgetItem(key, p.limit, amount_of(p, estimate), ttl)
+                     for p, key, ttl in zip(matched, plan.keys, plan.ttls)]
+            rid = self._new_rid()
         try:
             admission = await self.store.reserve(workspace, items, rid, self.reservation_ttl_ms if rid else None)
         except StateStoreError as exc:
@@ -200,11 +189,10 @@ class PolicyGate:
         if not admission.admitted:
             policy = matched[admission.index]
             count_policy_rejection(policy.kind, policy.id)
-            raise refusal(policy, admission, ends[admission.index], now_ms)
-        self.settler.note_buckets(workspace, matched, buckets)
+            raise refusal(policy, admission, plan.ends[admission.index], now_ms)
         if rid is None and all(p.alert is None for p in matched):
             return None
-        return Hold(workspace, rid, items, matched, buckets, estimate)
+        return Hold(workspace, rid, items, matched, plan.buckets, estimate)
 
     def _failed_open(self, exc: StateStoreError) -> None:
         now = time.monotonic()
@@ -231,6 +219,17 @@ class PolicyGate:
         if loading is not None:
             loading.cancel()
         await self.settler.close()
+
+
+def amount_of(policy: CompiledPolicy, estimate: Estimate) -> int:
+    """What the request reserves on this policy's counter. A rate-limit amount larger than the whole limit is cut
+    to the limit, so a large request still fits an empty window."""
+    if policy.measure == REQUESTS:
+        return 1
+    amount = estimate.tokens if policy.measure == TOKENS else estimate.cost
+    if policy.rate and 0 < policy.limit < amount:
+        return policy.limit
+    return amount
 
 
 def refusal(policy: CompiledPolicy, admission: Admission, end_ms: int | None, now_ms: int) -> GatewayError:

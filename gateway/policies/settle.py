@@ -132,7 +132,7 @@ class Settler:
         """Settle ``hold`` to what ``record`` (the finished request) used; returns at once."""
         self._put(self._settle, hold, record)
 
-    def note_buckets(self, scope: str, policies: list[CompiledPolicy], buckets: list[Bucket]) -> None:
+    def note_buckets(self, policies: list[CompiledPolicy], buckets: list[Bucket]) -> None:
         """Remember (once per worker) that these buckets exist, so GET can report usage per bucket."""
         for policy, bucket in zip(policies, buckets):
             key = (policy.id, bucket.id)
