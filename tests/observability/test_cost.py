@@ -24,3 +24,33 @@ def test_unknown_models_and_providers_cost_nothing():
     assert cost_usd("ollama", "llama3", 1000, 1000) == 0.0
     assert cost_usd(None, None, 1000, 1000) == 0.0
     assert cost_usd("vendorA", "gpt-4o", 0, 0) == 0.0
+
+
+def test_the_table_is_the_shipped_data_file_with_its_source_and_date():
+    from gateway.observability.cost import ABOUT, TABLE_PATH
+
+    assert TABLE_PATH.name == "prices.json" and TABLE_PATH.exists()
+    assert ABOUT["source"] and ABOUT["updated"][:2] == "20"
+    assert PRICES["cloudB"]["gpt-4o"] == PRICES["vendorA"]["gpt-4o"]  # cloudB inherits the vendorA rows
+    assert PRICES["cloudC"]["claude-3-haiku"] == PRICES["anthropic"]["claude-3-haiku"]
+
+
+def test_budgets_count_micro_dollars_rounded_up():
+    from gateway.observability.cost import cost_micros
+
+    per_in, per_out = PRICES["vendorA"]["gpt-4o-mini"]
+    assert cost_micros("vendorA", "gpt-4o-mini", 1000, 100) == round(1000 * per_in + 100 * per_out)
+    assert cost_micros("vendorA", "gpt-4o", 1, 0) == 3  # 2.5 micro-dollars, rounded up
+    assert cost_micros("vendorA", "gpt-4o", 0, 0) == 0
+
+
+def test_an_unknown_model_is_reported_once(caplog):
+    from gateway.observability import metrics
+
+    model = "never-priced-model-x1"
+    with caplog.at_level("WARNING", logger="gateway.cost"):
+        for _ in range(3):
+            assert price("vendorA", model) == (0.0, 0.0)
+        cost_usd("vendorA", model, 10, 10)
+    assert sum(model in r.getMessage() for r in caplog.records) == 1
+    assert metrics._pending.get((metrics.UNKNOWN_MODELS, ("vendorA",)), 0) >= 1

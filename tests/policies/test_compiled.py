@@ -72,3 +72,15 @@ def test_cost_limits_count_micro_dollars():
         group_by=[GroupBy("api_key")], created_at="2026-01-01T00:00:00.000Z"))
     assert policy.limit == 12_500_000 and policy.alert == 10_000_000
     assert in_units(COST, 0.000001) == 1 and from_units(COST, 1_500_000) == 1.5
+
+
+def test_the_provider_of_a_multi_target_config_is_the_first_target_depth_first():
+    from gateway.config.validate import parse_config
+    from gateway.policies.gate import first_provider
+    from gateway.routing.plan import plan_for
+
+    config = parse_config(b'{"strategy": {"mode": "fallback"}, "targets": [{"strategy": {"mode": "loadbalance"}, '
+                          b'"targets": [{"provider": "anthropic", "api_key": "a"}, {"provider": "vendorA", '
+                          b'"api_key": "b"}]}, {"provider": "cohere", "api_key": "c"}]}')
+    assert first_provider(plan_for(config)) == "anthropic"
+    assert first_provider(plan_for(parse_config(b'{"provider": "vendorA", "api_key": "k"}'))) == "vendorA"
