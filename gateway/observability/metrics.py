@@ -60,8 +60,9 @@ TOKENS = _counter("gateway_tokens", "Tokens by provider, model, kind (input, out
                   ("provider", "model", "kind", "usage_source"))
 COST = _counter("gateway_cost_usd", "Estimated cost in USD (see gateway/observability/cost.py).",
                 ("provider", "model"))
-POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a policy: kind (rate_limit, usage_limit, "
-                             "state_store) and the policy's id (empty for state_store).", ("kind", "policy"))
+POLICY_REJECTIONS = _counter("gateway_policy_rejections", "Requests refused by a policy: kind (rate_limit, "
+                             "usage_limit, state_store) and the policy's id (empty for state_store).",
+                             ("kind", "policy"))
 UNKNOWN_MODELS = _counter("gateway_cost_unknown_models", "Models the price table does not know (each counted once per "
                           "worker; their requests cost 0).", ("provider",))
 STATE_STORE_ERRORS = _counter("gateway_state_store_errors", "Failed state-store calls.", ("backend", "operation"))

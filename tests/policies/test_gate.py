@@ -3,12 +3,23 @@ settlement to real usage (streams included), cost from the price table, alerts, 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import msgspec
+import pytest
 
+from gateway.config.schema import Config
+from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
+from gateway.http.context import build_context
+from gateway.http.errors import RateLimited
 from gateway.observability.cost import cost_micros
-from tests.observability.test_metrics import total, wait_for
+from gateway.policies.gate import PolicyGate
+from gateway.routing.plan import plan_for
+from gateway.schema.chat import parse_chat
+from gateway.settings import Settings
+from gateway.state.memory import MemoryStateStore
+from tests.observability.test_metrics import wait_for
 from tests.support.http import request, stream_events
 from tests.support.policies import (ADMIN, RATE, USAGE, chat, chat_headers, concurrently, create, get, rate_limit,
                                     same_day, statuses, tag, usage_limit, wait_until)
@@ -234,3 +245,69 @@ def test_the_overshoot_is_bounded_by_the_estimate_errors_of_admitted_requests(ga
     refused = chat(gateway.url, chat_headers(base, racing), max_tokens=5)
     assert refused.status == 429 and refused.json()["error"]["code"] == "usage_limit_exceeded"
     wait_for(gateway, "gateway_policy_rejections_total", 1, kind="usage_limit", policy=policy_id)
+
+
+class CountingStore(MemoryStateStore):
+    """A memory store that counts the calls the request path makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    async def reserve(self, *args, **kwargs):
+        self.calls.append("reserve")
+        return await super().reserve(*args, **kwargs)
+
+    async def record_list(self, *args, **kwargs):
+        self.calls.append("record_list")
+        return await super().record_list(*args, **kwargs)
+
+
+def request_parts(workspace: str, run: str):
+    ctx = build_context([(b"x-gateway-api-key", b"k"), (b"x-gateway-metadata", b'{"run": "%s"}' % run.encode())])
+    ctx.workspace = workspace
+    body = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
+    return ctx, parse_chat(body), len(body), plan_for(Config(provider="vendorA", api_key="sk"))
+
+
+async def test_a_workspace_without_policies_costs_a_lookup_and_no_store_call():
+    store = CountingStore()
+    gate = PolicyGate(store, Settings(), lambda key: "key-1")
+    await gate.rate_limits.create(RateLimitPolicy(
+        type="requests", unit="rpd", value=1, workspace_id="limited",
+        conditions=[Condition("metadata.run", "r")], group_by=[GroupBy("workspace_id")]))
+    await gate.start()
+    try:
+        store.calls.clear()
+        ctx, chat_request, size, node = request_parts("free", "r")
+        for _ in range(3):
+            assert not gate.may_apply(ctx.workspace)
+        assert store.calls == []
+        limited = request_parts("limited", "r")
+        assert gate.may_apply("limited")
+        assert await gate.admit(*limited) is None  # admitted: request counts are final
+        assert store.calls == ["reserve"]
+        with pytest.raises(RateLimited):
+            await gate.admit(*limited)
+        unmatched = request_parts("limited", "other")
+        assert await gate.admit(*unmatched) is None
+        assert store.calls == ["reserve", "reserve"]  # a request no policy matches makes no store call
+    finally:
+        await gate.close()
+
+
+async def test_requests_wait_for_a_reload_in_flight_instead_of_using_an_outdated_set():
+    store = CountingStore()
+    gate = PolicyGate(store, Settings(), lambda key: "key-1")
+    await gate.start()
+    try:
+        await gate.rate_limits.create(RateLimitPolicy(
+            type="requests", unit="rpd", value=0, workspace_id="ws",
+            conditions=[Condition("metadata.run", "r")], group_by=[GroupBy("workspace_id")]))
+        gate.invalidate()  # as the records watcher does: a reload starts in the background
+        parts = request_parts("ws", "r")
+        assert gate.may_apply("ws")
+        outcomes = await asyncio.gather(*(gate.admit(*parts) for _ in range(5)), return_exceptions=True)
+        assert all(isinstance(o, RateLimited) for o in outcomes)
+    finally:
+        await gate.close()
