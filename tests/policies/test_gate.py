@@ -13,6 +13,7 @@ from gateway.config.schema import Config
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
 from gateway.http.context import build_context
 from gateway.http.errors import RateLimited
+from gateway.mock.kit import count_tokens
 from gateway.observability.cost import cost_micros
 from gateway.policies.gate import PolicyGate
 from gateway.routing.plan import plan_for
@@ -134,6 +135,14 @@ def test_token_budgets_settle_to_the_real_usage_streams_included(gateway, mock):
     used += next(c["usage"]["total_tokens"] for c in chunks if c.get("usage"))
     doc = settled_usage(gateway, policy_id, used)
     assert doc["value_key_usage_map"] == {run_tag: used}
+    # a stream whose client did not ask for usage: the gateway asks the upstream for it and settles to it
+    status, _, events = stream_events(gateway.url + "/v1/chat/completions",
+                                      {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                                       "stream": True}, headers)
+    assert status == 200
+    assert not any(b'"usage"' in e and b'"total_tokens"' in e for e in events)
+    used += count_tokens("hi") + count_tokens("one two three four five six seven eight")  # the mock's usage
+    settled_usage(gateway, policy_id, used)
 
 
 def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(gateway, mock):
