@@ -62,6 +62,9 @@ ENV GATEWAY_HOST=0.0.0.0 \
 #                                        orchestrator's stop timeout above it: compose.yaml stop_grace_period).
 # GATEWAY_MAX_BODY_BYTES=33554432        largest request body accepted (413 above).
 # GATEWAY_REDIS_URL                      shared state store (rate limits, breakers, cache) across workers/replicas.
+# GATEWAY_STATE_FAIL_MODE=open           limits while the state store is unreachable: open admits, closed refuses.
+# GATEWAY_POLICY_OUTPUT_TOKENS=1024      output tokens token/cost limits reserve for a request without max_tokens.
+# GATEWAY_POLICY_RESERVATION_TTL_MS=900000   an unsettled token/cost reservation is released after this.
 # GATEWAY_ADMIN_KEY                      admin key; unset on first start: one is generated, stored in /data and
 #                                        printed once in the log.
 # GATEWAY_ALLOW_PRIVATE_HOSTS            comma-separated private hosts upstream calls may reach (SSRF allow list).
