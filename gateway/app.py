@@ -11,6 +11,7 @@ from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.http.respond import send_error, send_json
 from gateway.http.routes import RouteTable
+from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
 
 _encode = msgspec.json.encode
@@ -59,11 +60,11 @@ class GatewayApp:
         self.add("GET", "/health", self.health)
         self.add("GET", "/ready", self.ready)
 
-    def add(self, method: str, path: str, handler) -> None:
+    def add(self, method: str, path: str, handler: ASGIApp) -> None:
         """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``."""
         self.routes.add(method, path, handler)
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             handler = self.routes.exact(scope["method"], scope["path"])
@@ -83,7 +84,7 @@ class GatewayApp:
         if kind == "lifespan":
             await self._lifespan(receive, send)
 
-    def _route(self, scope) -> tuple:
+    def _route(self, scope: Scope) -> tuple[ASGIApp | None, dict[str, str] | None, list[str]]:
         """``(handler, path_params, allowed_methods)`` of a path that is no exact route; a path with trailing
         slashes is served as the route without them (``/v1/chat/completions/``)."""
         method, path = scope["method"], scope["path"]
@@ -94,7 +95,7 @@ class GatewayApp:
                 return stripped
         return found
 
-    async def _no_route(self, scope, send, methods: list[str]) -> None:
+    async def _no_route(self, scope: Scope, send: Send, methods: list[str]) -> None:
         path = scope["path"]
         if methods:
             allow = ", ".join(sorted(methods)).encode()
@@ -103,7 +104,7 @@ class GatewayApp:
         else:
             await send_error(send, NotFound(f"no route for {scope['method']} {path}"))
 
-    async def _lifespan(self, receive, send) -> None:
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -123,7 +124,7 @@ class GatewayApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def health(self, scope, receive, send) -> None:
+    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         body = _encode(
             {
@@ -137,7 +138,7 @@ class GatewayApp:
         )
         await send_json(send, 200, body)
 
-    async def ready(self, scope, receive, send) -> None:
+    async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
         ok = self.runtime is not None and self.runtime.ready and self.runtime.state_ready
         await send_json(send, 200 if ok else 503, _encode({"ready": ok}))
 

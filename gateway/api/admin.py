@@ -19,6 +19,7 @@ from gateway.http.body import read_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
 from gateway.schema.common import BodyDecoder
 
 T = TypeVar("T")
@@ -78,7 +79,7 @@ async def authorize(runtime: Runtime, scope: dict, *, admin: bool = True) -> Cal
     return Caller(ctx, record, query_values(scope))
 
 
-async def read_json(scope: dict, receive: Any, decoder: BodyDecoder[T]) -> T:
+async def read_json(scope: Scope, receive: Receive, decoder: BodyDecoder[T]) -> T:
     """The request body decoded with ``decoder``: 400 naming the field when it does not fit."""
     body = await read_body(scope, receive, ADMIN_BODY_LIMIT)
     return decoder.decode(body)
@@ -117,12 +118,12 @@ def page(items: list[T], page_size: int | None, current_page: int) -> list[T]:
     return items[start:start + page_size]
 
 
-async def send_record(send: Any, record: Any, status: int = 200) -> None:
+async def send_record(send: Send, record: Any, status: int = 200) -> None:
     """One record (a Struct or a dict) as the JSON answer."""
     await send_json(send, status, _encode(record))
 
 
-async def send_list(send: Any, data: Sequence[Any], total: int | None = None, **extra: Any) -> None:
+async def send_list(send: Send, data: Sequence[Any], total: int | None = None, **extra: Any) -> None:
     """The list envelope ``{"object": "list", "data": [...], "total": n}`` (plus ``extra`` members)."""
     doc: dict[str, Any] = {"object": "list", "data": data, "total": len(data) if total is None else total}
     doc.update(extra)

@@ -30,6 +30,7 @@ from gateway.http.body import read_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.batch_store import PREFIX, BatchRecord, is_gateway_batch, keep_until
 from gateway.jobs.files import is_gateway_file
 from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
@@ -61,7 +62,7 @@ def line_headers(ctx: RequestContext, raw_headers: list[tuple[bytes, bytes]]) ->
     return out
 
 
-def _batch_id(scope: dict) -> str:
+def _batch_id(scope: Scope) -> str:
     return path_id(scope["path_params"]["batch_id"], "batch_id", "batch")
 
 
@@ -82,7 +83,7 @@ class BatchRoutes:
             ("POST", "/v1/batches/{batch_id}/cancel", self.cancel),
         ]
 
-    async def create(self, scope: dict, receive: Any, send: Any) -> None:
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         ctx = caller.ctx
@@ -99,7 +100,7 @@ class BatchRoutes:
         await jobs.forwarder.relay_json(send, ctx, BATCHES, "POST", "/batches", body=body,
                                         content_type="application/json")
 
-    async def _create_gateway_batch(self, scope: dict, workspace: str, ctx: RequestContext,
+    async def _create_gateway_batch(self, scope: Scope, workspace: str, ctx: RequestContext,
                                     request: CreateBatch) -> Batch:
         jobs = self.jobs
         if not names_provider(ctx):
@@ -126,7 +127,7 @@ class BatchRoutes:
         jobs.scheduler.poke()
         return batch
 
-    async def list(self, scope: dict, receive: Any, send: Any) -> None:
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         query = query_values(scope)
@@ -139,7 +140,7 @@ class BatchRoutes:
         data = [(await jobs.batches.with_live_counts(r)).batch for r in page]
         await send_json(send, 200, _encode(list_envelope(data, _batch_of, has_more)), gateway_headers(caller.ctx))
 
-    async def retrieve(self, scope: dict, receive: Any, send: Any) -> None:
+    async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         batch_id = _batch_id(scope)
@@ -151,7 +152,7 @@ class BatchRoutes:
         else:
             raise _not_found(batch_id)
 
-    async def cancel(self, scope: dict, receive: Any, send: Any) -> None:
+    async def cancel(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         batch_id = _batch_id(scope)

@@ -21,6 +21,7 @@ from gateway.api.admin import choice_query, int_query, query_values, send_record
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
+from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.files import is_gateway_file, new_file_id
 from gateway.jobs.filestore import FileMissing
 from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
@@ -31,7 +32,7 @@ from gateway.schema.files import LIST_LIMIT_MAX, FileDeleted, FileObject, check_
 _encode = msgspec.json.encode
 
 
-def _file_id(scope: dict) -> str:
+def _file_id(scope: Scope) -> str:
     return path_id(scope["path_params"]["file_id"], "file_id", "file")
 
 
@@ -53,7 +54,7 @@ class FileRoutes:
             ("GET", "/v1/files/{file_id}/content", self.content),
         ]
 
-    async def create(self, scope: dict, receive: Any, send: Any) -> None:
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         ctx = caller.ctx
@@ -90,7 +91,7 @@ class FileRoutes:
             raise
         await send_json(send, 200, _encode(obj), gateway_headers(ctx))
 
-    async def list(self, scope: dict, receive: Any, send: Any) -> None:
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         query = query_values(scope)
@@ -105,7 +106,7 @@ class FileRoutes:
         page, has_more = cursor_page(files, _id, query.get("after") or None, limit)
         await send_json(send, 200, _encode(list_envelope(page, _id, has_more)), gateway_headers(caller.ctx))
 
-    async def retrieve(self, scope: dict, receive: Any, send: Any) -> None:
+    async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         file_id = _file_id(scope)
@@ -116,7 +117,7 @@ class FileRoutes:
         else:
             raise _not_found(file_id)
 
-    async def delete(self, scope: dict, receive: Any, send: Any) -> None:
+    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         file_id = _file_id(scope)
@@ -133,7 +134,7 @@ class FileRoutes:
         else:
             raise _not_found(file_id)
 
-    async def content(self, scope: dict, receive: Any, send: Any) -> None:
+    async def content(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         file_id = _file_id(scope)

@@ -15,13 +15,14 @@ from gateway.api.admin import ADMIN_BODY_LIMIT, int_query, query_values
 from gateway.api.jobs import Jobs, raw_query
 from gateway.http.body import read_body
 from gateway.http.errors import InvalidRequest
+from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.files import is_gateway_file
 from gateway.jobs.passthrough import path_id
 from gateway.providers.base import FINE_TUNING
 from gateway.schema.fine_tuning import parse_create_job
 
 
-def _job_id(scope: dict) -> str:
+def _job_id(scope: Scope) -> str:
     return path_id(scope["path_params"]["fine_tuning_job_id"], "fine_tuning_job_id", "fine-tuning job")
 
 
@@ -38,7 +39,7 @@ class FineTuningRoutes:
             ("GET", "/v1/fine_tuning/jobs/{fine_tuning_job_id}/events", self.events),
         ]
 
-    async def create(self, scope: dict, receive: Any, send: Any) -> None:
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         body = await read_body(scope, receive, ADMIN_BODY_LIMIT)
         request = parse_create_job(body)
@@ -51,23 +52,23 @@ class FineTuningRoutes:
         await self.jobs.forwarder.relay_json(send, caller.ctx, FINE_TUNING, "POST", "/fine_tuning/jobs", body=body,
                                              content_type="application/json")
 
-    async def list(self, scope: dict, receive: Any, send: Any) -> None:
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         int_query(query_values(scope), "limit", 20, 1)
         await self.jobs.forwarder.relay_json(send, caller.ctx, FINE_TUNING, "GET", "/fine_tuning/jobs",
                                              raw_query(scope))
 
-    async def retrieve(self, scope: dict, receive: Any, send: Any) -> None:
+    async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         await self.jobs.forwarder.relay_json(send, caller.ctx, FINE_TUNING, "GET",
                                              f"/fine_tuning/jobs/{_job_id(scope)}")
 
-    async def cancel(self, scope: dict, receive: Any, send: Any) -> None:
+    async def cancel(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         await self.jobs.forwarder.relay_json(send, caller.ctx, FINE_TUNING, "POST",
                                              f"/fine_tuning/jobs/{_job_id(scope)}/cancel")
 
-    async def events(self, scope: dict, receive: Any, send: Any) -> None:
+    async def events(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         int_query(query_values(scope), "limit", 20, 1)
         await self.jobs.forwarder.relay_json(send, caller.ctx, FINE_TUNING, "GET",

@@ -26,6 +26,7 @@ from gateway.http.body import ClientDisconnected, read_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, UpstreamTimeout, UpstreamUnreachable
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
+from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.estimate import SAMPLE_CHUNKS
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
@@ -131,7 +132,7 @@ async def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
 _RETRY_COUNTS = [str(n).encode() for n in range(16)]
 
 
-def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None) -> list:
+def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None) -> RawHeaders:
     headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1"))]
     if state is not None:
         headers.append((b"x-gateway-last-used-option-index", state.path.encode()))
@@ -151,7 +152,7 @@ class Pipeline:
         self.endpoint = endpoint
         self.parse = parse
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         started = time.perf_counter()
         ctx: RequestContext | None = None
@@ -300,7 +301,7 @@ class Pipeline:
 
         return attempt
 
-    async def _relay(self, scope: dict, receive, send, outcome: StreamOutcome, headers: list,
+    async def _relay(self, scope: Scope, receive: Receive, send: Send, outcome: StreamOutcome, headers: RawHeaders,
                      record: RequestRecord) -> None:
         """Relay the stream event by event; a client that leaves cancels the upstream request.
 
@@ -405,7 +406,7 @@ async def _first_events(response: aiohttp.ClientResponse, transformer: Any, prov
             return events, False
 
 
-async def _wait_disconnect(receive, task: asyncio.Task | None) -> None:
+async def _wait_disconnect(receive: Receive, task: asyncio.Task | None) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

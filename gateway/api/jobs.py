@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl
 from gateway.api.admin import Caller, authorize
 from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest
+from gateway.http.types import Scope
 from gateway.jobs.batch_runner import RunnerDeps
 from gateway.jobs.batch_scheduler import BatchScheduler
 from gateway.jobs.batch_store import BatchStore
@@ -58,7 +59,7 @@ class Jobs:
     async def close(self) -> None:
         await self.scheduler.close()
 
-    async def caller(self, scope: dict) -> Caller:
+    async def caller(self, scope: Scope) -> Caller:
         """The authenticated caller; a bearer that served as the gateway key is dropped from the context."""
         caller = await authorize(self.runtime, scope, admin=False)
         if not caller.ctx.api_key:
@@ -67,12 +68,12 @@ class Jobs:
         return caller
 
 
-def query_pairs(scope: dict) -> list[tuple[str, str]]:
+def query_pairs(scope: Scope) -> list[tuple[str, str]]:
     raw = scope.get("query_string") or b""
     return parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if raw else []
 
 
-def raw_query(scope: dict) -> str:
+def raw_query(scope: Scope) -> str:
     return (scope.get("query_string") or b"").decode("latin-1")
 
 

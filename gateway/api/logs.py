@@ -17,6 +17,7 @@ from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logs import LogFilter, LogStore
 
 MAX_LIMIT = 100
@@ -94,7 +95,7 @@ class LogsEndpoint:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         reader = await log_scope(runtime, scope)
         flt = parse_filter(scope.get("query_string") or b"")

@@ -8,9 +8,10 @@ import asyncio
 from gateway.api.runtime import Runtime
 from gateway.http.errors import Forbidden, Unauthorized
 from gateway.http.respond import send_bytes
+from gateway.http.types import RawHeaders, Receive, Scope, Send
 
 
-def _presented_key(headers: list[tuple[bytes, bytes]]) -> str | None:
+def _presented_key(headers: RawHeaders) -> str | None:
     bearer = None
     for name, value in headers:
         lower = name.lower()
@@ -25,7 +26,7 @@ class MetricsEndpoint:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         if not runtime.settings.metrics_public:
             key = _presented_key(scope["headers"])

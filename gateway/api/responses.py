@@ -19,6 +19,7 @@ from typing import Any
 from gateway.api.admin import choice_query, int_query, query_values
 from gateway.api.jobs import Jobs, query_pairs, raw_query
 from gateway.http.errors import InvalidRequest
+from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.passthrough import path_id
 from gateway.providers.base import RESPONSES
 
@@ -29,13 +30,13 @@ INCLUDABLE = (
 )
 
 
-def check_include(scope: dict) -> None:
+def check_include(scope: Scope) -> None:
     for name, value in query_pairs(scope):
         if name in ("include", "include[]") and value not in INCLUDABLE:
             raise InvalidRequest(f"include must be one of {', '.join(INCLUDABLE)}, got {value!r}", param="include")
 
 
-def _response_id(scope: dict) -> str:
+def _response_id(scope: Scope) -> str:
     return path_id(scope["path_params"]["response_id"], "response_id", "response")
 
 
@@ -49,7 +50,7 @@ class ResponseRoutes:
             ("GET", "/v1/responses/{response_id}/input_items", self.input_items),
         ]
 
-    async def retrieve(self, scope: dict, receive: Any, send: Any) -> None:
+    async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         response_id = _response_id(scope)
         check_include(scope)
@@ -58,7 +59,7 @@ class ResponseRoutes:
         await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET", f"/responses/{response_id}",
                                              raw_query(scope))
 
-    async def input_items(self, scope: dict, receive: Any, send: Any) -> None:
+    async def input_items(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         response_id = _response_id(scope)
         query = query_values(scope)

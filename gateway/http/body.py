@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
+from gateway.http.types import Receive, Scope
 
 
 class ClientDisconnected(Exception):
     """The client went away before its body was read."""
 
 
-async def read_body(scope: dict, receive, limit: int) -> bytes:
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The whole body; 413 as soon as it is known to exceed ``limit`` (Content-Length or bytes read)."""
     for name, value in scope["headers"]:
         if name == b"content-length":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.http.errors import GatewayError
+from gateway.http.types import RawHeaders, Send
 
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 SSE_HEADERS = (
@@ -13,20 +14,21 @@ SSE_HEADERS = (
 _PLAIN = ((b"content-type", b"text/plain; charset=utf-8"),)
 
 
-async def send_bytes(send, status: int, body: bytes, headers: list | tuple = JSON_HEADERS) -> None:
+async def send_bytes(send: Send, status: int, body: bytes,
+                     headers: RawHeaders | tuple[tuple[bytes, bytes], ...] = JSON_HEADERS) -> None:
     """One complete response."""
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_json(send, status: int, body: bytes, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_json(send: Send, status: int, body: bytes, extra_headers: RawHeaders | None = None) -> None:
     headers = list(JSON_HEADERS)
     if extra_headers:
         headers.extend(extra_headers)
     await send_bytes(send, status, body, headers)
 
 
-async def send_error(send, error: GatewayError, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_error(send: Send, error: GatewayError, extra_headers: RawHeaders | None = None) -> None:
     """The vendorA error envelope with the error's status (the only writer of error bodies)."""
     headers = list(JSON_HEADERS)
     if error.headers:
@@ -36,16 +38,16 @@ async def send_error(send, error: GatewayError, extra_headers: list[tuple[bytes,
     await send_bytes(send, error.status, error.body(), headers)
 
 
-async def start_stream(send, extra_headers: list[tuple[bytes, bytes]] | None = None, status: int = 200) -> None:
+async def start_stream(send: Send, extra_headers: RawHeaders | None = None, status: int = 200) -> None:
     headers = list(SSE_HEADERS)
     if extra_headers:
         headers.extend(extra_headers)
     await send({"type": "http.response.start", "status": status, "headers": headers})
 
 
-async def send_chunk(send, data: bytes) -> None:
+async def send_chunk(send: Send, data: bytes) -> None:
     await send({"type": "http.response.body", "body": data, "more_body": True})
 
 
-async def end_stream(send, data: bytes = b"") -> None:
+async def end_stream(send: Send, data: bytes = b"") -> None:
     await send({"type": "http.response.body", "body": data, "more_body": False})

@@ -8,9 +8,9 @@ trailing slash is a different path (404), never a near match.
 
 from __future__ import annotations
 
-from typing import Any
+from gateway.http.types import ASGIApp
 
-Handler = Any  # an ASGI-style callable: ``await handler(scope, receive, send)``
+Handler = ASGIApp  # ``await handler(scope, receive, send)``
 
 
 class _Pattern:

@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from gateway.http.errors import GatewayError
+from gateway.http.types import Message
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -47,7 +48,7 @@ class InProcessDispatcher:
         sent = False
         never: asyncio.Future | None = None
 
-        async def receive() -> dict:
+        async def receive() -> Message:
             nonlocal sent, never
             if not sent:
                 sent = True
@@ -60,7 +61,7 @@ class InProcessDispatcher:
         out_headers: Headers = []
         parts: list[bytes] = []
 
-        async def send(message: dict) -> None:
+        async def send(message: Message) -> None:
             nonlocal status, out_headers
             if message["type"] == "http.response.start":
                 status = message["status"]

@@ -21,6 +21,7 @@ from gateway.config.resolve import resolve_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
+from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
 from gateway.providers.registry import get_adapter
 from gateway.routing.plan import Node, plan_for
@@ -96,7 +97,7 @@ class Forwarder:
             raise error
         return adapter, response
 
-    async def relay_json(self, send: Any, ctx: RequestContext, resource: str, method: str, path: str,
+    async def relay_json(self, send: Send, ctx: RequestContext, resource: str, method: str, path: str,
                          query: str = "", body: Any = b"", content_type: str | None = None,
                          target: tuple[ProviderAdapter, Any] | None = None) -> None:
         """Forward and answer the provider's JSON object with the gateway's response headers."""
@@ -113,7 +114,7 @@ class Forwarder:
             raise malformed(adapter.name, "not a JSON object", data)
         await send_json(send, response.status, data, gateway_headers(ctx, adapter.name))
 
-    async def relay_bytes(self, send: Any, ctx: RequestContext, resource: str, path: str) -> None:
+    async def relay_bytes(self, send: Send, ctx: RequestContext, resource: str, path: str) -> None:
         """Forward a GET and stream the provider's body back as it arrives (file contents)."""
         adapter, response = await self.open(ctx, resource, "GET", path)
         headers = [(b"content-type", (response.headers.get("content-type") or "application/octet-stream").encode(

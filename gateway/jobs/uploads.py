@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from typing import IO, Any
+from typing import IO
 
 from gateway.http.body import ClientDisconnected
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
+from gateway.http.types import Receive, Scope
 from gateway.jobs.filestore import FileWriter
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
 
@@ -66,14 +67,14 @@ class _Spool:
         return self.file
 
 
-def header(scope: dict, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
             return value.decode("latin-1")
     return None
 
 
-async def receive_upload(scope: dict, receive: Any, max_file_bytes: int, sink: FileWriter | None,
+async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, sink: FileWriter | None,
                          spool_dir: str | None = None, spool: bool = False) -> Upload:
     """Read the whole multipart upload (streaming); 400 for a malformed body or no ``file`` part, 413 when too
     large. The caller commits or aborts ``sink``; on an exception here nothing was committed."""
@@ -100,7 +101,7 @@ async def receive_upload(scope: dict, receive: Any, max_file_bytes: int, sink: F
     return upload
 
 
-async def _read_parts(receive: Any, parser: MultipartParser, upload: Upload, sink: FileWriter | None,
+async def _read_parts(receive: Receive, parser: MultipartParser, upload: Upload, sink: FileWriter | None,
                       raw: _Spool | None, max_file_bytes: int) -> None:
     current: str | None = None  # "file", a field name, or None between parts
     field = bytearray()

@@ -23,9 +23,9 @@ import re
 import time
 from typing import Any
 
+from gateway.http.types import Send
 from gateway.mock.kit import (
     MockRequest,
-    Send,
     count_tokens,
     end_stream,
     respond_json,

@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import pkgutil
+import re
 
 import msgspec
 
 import gateway.mock as mock_package
+from gateway.http.types import Receive, Scope, Send
 from gateway.mock import vendorA
-from gateway.mock.kit import DEFAULT_STEP, SCENARIOS, MockRequest, Scenario, _current, respond, respond_json
+from gateway.mock.kit import DEFAULT_STEP, SCENARIOS, Handler, MockRequest, Scenario, _current, respond, respond_json
 
-_routes: list[tuple[str, object, object, object]] = []
+_routes: list[tuple[str, re.Pattern[str], Handler, Handler]] = []
 
 
 def _discover() -> None:
@@ -35,7 +37,7 @@ def _discover() -> None:
 _discover()
 
 
-async def _read(receive) -> bytes:
+async def _read(receive: Receive) -> bytes:
     parts = []
     while True:
         message = await receive()
@@ -47,7 +49,7 @@ async def _read(receive) -> bytes:
     return b"".join(parts)
 
 
-async def _watch(receive, req: MockRequest) -> None:
+async def _watch(receive: Receive, req: MockRequest) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -55,7 +57,7 @@ async def _watch(receive, req: MockRequest) -> None:
             return
 
 
-async def _control(method: str, scenario_id: str, body: bytes, send) -> None:
+async def _control(method: str, scenario_id: str, body: bytes, send: Send) -> None:
     if method == "POST":
         try:
             scenario = msgspec.json.decode(body or b"{}", type=Scenario)
@@ -79,7 +81,7 @@ async def _control(method: str, scenario_id: str, body: bytes, send) -> None:
         await respond_json(send, 405, {"error": {"message": "method not allowed"}})
 
 
-async def app(scope, receive, send) -> None:
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         while True:
             message = await receive()

@@ -30,9 +30,9 @@ from typing import Any
 
 import msgspec
 
+from gateway.http.types import Send
 from gateway.mock.kit import (
     MockRequest,
-    Send,
     count_tokens,
     end_stream,
     respond_json,

@@ -37,9 +37,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding
 
+from gateway.http.types import Send
 from gateway.mock.kit import (
     MockRequest,
-    Send,
     count_tokens,
     end_stream,
     respond_json,

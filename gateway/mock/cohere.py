@@ -16,7 +16,8 @@ import math
 import re
 import uuid
 
-from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json
+from gateway.http.types import Send
+from gateway.mock.kit import MockRequest, count_tokens, respond_json
 from gateway.mock.scoring import (
     AUTH,
     NO_MODEL,

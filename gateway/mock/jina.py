@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json
+from gateway.http.types import Send
+from gateway.mock.kit import MockRequest, count_tokens, respond_json
 from gateway.mock.scoring import (
     AUTH,
     NOT_OBJECT,

@@ -34,6 +34,8 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from gateway.http.types import Send
+
 _encode = msgspec.json.encode
 DEFAULT_REPLY = (
     "Hello from the gateway mock upstream: this deterministic reply has exactly twenty words, so every stream has twenty "
@@ -116,7 +118,6 @@ class MockRequest:
         return [pieces[i % len(pieces)] for i in range(want)]
 
 
-Send = Callable[[dict], Awaitable[None]]
 Handler = Callable[[MockRequest, Send], Awaitable[None]]
 
 

@@ -16,7 +16,8 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from gateway.mock.kit import Handler, MockRequest, Send, count_tokens, respond_json, retry_headers
+from gateway.http.types import Send
+from gateway.mock.kit import Handler, MockRequest, count_tokens, respond_json, retry_headers
 
 #: ``fail(send, status, message, headers=None)``: one provider's error body
 Fail = Callable[..., Awaitable[None]]

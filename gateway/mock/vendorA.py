@@ -15,9 +15,9 @@ import sys
 import time
 from array import array
 
+from gateway.http.types import Send
 from gateway.mock.kit import (
     MockRequest,
-    Send,
     count_tokens,
     end_stream,
     respond_json,

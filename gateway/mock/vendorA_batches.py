@@ -17,7 +17,8 @@ import uuid
 
 import msgspec
 
-from gateway.mock.kit import DEFAULT_REPLY, MockRequest, Send, count_tokens, respond_json
+from gateway.http.types import Send
+from gateway.mock.kit import DEFAULT_REPLY, MockRequest, count_tokens, respond_json
 from gateway.mock.vendorA_files import CONTENT, FILES, envelope, invalid, page, query, store_file
 
 VALIDATE_S = 0.2

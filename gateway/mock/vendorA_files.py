@@ -15,7 +15,8 @@ import time
 from urllib.parse import parse_qs
 
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
-from gateway.mock.kit import MockRequest, Send, respond, respond_json
+from gateway.http.types import Send
+from gateway.mock.kit import MockRequest, respond, respond_json
 
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 FILES: dict[str, dict] = {}

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 import time
 
-from gateway.mock.kit import MockRequest, Send, respond_json
+from gateway.http.types import Send
+from gateway.mock.kit import MockRequest, respond_json
 from gateway.mock.vendorA_files import CONTENT, FILES, invalid, new_id, page, query, store_file
 
 QUEUE_S = 0.2

@@ -16,7 +16,8 @@ import time
 import uuid
 from urllib.parse import parse_qs
 
-from gateway.mock.kit import MockRequest, Send, count_tokens, respond_json
+from gateway.http.types import Send
+from gateway.mock.kit import MockRequest, count_tokens, respond_json
 from gateway.mock.vendorA_files import invalid
 
 INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
