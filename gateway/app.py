@@ -110,7 +110,9 @@ class GatewayApp:
             if message["type"] == "lifespan.startup":
                 try:
                     if self.runtime is None:
-                        self.runtime = Runtime(settings_module.get())
+                        settings = settings_module.for_worker()
+                        _speedups.configure(settings.no_extensions)
+                        self.runtime = Runtime(settings)
                         self._mount(self.runtime)
                     await self.runtime.start()
                 except Exception as exc:  # noqa: BLE001 - reported to the server, which stops

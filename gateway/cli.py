@@ -1,9 +1,9 @@
-"""Command line: ``gateway serve`` and ``gateway mock-upstream``; every serve flag is also a GATEWAY_* variable."""
+"""Command line: ``gateway serve`` (one flag per non-secret setting, generated from ``Settings``) and
+``gateway mock-upstream``."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from gateway import __version__
@@ -32,13 +32,10 @@ def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    for flag, var in (("host", "GATEWAY_HOST"), ("port", "GATEWAY_PORT"), ("workers", "GATEWAY_WORKERS")):
-        value = getattr(args, flag)
-        if value is not None:
-            os.environ[var] = str(value)
-    settings_module.reset()
+    flags = {info.name: getattr(args, info.name) for info in settings_module.FIELDS
+             if not info.secret and getattr(args, info.name) is not None}
     try:
-        settings = settings_module.get()
+        settings = settings_module.load(flags=flags)
     except ValueError as exc:
         print(f"gateway: bad setting: {exc}", file=sys.stderr)
         return 2
@@ -50,6 +47,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.observability import multiproc
 
     metrics_dir, owned = multiproc.prepare(settings_module.data_path(settings, "metrics"))
+    settings_module.hand_to_workers(settings)
     print(
         f"gateway {__version__}: serving on http://{settings.host}:{settings.port}/v1 "
         f"with {settings.workers} worker(s); data in {settings.data_dir}",
@@ -72,14 +70,42 @@ def cmd_mock(args: argparse.Namespace) -> int:
     return 0
 
 
+_METAVARS = {int: "INTEGER", float: "NUMBER", tuple: "A,B,..."}
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting that is not a secret, named and described from its ``Settings`` field."""
+    for info in settings_module.FIELDS:
+        if info.secret:
+            continue
+        names = " or ".join((info.env, *info.aliases))
+        default = info.default
+        if isinstance(default, bool):
+            default = "true" if default else "false"
+        elif isinstance(default, tuple):
+            default = ",".join(default) or "empty"
+        elif default is None:
+            default = "unset"
+        text = f"{info.help} ({names}; default {default})".replace("%", "%%")
+        if info.kind is bool:
+            parser.add_argument(info.flag, dest=info.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=text)
+        else:
+            metavar = _METAVARS.get(info.kind, "TEXT")
+            parser.add_argument(info.flag, dest=info.name, default=None, metavar=metavar, help=text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gateway", description="A fast AI gateway.")
     parser.add_argument("--version", action="version", version=f"gateway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve the gateway (every flag also reads GATEWAY_<NAME>)")
-    serve.add_argument("--host", default=None, help="bind address (GATEWAY_HOST, default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (GATEWAY_PORT, default 8787)")
-    serve.add_argument("--workers", type=int, default=None, help="worker processes (GATEWAY_WORKERS, default 1)")
+    serve = sub.add_parser(
+        "serve", help="serve the gateway",
+        description="Serve the gateway. Every setting is read from its variable; the flags below override them.",
+        epilog="environment only (secrets): " + ", ".join(
+            info.env for info in settings_module.FIELDS if info.secret),
+    )
+    add_setting_flags(serve)
     serve.set_defaults(func=cmd_serve)
     mock = sub.add_parser("mock-upstream", help="serve the faithful local provider mock")
     mock.add_argument("--host", default="127.0.0.1")

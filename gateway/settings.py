@@ -1,13 +1,38 @@
-"""Every GATEWAY_* setting (and the standard proxy variables) in one msgspec Struct, read once at start."""
+"""Every setting in one msgspec Struct: read once at start from ``GATEWAY_*`` variables (and the standard proxy
+variables) and the ``gateway serve`` flags.
+
+This module is the only one that reads the environment. Each field of ``Settings`` is one setting; its
+``Annotated`` metadata (built with ``setting(...)``) is its help text and says whether it is a secret. From that
+one definition come
+
+- the variable: ``GATEWAY_<FIELD NAME>`` (or the ``env=`` given), read by ``load``;
+- the flag: ``--<field-name>`` on ``gateway serve`` for every setting that is not a secret (``gateway.cli``
+  generates them from ``FIELDS``; secrets stay environment-only because flags show in ``ps``);
+- the help text: the variable and the default.
+
+Adding a setting is one line here (plus its README row). Values are decoded with ``msgspec.convert(...,
+strict=False)``: numbers from text, constraints from the metadata (``ge=1``...). Booleans read ``1``, ``true``,
+``yes``, ``on`` as true and anything else as false; tuples are comma-separated lists; an empty variable is unset.
+
+Code gets the settings as an argument (``Runtime(settings)`` and what it builds), never from a global. Granian's
+workers are separate processes: ``gateway serve`` parses the environment and flags once, then
+``hand_to_workers`` puts the result, as JSON, in one variable (``GATEWAY_SERVE_SETTINGS``) that the workers inherit;
+``for_worker`` decodes it (and falls back to ``load()`` for a worker started by other means).
+"""
 
 from __future__ import annotations
 
 import os
+import types
+import typing
 from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping
 
 import msgspec
 
 _TRUE = {"1", "true", "yes", "on"}
+#: where ``gateway serve`` leaves the parsed settings for its worker processes
+HANDOFF_ENV = "GATEWAY_SERVE_SETTINGS"
 
 
 def env_bool(value: str | None) -> bool:
@@ -15,184 +40,228 @@ def env_bool(value: str | None) -> bool:
     return (value or "").strip().lower() in _TRUE
 
 
-def default_data_dir() -> str:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "gateway")
-
-
 def split_names(value: str | None) -> tuple[str, ...]:
     """A comma-separated list, trimmed, empties dropped."""
     return tuple(p.strip() for p in (value or "").split(",") if p.strip())
 
 
-class Settings(msgspec.Struct, frozen=True):
-    """The gateway's settings. Field ``x`` comes from ``GATEWAY_X`` (see ``ENV``)."""
+def default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "gateway")
 
-    host: str = "127.0.0.1"
-    port: int = 8787
-    workers: int = 1
-    admin_key: str | None = None
-    data_dir: str = ""
-    redis_url: str | None = None
-    allow_private_hosts: tuple[str, ...] = ()
-    max_body_bytes: int = 32 * 1024 * 1024
+
+def setting(help: str, *, secret: bool = False, env: str | None = None, aliases: tuple[str, ...] = (),
+            **constraints: Any) -> msgspec.Meta:
+    """The description of one setting, for its ``Annotated`` type: help text; ``secret=True`` for values that must
+    never be a flag (keys, URLs that may hold a password); ``env`` when its variable is not ``GATEWAY_<NAME>``;
+    ``aliases``: more variables read when the main one is unset; ``constraints``: msgspec.Meta checks (``ge=1``)."""
+    extra: dict[str, Any] = {}
+    if secret:
+        extra["secret"] = True
+    if env:
+        extra["env"] = env
+    if aliases:
+        extra["aliases"] = aliases
+    return msgspec.Meta(description=help, extra=extra, **constraints)
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """The gateway's settings. Field ``x`` comes from ``GATEWAY_X`` (see ``FIELDS``)."""
+
+    host: Annotated[str, setting("bind address")] = "127.0.0.1"
+    port: Annotated[int, setting("port")] = 8787
+    workers: Annotated[int, setting("worker processes", ge=1)] = 1
+    admin_key: Annotated[str | None, setting("a gateway key with full rights in the default workspace",
+                                             secret=True)] = None
+    data_dir: Annotated[str, setting("where the embedded store keeps its files")] = msgspec.field(
+        default_factory=default_data_dir)
+    redis_url: Annotated[str | None, setting("shared state in Redis", secret=True)] = None
+    allow_private_hosts: Annotated[tuple[str, ...], setting(
+        "comma-separated host names, addresses or CIDRs upstreams may use although private or loopback")] = ()
+    max_body_bytes: Annotated[int, setting("larger request bodies get 413", gt=0)] = 32 * 1024 * 1024
     # upstream client
-    upstream_connect_timeout_ms: int = 10_000
-    upstream_read_timeout_ms: int = 600_000
-    request_timeout_ms: int | None = None
-    pool_size_per_host: int = 0
-    pool_size: int = 0
-    pool_keepalive_s: float = 60.0
-    retry_after_max_ms: int = 60_000
-    # outbound proxies: the standard HTTP_PROXY / HTTPS_PROXY / NO_PROXY variables (lower-case spellings too)
-    http_proxy: str | None = None
-    https_proxy: str | None = None
-    no_proxy: tuple[str, ...] = ()
+    upstream_connect_timeout_ms: Annotated[int, setting("connect timeout per upstream attempt (504)")] = 10_000
+    upstream_read_timeout_ms: Annotated[int, setting("longest silence while reading an upstream answer (504)")] = (
+        600_000)
+    request_timeout_ms: Annotated[int | None, setting("default request_timeout of every request (408)",
+                                                      aliases=("REQUEST_TIMEOUT",))] = None
+    pool_size_per_host: Annotated[int, setting("upstream connections per worker and host (0: no limit)")] = 0
+    pool_size: Annotated[int, setting("upstream connections per worker (0: no limit)")] = 0
+    pool_keepalive_s: Annotated[float, setting("idle keep-alive of pooled upstream connections")] = 60.0
+    retry_after_max_ms: Annotated[int, setting("longest provider Retry-After the gateway waits")] = 60_000
+    # outbound proxies: the standard variables, also in their lower-case spellings as curl reads them; a proxy URL
+    # may hold user:password, so both are secrets
+    http_proxy: Annotated[str | None, setting("proxy for http:// upstreams", secret=True, env="HTTP_PROXY",
+                                              aliases=("http_proxy",))] = None
+    https_proxy: Annotated[str | None, setting("proxy for https:// upstreams (a CONNECT tunnel)", secret=True,
+                                               env="HTTPS_PROXY", aliases=("https_proxy",))] = None
+    no_proxy: Annotated[tuple[str, ...], setting(
+        "comma-separated hosts, domains, addresses or CIDRs (optionally :port, or *) called directly",
+        env="NO_PROXY", aliases=("no_proxy",))] = ()
     # serving
-    backlog: int = 2048
-    shutdown_grace_s: float = 30.0
-    log_level: str = "info"
+    backlog: Annotated[int, setting("listen backlog")] = 2048
+    shutdown_grace_s: Annotated[float, setting("how long SIGTERM waits for in-flight requests")] = 30.0
+    log_level: Annotated[str, setting("server log level")] = "info"
     # observability
-    log_bodies: bool = False
-    log_file: str | None = None  # JSON request-log lines: unset/"-" = stdout, a path = appended, "off" = none
-    log_retention_rows: int = 100_000  # request logs kept in <data_dir>/logs.db (newest rows)
-    metrics_public: bool = False
-    otlp_endpoint: str | None = None
-    console: bool = True  # the web console at /console and its read-only API routes; off removes them
-    organisation_headers_to_mask: tuple[str, ...] = ()
-    no_extensions: bool = False
+    log_bodies: Annotated[bool, setting("put request and response bodies in request logs")] = False
+    log_file: Annotated[str | None, setting("JSON request-log lines: unset or - for stdout, a path, or off")] = None
+    log_retention_rows: Annotated[int, setting("request logs kept in <data dir>/logs.db (newest rows)", ge=1)] = (
+        100_000)
+    metrics_public: Annotated[bool, setting("serve /metrics without the admin key")] = False
+    otlp_endpoint: Annotated[str | None, setting("OTLP/HTTP base URL for trace spans")] = None
+    console: Annotated[bool, setting("the web console at /console and its read-only API routes (off removes them)")] = (
+        True)
+    organisation_headers_to_mask: Annotated[tuple[str, ...], setting(
+        "comma-separated header names masked in every log and never forwarded",
+        env="ORGANISATION_HEADERS_TO_MASK")] = ()
+    no_extensions: Annotated[bool, setting("use the pure-Python twins instead of the compiled speedups")] = False
     # guardrails
-    guardrail_workers: int = 2  # threads for CPU-heavy checks (large inputs, large JSON schemas)
-    guardrail_queue: int = 64  # such checks waiting or running per worker process; beyond, a check fails
-    guardrail_async_max: int = 256  # async hooks running in the background per worker process; beyond, dropped
+    guardrail_workers: Annotated[int, setting(
+        "threads for CPU-heavy guardrail checks (large inputs, large JSON schemas)", ge=1)] = 2
+    guardrail_queue: Annotated[int, setting(
+        "CPU-heavy checks waiting or running per worker process; beyond, a check fails", ge=1)] = 64
+    guardrail_async_max: Annotated[int, setting(
+        "async hooks running in the background per worker process; beyond, dropped", ge=1)] = 256
     # files and batches
-    files_dir: str | None = None  # gateway-stored files; unset: <data_dir>/files, or chunks in Redis with redis_url
-    file_max_bytes: int = 200 * 1024 * 1024  # largest upload (gateway-stored or forwarded)
-    batch_concurrency: int = 16  # lines of one gateway-run batch in flight at once
-    batch_max_lines: int = 50_000  # lines a gateway-run batch's input file may hold
-    batch_line_attempts: int = 3  # tries of a line that meets a 429 or 5xx (beyond its config's own retries)
-    batch_lease_ms: int = 15_000  # a runner's lease on its batch; another instance takes over when it lapses
-    batch_poll_ms: int = 1000  # how often each worker looks for batches to run, and runners for cancels
-    batch_window_s: int = 86_400  # how long an `immediate` batch may run before it expires
+    files_dir: Annotated[str | None, setting(
+        "where gateway-stored files live; unset: <data dir>/files, or chunks in Redis with a redis_url")] = None
+    file_max_bytes: Annotated[int, setting("largest file upload, stored or forwarded (413 above)", ge=1)] = (
+        200 * 1024 * 1024)
+    batch_concurrency: Annotated[int, setting("lines of one gateway-run batch in flight at once", ge=1)] = 16
+    batch_max_lines: Annotated[int, setting("lines a gateway-run batch's input file may hold", ge=1)] = 50_000
+    batch_line_attempts: Annotated[int, setting(
+        "tries of a batch line that meets a 408, 429 or 5xx (beyond its config's own retries)", ge=1)] = 3
+    batch_lease_ms: Annotated[int, setting(
+        "a batch runner's lease; another worker or instance takes over when it lapses", ge=1)] = 15_000
+    batch_poll_ms: Annotated[int, setting(
+        "how often each worker looks for batches to run, and runners for cancels", ge=1)] = 1000
+    batch_window_s: Annotated[int, setting("how long an immediate batch may run before it expires", ge=1)] = 86_400
     # shared state: Redis when redis_url is set, else the embedded SQLite store in data_dir
-    redis_key_prefix: str = "gw:"
-    redis_max_connections: int = 64
-    state_timeout_ms: int = 500  # one Redis call (connect, read, pooled connection) or one SQLite lock wait
-    state_fail_mode: str = "open"  # limits while the store is unreachable: open (admit) or closed (refuse)
-    state_probe_interval_ms: int = 1000
-    state_watch_interval_ms: int = 250
-    state_cache_max_entries: int = 10_000
-    state_cache_max_bytes: int = 256 * 1024 * 1024
+    redis_key_prefix: Annotated[str, setting("prefix of every Redis key the gateway writes (no braces)",
+                                             pattern=r"^[^{}]*$")] = "gw:"
+    redis_max_connections: Annotated[int, setting("Redis connections per worker (per cluster node)", ge=1)] = 64
+    state_timeout_ms: Annotated[int, setting(
+        "longest wait for one state-store call (Redis connect or read, pooled connection, SQLite lock)", ge=1)] = 500
+    state_fail_mode: Annotated[Literal["open", "closed"], setting(
+        "limits while the state store is unreachable: open (admit) or closed (refuse)")] = "open"
+    state_probe_interval_ms: Annotated[int, setting("how often each worker checks that Redis answers", ge=1)] = 1000
+    state_watch_interval_ms: Annotated[int, setting(
+        "how often workers look for changed control-plane records", ge=1)] = 250
+    state_cache_max_entries: Annotated[int, setting("response-cache entries kept by the embedded store", ge=1)] = 10_000
+    state_cache_max_bytes: Annotated[int, setting("response-cache bytes kept by the embedded store", ge=1)] = (
+        256 * 1024 * 1024)
     # semantic cache (gateway/cache): the cosine a paraphrase must reach with the packaged model, and the
     # embedding pool (threads; texts that may wait for one before a lookup is skipped as a MISS)
-    semantic_cache_threshold: float = 0.89
-    semantic_cache_threads: int = 1
-    semantic_cache_queue: int = 16
+    semantic_cache_threshold: Annotated[float, setting(
+        "cosine similarity a cached prompt must reach to answer (packaged model)", gt=0, le=1)] = 0.89
+    semantic_cache_threads: Annotated[int, setting("threads embedding prompts per worker", ge=1)] = 1
+    semantic_cache_queue: Annotated[int, setting(
+        "prompts that may wait for an embedding thread; beyond, the lookup is a MISS", ge=0)] = 16
     # usage and rate limit policies
-    policy_output_tokens: int = 1024  # output tokens reserved for a request that sets no max_tokens
-    policy_reservation_ttl_ms: int = 900_000  # an unsettled token/cost reservation is released after this
+    policy_output_tokens: Annotated[int, setting(
+        "output tokens reserved for a request that sets no max_tokens", ge=0)] = 1024
+    policy_reservation_ttl_ms: Annotated[int, setting(
+        "an unsettled token or cost reservation is released after this", ge=1)] = 900_000
 
 
+class SettingInfo(msgspec.Struct, frozen=True):
+    """One setting as the environment and the command line see it (derived from its ``Settings`` field)."""
+
+    name: str
+    env: str
+    aliases: tuple[str, ...]
+    help: str
+    secret: bool
+    #: the value's kind: bool, int, float, str or tuple (a comma-separated list)
+    kind: type
+    default: Any
+
+    @property
+    def flag(self) -> str:
+        """``--max-body-bytes`` for ``max_body_bytes``."""
+        return "--" + self.name.replace("_", "-")
+
+    def from_text(self, text: str) -> Any:
+        """A variable's (or flag's) text as msgspec's lax conversion wants it."""
+        if self.kind is bool:
+            return env_bool(text)
+        if self.kind is tuple:
+            return split_names(text)
+        return text
+
+
+def _info(field: msgspec.structs.FieldInfo) -> SettingInfo:
+    hint = field.type
+    meta = next((m for m in typing.get_args(hint)[1:] if isinstance(m, msgspec.Meta)), None)
+    if meta is None or not meta.description:
+        raise TypeError(f"Settings.{field.name} needs setting(...) metadata: its help text")
+    extra = meta.extra or {}
+    base = typing.get_args(hint)[0]
+    if isinstance(base, types.UnionType):  # ``int | None``: the kind is the type that is not None
+        base = next(k for k in typing.get_args(base) if k is not type(None))
+    kind = typing.get_origin(base) or base
+    if kind is Literal:  # a choice among texts
+        kind = str
+    default = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
+    return SettingInfo(field.name, extra.get("env", f"GATEWAY_{field.name.upper()}"), tuple(extra.get("aliases", ())),
+                       meta.description, bool(extra.get("secret")), kind, default)
+
+
+#: every setting, in definition order
+FIELDS: tuple[SettingInfo, ...] = tuple(_info(f) for f in msgspec.structs.fields(Settings))
+_BY_NAME = {info.name: info for info in FIELDS}
 #: field -> environment variable
-ENV: dict[str, str] = {name: f"GATEWAY_{name.upper()}" for name in Settings.__struct_fields__}
-ENV["organisation_headers_to_mask"] = "ORGANISATION_HEADERS_TO_MASK"
-#: settings read from the standard, unprefixed variable names (each also in its lower-case spelling)
-STANDARD_NAMES = ("http_proxy", "https_proxy", "no_proxy")
-for _name in STANDARD_NAMES:
-    ENV[_name] = _name.upper()
+ENV: dict[str, str] = {info.name: info.env for info in FIELDS}
+#: the settings that are never flags, only variables
+SECRETS: frozenset[str] = frozenset(info.name for info in FIELDS if info.secret)
 
 
-def load(environ: dict[str, str] | os._Environ | None = None) -> Settings:
-    """Read the settings from the environment; bad values raise ValueError naming the variable."""
+def load(environ: Mapping[str, str] | None = None, flags: Mapping[str, str | bool] | None = None) -> Settings:
+    """The settings from the environment (``os.environ`` by default), with ``flags`` (field -> the flag's text, or a
+    bool for on/off flags) taking precedence. A bad value raises ValueError naming the variable or flag."""
     environ = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    for name, field_type in zip(Settings.__struct_fields__, _field_types()):
-        var = ENV[name]
-        raw = environ.get(var)
-        if name == "request_timeout_ms" and raw is None:
-            raw = environ.get("REQUEST_TIMEOUT")  # the spec's self-hosted setting name
-        elif name in STANDARD_NAMES and raw is None:
-            raw = environ.get(name)  # curl and most tools also read http_proxy, https_proxy, no_proxy
-        if raw is None or raw == "":
-            continue
-        try:
-            values[name] = _convert(raw, field_type)
-        except ValueError as exc:
-            raise ValueError(f"{var}: {exc}") from None
-    values.setdefault("data_dir", default_data_dir())
-    settings = Settings(**values)  # type: ignore[arg-type]
-    if settings.max_body_bytes <= 0:
-        raise ValueError("GATEWAY_MAX_BODY_BYTES: must be > 0")
-    if settings.workers < 1:
-        raise ValueError("GATEWAY_WORKERS: must be >= 1")
-    if settings.log_retention_rows < 1:
-        raise ValueError("GATEWAY_LOG_RETENTION_ROWS: must be >= 1")
-    for name in ("guardrail_workers", "guardrail_queue", "guardrail_async_max", "file_max_bytes",
-                 "batch_concurrency", "batch_max_lines", "batch_line_attempts", "batch_lease_ms", "batch_poll_ms",
-                 "batch_window_s"):
-        if getattr(settings, name) < 1:
-            raise ValueError(f"{ENV[name]}: must be >= 1")
-    _check_state(settings)
-    if not 0.0 < settings.semantic_cache_threshold <= 1.0:
-        raise ValueError("GATEWAY_SEMANTIC_CACHE_THRESHOLD: must be > 0 and <= 1")
-    if settings.semantic_cache_threads < 1:
-        raise ValueError("GATEWAY_SEMANTIC_CACHE_THREADS: must be >= 1")
-    if settings.semantic_cache_queue < 0:
-        raise ValueError("GATEWAY_SEMANTIC_CACHE_QUEUE: must be >= 0")
-    return settings
+    values: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for info in FIELDS:
+        for var in (info.env, *info.aliases):
+            text = environ.get(var)
+            if text:
+                values[info.name] = info.from_text(text)
+                source[info.name] = var
+                break
+    for name, value in (flags or {}).items():
+        info = _BY_NAME[name]
+        values[name] = info.from_text(value) if isinstance(value, str) else value
+        source[name] = info.flag
+    try:
+        return msgspec.convert(values, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(_explain(exc, values, source)) from None
 
 
-def _check_state(settings: Settings) -> None:
-    if settings.state_fail_mode not in ("open", "closed"):
-        raise ValueError(f"GATEWAY_STATE_FAIL_MODE: open or closed, got {settings.state_fail_mode!r}")
-    for name in ("state_timeout_ms", "state_probe_interval_ms", "state_watch_interval_ms", "redis_max_connections",
-                 "state_cache_max_entries", "state_cache_max_bytes", "policy_reservation_ttl_ms"):
-        if getattr(settings, name) < 1:
-            raise ValueError(f"{ENV[name]}: must be >= 1")
-    if settings.policy_output_tokens < 0:
-        raise ValueError("GATEWAY_POLICY_OUTPUT_TOKENS: must be >= 0")
-    if "{" in settings.redis_key_prefix or "}" in settings.redis_key_prefix:
-        raise ValueError("GATEWAY_REDIS_KEY_PREFIX: may not contain braces")
+def _explain(exc: msgspec.ValidationError, values: Mapping[str, Any], source: Mapping[str, str]) -> str:
+    """``GATEWAY_WORKERS: expected `int` >= 1, got '0'`` from msgspec's ``Expected `int` >= 1 - at `$.workers```."""
+    message, _, where = str(exc).partition(" - at `$.")
+    name = where.rstrip("`")
+    if name not in source:
+        return message
+    detail = message[:1].lower() + message[1:]
+    if ", got " in detail:  # a type error: say what was given rather than its type
+        detail = detail.partition(", got ")[0]
+    return f"{source[name]}: {detail}, got {values[name]!r}"
 
 
-def _field_types() -> list[str]:
-    hints = Settings.__annotations__
-    return [hints[name] for name in Settings.__struct_fields__]
+def hand_to_workers(settings: Settings) -> None:
+    """Leave ``settings`` for the server's worker processes, which inherit this process's environment."""
+    os.environ[HANDOFF_ENV] = msgspec.json.encode(settings).decode()
 
 
-def _convert(raw: str, field_type: str) -> object:
-    if field_type == "bool":
-        return env_bool(raw)
-    if field_type.startswith("int"):
-        try:
-            return int(raw)
-        except ValueError:
-            raise ValueError(f"expected an integer, got {raw!r}") from None
-    if field_type.startswith("float"):
-        try:
-            return float(raw)
-        except ValueError:
-            raise ValueError(f"expected a number, got {raw!r}") from None
-    if field_type.startswith("tuple"):
-        return split_names(raw)
-    return raw
-
-
-_current: Settings | None = None
-
-
-def get() -> Settings:
-    """The process's settings, read on first use."""
-    global _current
-    if _current is None:
-        _current = load()
-    return _current
-
-
-def reset() -> None:
-    """Forget the cached settings (tests)."""
-    global _current
-    _current = None
+def for_worker() -> Settings:
+    """A worker's settings: those ``gateway serve`` handed over, else (started some other way) the environment's."""
+    text = os.environ.get(HANDOFF_ENV)
+    if text:
+        return msgspec.json.decode(text, type=Settings)
+    return load()
 
 
 def data_path(settings: Settings, *parts: str) -> Path:

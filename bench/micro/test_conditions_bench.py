@@ -45,7 +45,7 @@ PARAMS = {
 def implementation(name: str) -> ModuleType:
     if name == "pure":
         return pure_conditions
-    if _speedups.NO_EXTENSIONS:
+    if _speedups.no_extensions():
         pytest.skip("GATEWAY_NO_EXTENSIONS is set")
     try:
         return importlib.import_module("gateway._speedups.conditions")

@@ -30,7 +30,6 @@ from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.estimate import SAMPLE_CHUNKS
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
-from gateway.providers.registry import get_adapter
 from gateway.providers.vendorA import VendorAAdapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
@@ -244,6 +243,7 @@ class Pipeline:
         runtime = self.runtime
         endpoint = self.endpoint
         parse = self.parse
+        masked_headers = runtime.masked_headers
         rewritten: dict[int, tuple[bytes, Any]] = {}
 
         async def attempt(node: Node) -> JsonOutcome | StreamOutcome:
@@ -251,7 +251,7 @@ class Pipeline:
             provider = config.provider
             if not provider:
                 raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-            adapter = get_adapter(provider)
+            adapter = runtime.providers.get(provider)
             adapter.check_endpoint(endpoint)
             call_body, call_request = body, request
             if needs_rewrite(config):
@@ -270,7 +270,7 @@ class Pipeline:
             record.request = call_request
             call = UpstreamCall(endpoint, config, call_body, call_request, stream, ctx, provider)
             upstream_request = await adapter.build_request(call)
-            forwarded = ctx.forwarded(config.forward_headers)
+            forwarded = ctx.forwarded(config.forward_headers, masked_headers)
             if forwarded:
                 forwarded.update(upstream_request.headers)
                 upstream_request.headers = forwarded

@@ -46,7 +46,7 @@ class Jobs:
         self.settings = settings
         self.files = GatewayFiles(runtime.store, open_file_store(settings, runtime.store))
         self.batches = BatchStore(runtime.store)
-        self.forwarder = Forwarder(runtime.client)
+        self.forwarder = Forwarder(runtime)
         self.scheduler = BatchScheduler(
             RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers()))
         spool = data_path(settings, "tmp")

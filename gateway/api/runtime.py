@@ -8,6 +8,7 @@ from gateway.controlplane.keys import KeyStore
 from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.record import Recorder
 from gateway.policies.gate import PolicyGate
+from gateway.providers.registry import ProviderRegistry
 from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
 from gateway.settings import Settings
@@ -29,6 +30,9 @@ class Runtime:
         self.policies = PolicyGate(self.store, settings, self._key_id)
         self.watcher.subscribe(self.policies.invalidate)
         self.client = UpstreamClient(settings)
+        self.providers = ProviderRegistry(self.client)
+        #: header names never forwarded, whatever a request says (the organisation_headers_to_mask setting)
+        self.masked_headers = frozenset(n.lower() for n in settings.organisation_headers_to_mask)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self.recorder = recorder if recorder is not None else _default_recorder(settings)
@@ -62,15 +66,13 @@ class Runtime:
         self.ready = True
 
     async def close(self) -> None:
-        from gateway.providers.registry import close_all
-
         self.ready = False
         for service in reversed(self.services):
             await service.close()
         await self.policies.close()
         self.loop_lag.stop()
         await self.recorder.close()
-        await close_all()
+        await self.providers.close()
         await self.client.close()
         await self.watcher.close()
         await self.store.close()

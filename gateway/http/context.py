@@ -129,9 +129,11 @@ class RequestContext:
             self._headers = client_headers(self.raw_headers)
         return self._headers
 
-    def forwarded(self, extra_names: tuple[str, ...] | list[str] | None = None) -> dict[str, str]:
+    def forwarded(self, extra_names: tuple[str, ...] | list[str] | None = None,
+                  masked: frozenset[str] = frozenset()) -> dict[str, str]:
         """The client headers to send upstream unchanged: those named in forward_headers (header or config),
-        minus sensitive, gateway and hop-by-hop headers."""
+        minus sensitive, gateway and hop-by-hop headers and those in ``masked`` (lower-case names masked
+        organisation-wide: the ``organisation_headers_to_mask`` setting)."""
         names = self.forward_headers
         if extra_names:
             names = names + tuple(n.lower() for n in extra_names)
@@ -139,21 +141,11 @@ class RequestContext:
             return {}
         out: dict[str, str] = {}
         headers = self.headers
-        sensitive = self.sensitive_headers | _ORG_MASK
+        sensitive = self.sensitive_headers | masked
         for name in names:
             if name in headers and name not in sensitive and name not in HOP_BY_HOP:
                 out[name] = headers[name]
         return out
-
-
-_ORG_MASK: frozenset[str] = frozenset(
-    n.strip().lower() for n in os.environ.get("ORGANISATION_HEADERS_TO_MASK", "").split(",") if n.strip()
-)
-
-
-def organisation_masked() -> frozenset[str]:
-    """Header names masked organisation-wide (ORGANISATION_HEADERS_TO_MASK)."""
-    return _ORG_MASK
 
 
 def _set_metadata(ctx: RequestContext, value: str) -> None:

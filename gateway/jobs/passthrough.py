@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
@@ -23,9 +23,11 @@ from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
 from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
-from gateway.providers.registry import get_adapter
 from gateway.routing.plan import Node, plan_for
 from gateway.upstream.client import UpstreamClient, read_body
+
+if TYPE_CHECKING:
+    from gateway.api.runtime import Runtime
 
 _decode = msgspec.json.decode
 log = logging.getLogger("gateway.jobs")
@@ -57,10 +59,12 @@ def _single_target(node: Node) -> Node:
 
 
 class Forwarder:
-    """Sends one resource call to the identified provider and relays its answer."""
+    """Sends one resource call to the identified provider and relays its answer, with the objects of ``runtime`` (the
+    worker's ``gateway.api.runtime.Runtime``): its upstream client, provider adapters and masked header names."""
 
-    def __init__(self, client: UpstreamClient) -> None:
-        self.client = client
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.client: UpstreamClient = runtime.client
 
     def target(self, ctx: RequestContext, resource: str) -> tuple[ProviderAdapter, Any]:
         """The adapter and effective config for ``resource`` (400 when none is identified or it lacks it)."""
@@ -68,7 +72,7 @@ class Forwarder:
         config = node.config
         if not config.provider:
             raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-        adapter = get_adapter(config.provider)
+        adapter = self.runtime.providers.get(config.provider)
         adapter.check_endpoint(resource)
         return adapter, config
 
@@ -81,7 +85,7 @@ class Forwarder:
             # one payload for every send: a resend after a stale pooled connection starts from the file's start
             body = aiohttp.payload.get_payload(body)
         request = adapter.resource_request(config, method, path, query, body, content_type)
-        forwarded = ctx.forwarded(config.forward_headers)
+        forwarded = ctx.forwarded(config.forward_headers, self.runtime.masked_headers)
         if forwarded:
             forwarded.update(request.headers)
             request.headers = forwarded

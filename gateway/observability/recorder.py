@@ -15,7 +15,6 @@ import time
 from collections import deque
 from typing import Any
 
-from gateway.http.context import organisation_masked
 from gateway.observability import metrics
 from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.logs import Derived, LineSink, LogStore, Masker, build_entry, encode_entry
@@ -43,7 +42,7 @@ class ObservabilityRecorder(Recorder):
         if exporter is None and settings.otlp_endpoint:
             exporter = OtlpExporter(settings.otlp_endpoint)
         self.exporter = exporter
-        self.masker = Masker(tuple(settings.organisation_headers_to_mask) + tuple(organisation_masked()))
+        self.masker = Masker(settings.organisation_headers_to_mask)
         self.metrics = metrics.MetricsAggregator()
         self._queue: deque[RequestRecord] = deque()
         self._max = queue_size

@@ -16,13 +16,16 @@ base URL and the adapter appends the same path it appends to its default base.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from gateway.http.context import RequestContext
 from gateway.http.errors import BadUpstreamResponse, GatewayError, InvalidRequest, UpstreamError
 from gateway.schema.common import Usage
+
+if TYPE_CHECKING:
+    from gateway.upstream.client import UpstreamClient
 
 # endpoint names
 CHAT = "chat"
@@ -111,6 +114,11 @@ class ProviderAdapter:
     name: str = ""
     #: endpoints this provider serves
     endpoints: frozenset[str] = frozenset()
+
+    @classmethod
+    def create(cls, client: UpstreamClient) -> ProviderAdapter:
+        """The registry's adapter, given the runtime's upstream client (for adapters that make calls of their own)."""
+        return cls()
 
     async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
         raise NotImplementedError

@@ -1,14 +1,13 @@
 """Provider name -> adapter: the accepted names, the vendorA-compatible catalogue (a table) and the others.
 
-Names are case-sensitive; an unknown name is a 400 that names it. Adapters are created once per process on first
-use.
+Names are case-sensitive; an unknown name is a 400 that names it. Every adapter is built when the worker's runtime is
+(so a provider module that fails to import fails the start, with its traceback).
 """
 
 from __future__ import annotations
 
-import importlib
-
 from gateway.http.errors import InvalidRequest
+from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.base import (
     BATCHES,
     CHAT,
@@ -19,7 +18,14 @@ from gateway.providers.base import (
     RESOURCES,
     ProviderAdapter,
 )
+from gateway.providers.cloudA import CloudAAdapter
+from gateway.providers.cloudB import CloudBAdapter
+from gateway.providers.cloudC import CloudCAdapter
+from gateway.providers.cohere import CohereAdapter
+from gateway.providers.jina import JinaAdapter
 from gateway.providers.vendorA import VendorAAdapter
+from gateway.providers.voyage import VoyageAdapter
+from gateway.upstream.client import UpstreamClient
 
 _ALL_VENDOR_A = frozenset({CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS})
 _CHAT_ONLY = frozenset({CHAT, COMPLETIONS})
@@ -52,18 +58,16 @@ VENDOR_A_COMPATIBLE: dict[str, tuple[str, frozenset[str]]] = {
     "lm-studio": ("http://localhost:1234/v1", _CHAT_EMBED),
 }
 
-#: providers with their own wire format: name -> "module:Class"
-NATIVE: dict[str, str] = {
-    "anthropic": "gateway.providers.anthropic:AnthropicAdapter",
-    "cloudA": "gateway.providers.cloudA:CloudAAdapter",
-    "cloudB": "gateway.providers.cloudB:CloudBAdapter",
-    "cloudC": "gateway.providers.cloudC:CloudCAdapter",
-    "cohere": "gateway.providers.cohere:CohereAdapter",
-    "voyage": "gateway.providers.voyage:VoyageAdapter",
-    "jina": "gateway.providers.jina:JinaAdapter",
+#: providers with their own wire format: name -> adapter class
+NATIVE: dict[str, type[ProviderAdapter]] = {
+    "anthropic": AnthropicAdapter,
+    "cloudA": CloudAAdapter,
+    "cloudB": CloudBAdapter,
+    "cloudC": CloudCAdapter,
+    "cohere": CohereAdapter,
+    "voyage": VoyageAdapter,
+    "jina": JinaAdapter,
 }
-
-_adapters: dict[str, ProviderAdapter] = {}
 
 
 def provider_names() -> list[str]:
@@ -72,32 +76,31 @@ def provider_names() -> list[str]:
 
 
 def is_known(name: str) -> bool:
+    """Whether ``name`` is an accepted provider name (case-sensitive)."""
     return name in VENDOR_A_COMPATIBLE or name in NATIVE
 
 
-def get_adapter(name: str) -> ProviderAdapter:
-    """The adapter for ``name``; an unknown name is a 400 that names it."""
-    adapter = _adapters.get(name)
-    if adapter is not None:
+class ProviderRegistry:
+    """Every provider's adapter, built once per worker runtime (``client`` is the runtime's upstream client, for
+    adapters that make calls of their own, such as cloudC's token exchange)."""
+
+    def __init__(self, client: UpstreamClient) -> None:
+        self._adapters: dict[str, ProviderAdapter] = {
+            name: VendorAAdapter(name, base, endpoints) for name, (base, endpoints) in VENDOR_A_COMPATIBLE.items()
+        }
+        for name, adapter_class in NATIVE.items():
+            self._adapters[name] = adapter_class.create(client)
+
+    def get(self, name: str) -> ProviderAdapter:
+        """The adapter for ``name``; an unknown name is a 400 that names it."""
+        adapter = self._adapters.get(name)
+        if adapter is None:
+            raise InvalidRequest(
+                f"unknown provider '{name}'; accepted providers: {', '.join(provider_names())}", param="provider"
+            )
         return adapter
-    row = VENDOR_A_COMPATIBLE.get(name)
-    if row is not None:
-        adapter = VendorAAdapter(name, row[0], row[1])
-    elif name in NATIVE:
-        module_name, _, class_name = NATIVE[name].partition(":")
-        try:
-            adapter = getattr(importlib.import_module(module_name), class_name)()
-        except (ImportError, AttributeError):
-            raise InvalidRequest(f"provider '{name}' is not available in this build", param="provider") from None
-    else:
-        raise InvalidRequest(
-            f"unknown provider '{name}'; accepted providers: {', '.join(provider_names())}", param="provider"
-        )
-    _adapters[name] = adapter
-    return adapter
 
-
-async def close_all() -> None:
-    for adapter in list(_adapters.values()):
-        await adapter.close()
-    _adapters.clear()
+    async def close(self) -> None:
+        """Release what the adapters hold (token caches...)."""
+        for adapter in self._adapters.values():
+            await adapter.close()

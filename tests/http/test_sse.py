@@ -297,7 +297,7 @@ def chunked(stream: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def twins() -> list[ModuleType]:
-    return [pure_sse] if _speedups.NO_EXTENSIONS else [pure_sse, compiled_twin("sse")]
+    return [pure_sse] if _speedups.no_extensions() else [pure_sse, compiled_twin("sse")]
 
 
 @settings(max_examples=300, deadline=None)

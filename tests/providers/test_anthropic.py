@@ -365,7 +365,7 @@ def test_no_usage_chunk_without_include_usage(splitter):
 @given(st.lists(st.integers(min_value=1, max_value=len(text_stream()) - 1), max_size=8, unique=True))
 def test_stream_output_does_not_depend_on_where_chunks_are_cut_or_on_the_splitter(cuts):
     raw = text_stream(thinking=True)
-    modules = [pure_sse] if _speedups.NO_EXTENSIONS else [pure_sse, compiled_twin("sse")]
+    modules = [pure_sse] if _speedups.no_extensions() else [pure_sse, compiled_twin("sse")]
     outputs = []
     for module in modules:
         with pytest.MonkeyPatch.context() as patch:

@@ -92,7 +92,8 @@ def start_mock(workers: int = 1) -> Server:
     return start(["mock-upstream", "--workers", str(workers)], ready_path=None)
 
 
-def start_gateway(env: dict[str, str] | None = None, data_dir: str | None = None, workers: int = 1) -> Server:
+def start_gateway(env: dict[str, str] | None = None, data_dir: str | None = None, workers: int = 1,
+                  flags: tuple[str, ...] = ()) -> Server:
     settings = {
         "GATEWAY_ADMIN_KEY": ADMIN_KEY,
         "GATEWAY_DATA_DIR": data_dir or tempfile.mkdtemp(prefix="gw-data-"),
@@ -100,7 +101,7 @@ def start_gateway(env: dict[str, str] | None = None, data_dir: str | None = None
         "GATEWAY_WORKERS": str(workers),
     }
     settings.update(env or {})
-    return start(["serve"], settings)
+    return start(["serve", *flags], settings)
 
 
 class Mock:

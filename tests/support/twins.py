@@ -12,7 +12,7 @@ from gateway import _speedups
 
 
 def compiled_twin(name: str) -> ModuleType:
-    if _speedups.NO_EXTENSIONS:
+    if _speedups.no_extensions():
         pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
     try:
         return importlib.import_module(f"gateway._speedups.{name}")

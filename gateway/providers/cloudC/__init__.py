@@ -32,6 +32,7 @@ from gateway.providers.base import (
 from gateway.providers.cloudC import embeddings, gemini
 from gateway.providers.cloudC.auth import TokenCache
 from gateway.providers.cloudC.stream import GeminiStream
+from gateway.upstream.client import UpstreamClient
 
 __all__ = ["CloudCAdapter"]
 
@@ -57,6 +58,10 @@ class CloudCAdapter(ProviderAdapter):
 
     def __init__(self, tokens: TokenCache | None = None) -> None:
         self.tokens = tokens or TokenCache()
+
+    @classmethod
+    def create(cls, client: UpstreamClient) -> CloudCAdapter:
+        return cls(TokenCache(client.settings))
 
     def url(self, call: UpstreamCall) -> str:
         target = call.target

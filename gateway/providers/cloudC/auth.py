@@ -38,6 +38,7 @@ from gateway.http.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from gateway.settings import Settings
 from gateway.upstream.ssrf import AllowList, PinnedResolver, check_url
 
 PROVIDER = "cloudC"
@@ -125,7 +126,7 @@ class _Entry:
 class TokenCache:
     """Access tokens per service account; one refresh at a time per account."""
 
-    def __init__(self, settings: Any = None) -> None:
+    def __init__(self, settings: Settings = Settings()) -> None:
         self._settings = settings
         self._accounts: dict[tuple, ServiceAccount] = {}
         self._entries: dict[tuple, _Entry] = {}
@@ -181,10 +182,6 @@ class TokenCache:
     def _session_for(self) -> tuple[aiohttp.ClientSession, PinnedResolver]:
         if self._session is None or self._session.closed:
             settings = self._settings
-            if settings is None:
-                from gateway import settings as settings_module
-
-                settings = self._settings = settings_module.get()
             self._resolver = PinnedResolver(AllowList(settings.allow_private_hosts))
             connector = aiohttp.TCPConnector(resolver=self._resolver, use_dns_cache=False, limit=16)
             timeout = aiohttp.ClientTimeout(total=TOKEN_TIMEOUT_S,
