@@ -1,13 +1,12 @@
-"""Micro benchmark of parse_config: a 3-level fallback/loadbalance config, cold (caches cleared) and hot (cached)."""
+"""Micro benchmark of ConfigParser.parse: a 3-level fallback/loadbalance config, cold (a new parser, empty caches) and
+hot (cached)."""
 
 from __future__ import annotations
 
 import msgspec
 
-from gateway.config import inherit, validate
-from gateway.config.inherit import effective
 from gateway.config.schema import Config
-from gateway.config.validate import parse_config
+from gateway.config.validate import ConfigParser
 
 CONFIG = {
     "retry": {"attempts": 3, "on_status_codes": [429, 500, 502, 503]},
@@ -54,9 +53,7 @@ TEXT = msgspec.json.encode(CONFIG)
 
 
 def _cold() -> Config:
-    validate.clear_cache()
-    inherit.clear_cache()
-    return parse_config(TEXT)
+    return ConfigParser().parse(TEXT)
 
 
 def test_parse_config_cold(benchmark):
@@ -65,17 +62,19 @@ def test_parse_config_cold(benchmark):
 
 
 def test_parse_config_hot_same_object(benchmark):
-    parse_config(TEXT)
-    cfg = benchmark(parse_config, TEXT)
-    assert cfg is parse_config(TEXT)
+    parser = ConfigParser()
+    parser.parse(TEXT)
+    cfg = benchmark(parser.parse, TEXT)
+    assert cfg is parser.parse(TEXT)
 
 
 def test_parse_config_hot_fresh_text(benchmark):
     """Each request brings a new bytes object, so its hash is computed anew (includes a ~450-byte copy)."""
-    parse_config(TEXT)
+    parser = ConfigParser()
+    parser.parse(TEXT)
     source = bytearray(TEXT)
-    cfg = benchmark(lambda: parse_config(bytes(source)))
-    assert cfg is parse_config(TEXT)
+    cfg = benchmark(lambda: parser.parse(bytes(source)))
+    assert cfg is parser.parse(TEXT)
 
 
 def test_decode_only(benchmark):
@@ -85,6 +84,8 @@ def test_decode_only(benchmark):
 
 
 def test_effective_cached(benchmark):
-    cfg = parse_config(TEXT)
+    parser = ConfigParser()
+    cfg = parser.parse(TEXT)
+    effective = parser.inheritance.effective
     pool = effective(cfg, cfg.targets[0])
     benchmark(effective, pool, cfg.targets[0].targets[1])

@@ -25,7 +25,8 @@ from gateway.http.context import build_context
 from gateway.observability.record import RequestRecord
 from gateway.policies.gate import PolicyGate
 from gateway.policies.settle import actual_amounts
-from gateway.routing.plan import plan_for
+from gateway.config.validate import ConfigParser
+from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
 from gateway.schema.common import Usage
 from gateway.settings import Settings
@@ -81,7 +82,7 @@ def gate_with(store, loop, count: int, type_: str = "requests") -> PolicyGate:
 def request_parts():
     ctx = build_context([(b"x-gateway-api-key", b"k"), (b"x-gateway-metadata", b'{"_user": "alice"}')])
     ctx.workspace = "default"
-    return ctx, parse_chat(BODY), plan_for(Config(provider="vendorA", api_key="sk"))
+    return ctx, parse_chat(BODY), Planner(ConfigParser()).plan(Config(provider="vendorA", api_key="sk"))
 
 
 def report(benchmark, backend_name: str, name: str) -> None:
@@ -134,7 +135,7 @@ def test_token_policy_with_settle(benchmark, backend):
     async def calls() -> None:
         for _ in range(PER_CALL):
             hold = await gate.admit(ctx, chat, len(BODY), node)
-            await store.settle(hold.scope, hold.rid, hold.items, actual_amounts(hold, record))
+            await store.settle(hold.scope, hold.rid, hold.items, actual_amounts(hold, record, gate.prices))
 
     benchmark(lambda: loop.run_until_complete(calls()))
     report(benchmark, name, "1 token policy + settle")

@@ -89,11 +89,12 @@ def test_background_build_per_record(benchmark, tmp_path):
 
 
 def test_span_build_per_record(benchmark, tmp_path):
+    from gateway.observability.cost import Prices
     from gateway.observability.logs import Derived, Masker
 
     masker = Masker()
     rec = make_record()
-    d = Derived(rec, 0.0, masker)
+    d = Derived(rec, 0.0, masker, Prices())
     benchmark(request_spans, rec, d, lambda text: text)
     if benchmark.stats:
         print(f"\nspans for one record: {benchmark.stats.stats.median * 1e6:.2f} µs")

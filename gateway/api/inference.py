@@ -21,7 +21,6 @@ import aiohttp
 import msgspec
 
 from gateway.api.runtime import Runtime
-from gateway.config.resolve import resolve_config
 from gateway.http.body import ClientDisconnected, read_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, UpstreamTimeout, UpstreamUnreachable
@@ -33,7 +32,7 @@ from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
 from gateway.providers.vendorA import VendorAAdapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
-from gateway.routing.plan import Node, plan_for
+from gateway.routing.plan import Node
 from gateway.upstream.client import failure_text
 from gateway.upstream.client import read_body as read_upstream
 
@@ -167,8 +166,8 @@ class Pipeline:
             stream = bool(getattr(request, "stream", False))
             record.stream = stream
             record.model = getattr(request, "model", None)
-            config = resolve_config(ctx)
-            node = plan_for(config)
+            config = runtime.resolver.resolve(ctx)
+            node = runtime.planner.plan(config)
             if runtime.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
                 record.budget = await runtime.policies.admit(ctx, request, len(body), node)
             params_cache: list[dict] = []

@@ -1,16 +1,24 @@
-"""Per-worker runtime: the objects every request uses, built once at startup and closed at shutdown."""
+"""Per-worker runtime: the objects every request uses, built once at startup and closed at shutdown.
+
+Every cache lives on an object the runtime owns (the config parser, resolver and planner, the prices, the policy
+gate), so a fresh runtime starts with fresh caches.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
+from gateway.config.resolve import ConfigResolver
+from gateway.config.validate import ConfigParser
 from gateway.controlplane.keys import KeyStore
+from gateway.observability.cost import Prices
 from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.record import Recorder
 from gateway.policies.gate import PolicyGate
 from gateway.providers.registry import ProviderRegistry
 from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
+from gateway.routing.plan import Planner
 from gateway.settings import Settings
 from gateway.state.base import StateStore
 from gateway.state.select import open_store
@@ -26,8 +34,13 @@ class Runtime:
         #: polls the store's records version; per-worker caches subscribe to drop entries when records change
         self.watcher = RecordWatcher(self.store, settings.state_watch_interval_ms)
         self.keys = KeyStore(settings)
+        self.configs = ConfigParser()
+        self.resolver = ConfigResolver(self.configs)
+        self.planner = Planner(self.configs)
+        #: the price table's answers: request costs in logs and metrics, and cost limits
+        self.prices = Prices()
         #: active usage and rate limit policies per workspace, reloaded when records change
-        self.policies = PolicyGate(self.store, settings, self._key_id)
+        self.policies = PolicyGate(self.store, settings, self._key_id, self.prices)
         self.watcher.subscribe(self.policies.invalidate)
         self.client = UpstreamClient(settings)
         self.providers = ProviderRegistry(self.client)
@@ -35,7 +48,7 @@ class Runtime:
         self.masked_headers = frozenset(n.lower() for n in settings.organisation_headers_to_mask)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
-        self.recorder = recorder if recorder is not None else _default_recorder(settings)
+        self.recorder = recorder if recorder is not None else _default_recorder(settings, self.prices)
         self.loop_lag = LoopLagMonitor()
         #: background services mounted with the routes (the batch scheduler): started last, closed first
         self.services: list = []
@@ -79,8 +92,8 @@ class Runtime:
         self.keys.close()
 
 
-def _default_recorder(settings: Settings) -> Recorder:
+def _default_recorder(settings: Settings, prices: Prices) -> Recorder:
     """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
     from gateway.observability.recorder import ObservabilityRecorder
 
-    return ObservabilityRecorder(settings)
+    return ObservabilityRecorder(settings, prices=prices)

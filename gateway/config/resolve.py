@@ -18,8 +18,9 @@ from typing import Any
 
 import msgspec
 
+from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
-from gateway.config.validate import ConfigError, decode_config, parse_config, validate_config
+from gateway.config.validate import ConfigError, ConfigParser, decode_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest
 
@@ -37,8 +38,8 @@ _HEADER_FIELDS: tuple[tuple[str, str], ...] = (
     ("cloudA_region", "cloudA_region"),
 )
 
-_header_configs: dict[tuple, Config] = {}
-_merged: dict[tuple, Config] = {}
+#: configs remembered per resolver, of each kind
+CACHE_MAX = 4096
 
 
 def _header_values(ctx: RequestContext) -> dict[str, Any]:
@@ -58,66 +59,70 @@ def _header_values(ctx: RequestContext) -> dict[str, Any]:
 _HEADER_PARAMS = {"provider": "x-gateway-provider", "custom_host": "x-gateway-custom-host"}
 
 
-def _validated_header_config(config: Config) -> Config:
-    """A config built from headers obeys the same rules as a JSON one; messages name the headers (``param`` keeps
-    the setting's name, as the SSRF check's 403 does)."""
-    try:
-        return validate_config(config)
-    except ConfigError as exc:
-        if exc.param in _HEADER_PARAMS:
-            detail = exc.message.split(": ", 2)[-1]
-            raise InvalidRequest(f"{_HEADER_PARAMS[exc.param]} {detail}", param=exc.param) from None
-        if exc.param == "config":
-            raise InvalidRequest(
-                f"provider '{config.provider}' needs credentials: send Authorization: Bearer <provider key>, "
-                "x-gateway-custom-host, or the provider's x-gateway-cloud* headers",
-                param="authorization",
-            ) from None
-        raise
-
-
 def _check_slug(provider: str) -> None:
     if provider.startswith("@"):
         raise InvalidRequest(f"unknown provider slug '{provider}'", param="x-gateway-provider")
 
 
-def resolve_config(ctx: RequestContext) -> Config:
-    """The request's config; 400 when no way of identifying a provider is given or the given one is invalid."""
-    if ctx.config:
-        text = ctx.config.strip()
-        if not text.startswith("{"):
-            raise InvalidRequest(f"unknown saved config '{text}'", param="x-gateway-config")
-        values = _header_values(ctx)
-        if not values:
-            return parse_config(text)
-        key = (text, tuple(values.items()))
-        merged = _merged.get(key)
-        if merged is None:
-            config = decode_config(text)
-            unset = {k: v for k, v in values.items() if getattr(config, k) is None}
-            if "provider" in unset:
-                _check_slug(unset["provider"])
-            merged = validate_config(msgspec.structs.replace(config, **unset) if unset else config)
-            if len(_merged) > 4096:
-                _merged.clear()
-            _merged[key] = merged
-        return merged
-    if ctx.provider:
-        _check_slug(ctx.provider)
-        key: tuple = (ctx.provider, ctx.bearer, ctx.custom_host)
-        if ctx.has_cloud_headers:
-            key += tuple(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:])
-        config = _header_configs.get(key)
-        if config is None:
-            config = _validated_header_config(Config(**_header_values(ctx)))
-            if len(_header_configs) > 4096:
-                _header_configs.clear()
-            _header_configs[key] = config
-        return config
-    if ctx.virtual_key:
-        raise InvalidRequest(f"unknown virtual key '{ctx.virtual_key}'", param="x-gateway-virtual-key")
-    raise InvalidRequest(
-        "no provider given: send x-gateway-provider with an Authorization bearer token, x-gateway-config, "
-        "or x-gateway-custom-host with x-gateway-provider",
-        param="x-gateway-provider",
-    )
+class ConfigResolver:
+    """A request's config from its headers, through ``parser``; remembers the configs built from header values and
+    the JSON configs completed by them. One per worker runtime."""
+
+    def __init__(self, parser: ConfigParser) -> None:
+        self.parser = parser
+        self._parse = parser.parse
+        self._header_configs: BoundedCache[tuple[Any, ...], Config] = BoundedCache(CACHE_MAX)
+        self._merged: BoundedCache[tuple[Any, ...], Config] = BoundedCache(CACHE_MAX)
+
+    def resolve(self, ctx: RequestContext) -> Config:
+        """The request's config; 400 when no way of identifying a provider is given or the given one is invalid."""
+        if ctx.config:
+            text = ctx.config.strip()
+            if not text.startswith("{"):
+                raise InvalidRequest(f"unknown saved config '{text}'", param="x-gateway-config")
+            values = _header_values(ctx)
+            if not values:
+                return self._parse(text)
+            merged_key = (text, tuple(values.items()))
+            merged = self._merged.get(merged_key)
+            if merged is None:
+                config = decode_config(text)
+                unset = {k: v for k, v in values.items() if getattr(config, k) is None}
+                if "provider" in unset:
+                    _check_slug(unset["provider"])
+                merged = self.parser.validate(msgspec.structs.replace(config, **unset) if unset else config)
+                self._merged[merged_key] = merged
+            return merged
+        if ctx.provider:
+            _check_slug(ctx.provider)
+            key: tuple[Any, ...] = (ctx.provider, ctx.bearer, ctx.custom_host)
+            if ctx.has_cloud_headers:
+                key += tuple(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:])
+            built = self._header_configs.get(key)
+            if built is None:
+                built = self._header_configs.put(key, self._validated_header_config(Config(**_header_values(ctx))))
+            return built
+        if ctx.virtual_key:
+            raise InvalidRequest(f"unknown virtual key '{ctx.virtual_key}'", param="x-gateway-virtual-key")
+        raise InvalidRequest(
+            "no provider given: send x-gateway-provider with an Authorization bearer token, x-gateway-config, "
+            "or x-gateway-custom-host with x-gateway-provider",
+            param="x-gateway-provider",
+        )
+
+    def _validated_header_config(self, config: Config) -> Config:
+        """A config built from headers obeys the same rules as a JSON one; messages name the headers (``param``
+        keeps the setting's name, as the SSRF check's 403 does)."""
+        try:
+            return self.parser.validate(config)
+        except ConfigError as exc:
+            if exc.param in _HEADER_PARAMS:
+                detail = exc.message.split(": ", 2)[-1]
+                raise InvalidRequest(f"{_HEADER_PARAMS[exc.param]} {detail}", param=exc.param) from None
+            if exc.param == "config":
+                raise InvalidRequest(
+                    f"provider '{config.provider}' needs credentials: send Authorization: Bearer <provider key>, "
+                    "x-gateway-custom-host, or the provider's x-gateway-cloud* headers",
+                    param="authorization",
+                ) from None
+            raise

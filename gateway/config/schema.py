@@ -21,12 +21,8 @@ class Condition(_Node):
     then: str
 
 
-class Strategy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, weakref=True):
-    """How a config chooses among its targets.
-
-    ``weakref=True`` lets the validator keep the compiled condition queries beside a Strategy for exactly as long
-    as the Strategy lives (see ``gateway.config.validate.compiled_conditions``).
-    """
+class Strategy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """How a config chooses among its targets (its compiled condition queries: ``ConfigParser.compiled_conditions``)."""
 
     mode: str
     conditions: list[Condition] | None = None
@@ -124,7 +120,7 @@ class Guardrail(_Node):
 
 # Guardrail items are ``str | Guardrail`` once validated. msgspec cannot decode an object that keeps unknown keys
 # into a Struct, so the decoder reads object items as plain dicts and the validator turns each into a Guardrail
-# in place (a parsed Config never leaves ``parse_config`` still holding a dict).
+# in place (a parsed Config never leaves ``ConfigParser.parse`` still holding a dict).
 if TYPE_CHECKING:
     GuardrailItems = list[str | Guardrail]
 else:

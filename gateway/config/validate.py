@@ -1,4 +1,5 @@
-"""Config parsing and validation: JSON text -> validated Config, cached by text; faults are 400s naming a JSON path.
+"""Config parsing and validation: JSON text -> validated Config (``ConfigParser``, which caches by text); faults are
+400s naming a JSON path.
 
 Beyond the schema's types and unknown-key checks, a config obeys:
 - strategy and a non-empty targets go together; strategy.mode is single/loadbalance/fallback/conditional;
@@ -26,12 +27,12 @@ Beyond the schema's types and unknown-key checks, a config obeys:
 from __future__ import annotations
 
 import re
-import weakref
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
-from gateway.config.inherit import effective
+from gateway.bounded_cache import BoundedCache
+from gateway.config.inherit import Inheritance
 from gateway.config.schema import Config, Guardrail, Hook, HookOutcome, Strategy
 from gateway.http.errors import InvalidRequest
 
@@ -139,39 +140,27 @@ def _from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> ConfigError
     return ConfigError.at(path or "config", message[:1].lower() + message[1:])
 
 
-# --- the parse cache --------------------------------------------------------------------------------------------
+# --- the parser and its caches ---------------------------------------------------------------------------------
 
 _decoder = msgspec.json.Decoder(Config)
 
-# Text -> validated Config, oldest evicted first; bounded by entries and by the total length of the cached texts
-# (a text longer than a sixteenth of that budget is never cached). Failures are remembered apart, as
-# (message, param), for texts up to 4 KiB, so a repeated bad config is answered without decoding it again.
+# Parsed texts: bounded by entries and by the total length of the cached texts (a text longer than a sixteenth of
+# that budget is never cached). Failures are remembered apart, as (message, param), for texts up to 4 KiB, so a
+# repeated bad config is answered without decoding it again.
 PARSE_CACHE_MAX = 4096
 PARSE_CACHE_MAX_CHARS = 2 * 1024 * 1024
-_FAILED_MAX = 512
-_FAILED_MAX_CHARS = 4096
-_parsed: dict[str | bytes, Config] = {}
-_parsed_chars = 0
-_failed: dict[str | bytes, tuple[str, str | None]] = {}
+FAILED_MAX = 512
+FAILED_MAX_CHARS = 4096
+CONDITIONS_MAX = 4096
 
 
-def parse_config(raw: str | bytes) -> Config:
-    """The validated Config for a config's JSON text; the same object for the same text while it stays cached.
-
-    Raises ConfigError (400) for text that is not JSON, not a JSON object, or not a valid config.
-    """
-    try:
-        hit = _parsed.get(raw)
-    except TypeError:  # an unhashable buffer (bytearray, memoryview): the cold path copies it to bytes
-        hit = None
-    if hit is not None:
-        return hit
-    return _parse_cold(raw)
+def _text_size(text: str | bytes, config: Config) -> int:
+    return len(text)
 
 
 def decode_config(raw: str | bytes) -> Config:
     """Decode a config's JSON text with the schema's type checks only (no required-key groups or other rules);
-    for callers that complete the config (e.g. from request headers) and then call ``validate_config``."""
+    for callers that complete the config (e.g. from request headers) and then call ``ConfigParser.validate``."""
     try:
         return _decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -183,107 +172,111 @@ def decode_config(raw: str | bytes) -> Config:
         raise ConfigError.at("config", "nests too deeply") from None
 
 
-def _parse_cold(raw: str | bytes) -> Config:
-    global _parsed_chars
-    if not isinstance(raw, (str, bytes)):
-        raw = bytes(raw)
-    failed = _failed.get(raw)
-    if failed is not None:
-        raise ConfigError(failed[0], param=failed[1])
-    try:
-        cfg = decode_config(raw)
-        validate_config(cfg)
-    except ConfigError as exc:
-        if len(raw) <= _FAILED_MAX_CHARS:
-            if len(_failed) >= _FAILED_MAX:
-                del _failed[next(iter(_failed))]
-            _failed[raw] = (exc.message, exc.param)
-        raise
-    size = len(raw)
-    if size <= PARSE_CACHE_MAX_CHARS // 16:
-        while _parsed and (len(_parsed) >= PARSE_CACHE_MAX or _parsed_chars + size > PARSE_CACHE_MAX_CHARS):
-            oldest = next(iter(_parsed))
-            del _parsed[oldest]
-            _parsed_chars -= len(oldest)
-        _parsed[raw] = cfg
-        _parsed_chars += size
-    return cfg
+class ConfigParser:
+    """JSON text -> validated Config, remembering what it parsed: texts (the same Config object for the same text
+    while it stays cached), failures, compiled condition queries and (through ``inheritance``) effective targets.
+    One per worker runtime."""
 
+    def __init__(self, inheritance: Inheritance | None = None, max_configs: int = PARSE_CACHE_MAX) -> None:
+        self.inheritance = inheritance if inheritance is not None else Inheritance()
+        self._parsed: BoundedCache[str | bytes, Config] = BoundedCache(
+            max_configs, max_size=PARSE_CACHE_MAX_CHARS, max_item_size=PARSE_CACHE_MAX_CHARS // 16,
+            sizeof=_text_size)
+        self._failed: BoundedCache[str | bytes, tuple[str, str | None]] = BoundedCache(FAILED_MAX)
+        # id(strategy) -> (strategy, compiled queries in condition order); the entry holds the Strategy, so the id
+        # cannot be reused while it lives
+        self._conditions: BoundedCache[int, tuple[Strategy, list[Any]]] = BoundedCache(CONDITIONS_MAX)
+        #: ``parse(raw) -> Config``: the validated Config for a config's JSON text; raises ConfigError (400) for text
+        #: that is not JSON, not a JSON object, or not a valid config
+        self.parse: Callable[[str | bytes], Config] = self._parse_function()
 
-def clear_cache() -> None:
-    """Forget every parsed and failed config (tests and cold benchmarks)."""
-    global _parsed_chars
-    _parsed.clear()
-    _failed.clear()
-    _parsed_chars = 0
+    def _parse_function(self) -> Callable[[str | bytes], Config]:
+        """``parse``, as a closure over the cache's lookup: a hit (the hot path) costs one dict lookup and no
+        attribute lookups, as little as a module-level cache would."""
+        lookup = self._parsed.get
+        cold = self._parse_cold
 
+        def parse(raw: str | bytes) -> Config:
+            try:
+                hit = lookup(raw)
+            except TypeError:  # an unhashable buffer (bytearray, memoryview): the cold path copies it to bytes
+                hit = None
+            if hit is not None:
+                return hit
+            return cold(raw)
 
-# --- compiled condition queries ---------------------------------------------------------------------------------
+        return parse
 
-# id(strategy) -> compiled queries in condition order. A weakref finalizer drops the entry when the Strategy dies,
-# so the compiled queries live exactly as long as the (cached, shared) Strategy that holds the conditions.
-_compiled: dict[int, list[Any]] = {}
-
-
-def compiled_conditions(strategy: Strategy) -> list[Any]:
-    """The compiled queries of ``strategy.conditions``, in order: compiled once per Strategy object, then reused.
-
-    ``parse_config`` compiles them while validating a conditional config, so routing only looks them up. A
-    Strategy built in code is compiled on first use (a bad query raises ConfigError naming it).
-    """
-    got = _compiled.get(id(strategy))
-    if got is not None:
-        return got
-    return _compile(strategy, "strategy")
-
-
-def _compile(strategy: Strategy, path: str) -> list[Any]:
-    from gateway.routing.conditions import QueryError, compile_query
-
-    compiled = []
-    for i, condition in enumerate(strategy.conditions or ()):
+    def _parse_cold(self, raw: str | bytes) -> Config:
+        if not isinstance(raw, (str, bytes)):
+            raw = bytes(raw)
+        failed = self._failed.get(raw)
+        if failed is not None:
+            raise ConfigError(failed[0], param=failed[1])
         try:
-            compiled.append(compile_query(condition.query))
-        except QueryError as exc:
-            where = f"{path}.conditions[{i}].query"
-            raise ConfigError.at(_join(where, exc.path or ""), exc.message) from None
-    key = id(strategy)
-    if key not in _compiled:
-        weakref.finalize(strategy, _compiled.pop, key, None)
-    _compiled[key] = compiled
-    return compiled
+            cfg = self.validate(decode_config(raw))
+        except ConfigError as exc:
+            if len(raw) <= FAILED_MAX_CHARS:
+                self._failed[raw] = (exc.message, exc.param)
+            raise
+        self._parsed[raw] = cfg
+        return cfg
+
+    def validate(self, cfg: Config) -> Config:
+        """Check the rules the schema's types cannot express (see the module docstring); returns ``cfg`` itself.
+
+        Object-form guardrail items still held as dicts (as decoded) are replaced in place by Guardrail Structs.
+        Raises ConfigError naming the JSON path of the first fault.
+        """
+        if not isinstance(cfg, Config):
+            raise ConfigError.at("config", "must be a JSON object")
+        _check_node(self, cfg, "", None, 0)
+        return cfg
+
+    def compiled_conditions(self, strategy: Strategy) -> list[Any]:
+        """The compiled queries of ``strategy.conditions``, in order: compiled once per Strategy object, then reused.
+
+        ``parse`` compiles them while validating a conditional config, so routing only looks them up. A Strategy
+        built in code is compiled on first use (a bad query raises ConfigError naming it).
+        """
+        got = self._conditions.get(id(strategy))
+        if got is not None and got[0] is strategy:
+            return got[1]
+        return self.compile_conditions(strategy, "strategy")
+
+    def compile_conditions(self, strategy: Strategy, path: str) -> list[Any]:
+        """Compile (and remember) the condition queries of ``strategy``, found at JSON path ``path``."""
+        from gateway.routing.conditions import QueryError, compile_query
+
+        compiled = []
+        for i, condition in enumerate(strategy.conditions or ()):
+            try:
+                compiled.append(compile_query(condition.query))
+            except QueryError as exc:
+                where = f"{path}.conditions[{i}].query"
+                raise ConfigError.at(_join(where, exc.path or ""), exc.message) from None
+        self._conditions[id(strategy)] = (strategy, compiled)
+        return compiled
 
 
 # --- semantic checks --------------------------------------------------------------------------------------------
 
 
-def validate_config(cfg: Config) -> Config:
-    """Check the rules the schema's types cannot express (see the module docstring); returns ``cfg`` itself.
-
-    Object-form guardrail items still held as dicts (as decoded) are replaced in place by Guardrail Structs.
-    Raises ConfigError naming the JSON path of the first fault.
-    """
-    if not isinstance(cfg, Config):
-        raise ConfigError.at("config", "must be a JSON object")
-    _check_node(cfg, "", None, 0)
-    return cfg
-
-
-def _check_node(node: Config, base: str, inherited: Config | None, depth: int) -> None:
+def _check_node(parser: ConfigParser, node: Config, base: str, inherited: Config | None, depth: int) -> None:
     if depth > MAX_TARGET_DEPTH:
         raise ConfigError.at(base, f"targets nest deeper than {MAX_TARGET_DEPTH} levels")
-    eff = effective(inherited, node)
+    eff = parser.inheritance.effective(inherited, node)
     _check_keys(node, base)
     if node.passthrough:
         _check_passthrough(node, eff, base)
-    _check_routing(node, eff, base)
+    _check_routing(parser, node, eff, base)
     _check_groups(eff, base)
     if node.targets:
         prefix = _join(base, "targets")
         for i, target in enumerate(node.targets):
             if not isinstance(target, Config):
                 raise ConfigError.at(f"{prefix}[{i}]", "must be an object")
-            _check_node(target, f"{prefix}[{i}]", eff, depth + 1)
+            _check_node(parser, target, f"{prefix}[{i}]", eff, depth + 1)
 
 
 def _is_int(value: Any) -> bool:
@@ -475,7 +468,7 @@ def _check_passthrough(node: Config, eff: Config, base: str) -> None:
             )
 
 
-def _check_routing(node: Config, eff: Config, base: str) -> None:
+def _check_routing(parser: ConfigParser, node: Config, eff: Config, base: str) -> None:
     strategy, targets = node.strategy, node.targets
     if strategy is None:
         if targets is not None and eff.provider is None and eff.virtual_key is None:
@@ -507,7 +500,7 @@ def _check_routing(node: Config, eff: Config, base: str) -> None:
             raise ConfigError.at(f"{at}.conditions[{i}].then", _unnamed(condition.then))
     if strategy.default not in names:
         raise ConfigError.at(f"{at}.default", _unnamed(strategy.default))
-    _compile(strategy, at)
+    parser.compile_conditions(strategy, at)
 
 
 def _unnamed(name: str) -> str:

@@ -16,6 +16,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import ServiceUnavailable
 from gateway.settings import Settings, data_path
 
@@ -100,8 +101,8 @@ class KeyStore:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._admin = settings.admin_key.encode("utf-8") if settings.admin_key else None
-        self._known: dict[str, KeyRecord] = {}
-        self._unknown: dict[str, float] = {}
+        self._known: BoundedCache[str, KeyRecord] = BoundedCache(POSITIVE_MAX)
+        self._unknown: BoundedCache[str, float] = BoundedCache(NEGATIVE_MAX)
         self._pending: dict[str, asyncio.Future] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
@@ -144,8 +145,6 @@ class KeyStore:
         except (asyncio.TimeoutError, sqlite3.Error):
             raise _busy("the gateway key store is busy") from None
         if record is None:
-            if len(self._unknown) >= NEGATIVE_MAX:
-                self._unknown.clear()
             self._unknown[key] = time.monotonic() + NEGATIVE_TTL_S
             return None
         self._remember(key, record)
@@ -157,8 +156,6 @@ class KeyStore:
             done.exception()  # read here too: every waiter may have given up on it
 
     def _remember(self, key: str, record: KeyRecord) -> None:
-        if len(self._known) >= POSITIVE_MAX:
-            self._known.clear()
         self._known[key] = record
 
     def _from_db(self, key: str) -> KeyRecord | None:

@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
 from gateway.guardrails.checks import Check, ParamError
 from gateway.guardrails.checks.base import OFFLOAD_CHARS, Verdict
@@ -66,8 +67,10 @@ class GuardrailRunner:
         self.async_max = settings.guardrail_async_max
         self._executor: ThreadPoolExecutor | None = None
         self._queued = 0
-        self._plans: dict[int, tuple[Config, tuple[PlanItem, ...], tuple[PlanItem, ...]]] = {}
-        self._saved: dict[tuple[int, str, str, Any], tuple[SavedRef, CompiledHook]] = {}
+        self._plans: BoundedCache[int, tuple[Config, tuple[PlanItem, ...], tuple[PlanItem, ...]]] = BoundedCache(
+            PLAN_CACHE_MAX)
+        self._saved: BoundedCache[tuple[int, str, str, Any], tuple[SavedRef, CompiledHook]] = BoundedCache(
+            SAVED_CACHE_MAX)
         self._background: set[asyncio.Task[None]] = set()
 
     # --- what the pipeline calls --------------------------------------------------------------------------------
@@ -110,8 +113,6 @@ class GuardrailRunner:
                 hit = (config, compile_phase(config, "before"), compile_phase(config, "after"))
             except ParamError as exc:
                 raise InvalidRequest(f"invalid config: {exc.param}: {exc.detail}", param=exc.param) from None
-            if len(self._plans) >= PLAN_CACHE_MAX:
-                del self._plans[next(iter(self._plans))]
             self._plans[id(config)] = hit
         return hit[1] if phase == "before" else hit[2]
 
@@ -129,8 +130,6 @@ class GuardrailRunner:
         except ParamError as exc:
             raise InvalidRequest(f"saved guardrail {ref.id!r} is not valid: {exc.param}: {exc.detail}",
                                  param=ref.path) from None
-        if len(self._saved) >= SAVED_CACHE_MAX:
-            del self._saved[next(iter(self._saved))]
         self._saved[key] = (ref, hook)
         return hook
 

@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from gateway.bounded_cache import BoundedCache
 from gateway.guardrails.text import request_text
 from gateway.http.errors import GatewayError
 from gateway.providers.base import UpstreamRequest
@@ -44,7 +45,7 @@ class CheckIO:
 
     def __init__(self, client: Any | None) -> None:
         self.client = client
-        self._cache: dict[str, tuple[float, Any]] = {}
+        self._cache: BoundedCache[str, tuple[float, Any]] = BoundedCache(JWKS_CACHE_MAX)
         self._inflight: dict[str, asyncio.Future[Any]] = {}
 
     async def call(self, method: str, url: str, headers: dict[str, str], body: bytes, timeout_ms: int) -> bytes:
@@ -96,8 +97,6 @@ class CheckIO:
         finally:
             self._inflight.pop(url, None)
         if ttl_s > 0:
-            if len(self._cache) >= JWKS_CACHE_MAX:
-                del self._cache[next(iter(self._cache))]
             self._cache[url] = (now + ttl_s, doc)
         future.set_result(doc)
         return doc

@@ -211,19 +211,31 @@ def _setter(attr: str) -> Callable[[RequestContext, str], None]:
     return set_plain
 
 
-#: full lower-case header name -> setter, filled on first sight of each spelling (bounded)
-_SETTERS: dict[bytes, Callable[[RequestContext, str], None] | None] = {}
+Setter = Callable[[RequestContext, str], None]
+#: normalised suffix -> setter
+_BY_NORM: dict[str, Setter] = {norm: _setter(attr) for norm, attr in _GATEWAY_FIELDS.items()}
 
 
-def _setter_for(name: bytes) -> Callable[[RequestContext, str], None] | None:
-    setter = _SETTERS.get(name)
-    if setter is None and name not in _SETTERS:
-        norm = name[_PREFIX_LEN:].decode("latin-1").replace("-", "").replace("_", "").lower()
-        attr = _GATEWAY_FIELDS.get(norm)
-        setter = _setter(attr) if attr is not None else None
-        if len(_SETTERS) < 1024:
-            _SETTERS[name] = setter
-    return setter
+def _spellings() -> dict[bytes, Setter]:
+    """Full header name -> setter for the spellings clients send, as an ASGI server hands them over (lower case):
+    the spec's (``x-gateway-api-key``), snake_case (``x-gateway-api_key``) and camelCase (``x-gateway-apikey``)."""
+    table: dict[bytes, Setter] = {}
+    for norm, attr in _GATEWAY_FIELDS.items():
+        snake = attr.lower()
+        for spelling in (snake.replace("_", "-"), snake, norm):
+            table[_PREFIX + spelling.encode()] = _BY_NORM[norm]
+    return table
+
+
+_SETTERS = _spellings()
+
+
+def _setter_for(name: bytes) -> Setter | None:
+    """The setter of a gateway header in any other spelling (upper case, mixed separators); None for a name that is
+    not a gateway header. Worked out each time: such spellings are rare, and remembering them would let clients
+    grow a table."""
+    norm = name[_PREFIX_LEN:].decode("latin-1").replace("-", "").replace("_", "").lower()
+    return _BY_NORM.get(norm)
 
 
 def client_headers(raw_headers: list[tuple[bytes, bytes]] | tuple) -> dict[str, str]:
@@ -245,7 +257,7 @@ def build_context(raw_headers: list[tuple[bytes, bytes]] | tuple) -> RequestCont
     ctx.raw_headers = raw_headers
     for name, raw_value in raw_headers:
         if name.startswith(_PREFIX):
-            setter = _SETTERS.get(name) or _setter_for(name.lower())
+            setter = _SETTERS.get(name) or _setter_for(name)
             if setter is not None:
                 setter(ctx, raw_value.decode("latin-1"))
         elif name == b"authorization":

@@ -1,6 +1,6 @@
 """Forwarding files, batches, fine-tuning and stored-responses calls to the provider a request identifies.
 
-The request's provider comes from the same four ways as inference (``resolve_config``); a config must come down
+The request's provider comes from the same four ways as inference (``ConfigResolver.resolve``); a config must come down
 to one target (a lone target, or ``single`` strategies leading to one), since the ids of these resources belong to
 one provider account: fallbacks and load balancing make no sense for them. The adapter builds the URL and auth
 (``resource_request``); a provider without the resource answers 400 naming it before anything is sent. The
@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import msgspec
 
-from gateway.config.resolve import resolve_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
 from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
-from gateway.routing.plan import Node, plan_for
+from gateway.routing.plan import Node
 from gateway.upstream.client import UpstreamClient, read_body
 
 if TYPE_CHECKING:
@@ -60,7 +59,8 @@ def _single_target(node: Node) -> Node:
 
 class Forwarder:
     """Sends one resource call to the identified provider and relays its answer, with the objects of ``runtime`` (the
-    worker's ``gateway.api.runtime.Runtime``): its upstream client, provider adapters and masked header names."""
+    worker's ``gateway.api.runtime.Runtime``): its config resolver and planner, upstream client, provider adapters and
+    masked header names."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -68,7 +68,8 @@ class Forwarder:
 
     def target(self, ctx: RequestContext, resource: str) -> tuple[ProviderAdapter, Any]:
         """The adapter and effective config for ``resource`` (400 when none is identified or it lacks it)."""
-        node = _single_target(plan_for(resolve_config(ctx)))
+        runtime = self.runtime
+        node = _single_target(runtime.planner.plan(runtime.resolver.resolve(ctx)))
         config = node.config
         if not config.provider:
             raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")

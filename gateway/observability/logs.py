@@ -24,8 +24,9 @@ from typing import Any, Iterable
 
 import msgspec
 
+from gateway.bounded_cache import BoundedCache
 from gateway.http.context import client_headers
-from gateway.observability.cost import cost_usd
+from gateway.observability.cost import Prices
 from gateway.observability.estimate import estimate, relayed_text_chars, text_chars
 
 #: header values that are credentials whatever the request says
@@ -48,14 +49,12 @@ class Masker:
 
     def __init__(self, organisation: Iterable[str] = ()) -> None:
         self.masked = ALWAYS_MASKED | frozenset(n.strip().lower() for n in organisation if n.strip())
-        self._hashes: dict[str, str] = {}
+        self._hashes: BoundedCache[str, str] = BoundedCache(4096)
 
     def hash(self, value: str) -> str:
         hashed = self._hashes.get(value)
         if hashed is None:
-            if len(self._hashes) > 4096:
-                self._hashes.clear()
-            hashed = self._hashes[value] = hash_value(value)
+            hashed = self._hashes.put(value, hash_value(value))
         return hashed
 
     def headers(self, headers: dict[str, str] | None, sensitive: frozenset[str]) -> tuple[dict[str, str], list[str]]:
@@ -200,14 +199,14 @@ class Derived:
     __slots__ = ("wall_start", "upstream_s", "added_s", "tokens_in", "tokens_out", "tokens_total", "cost",
                  "headers", "secrets")
 
-    def __init__(self, rec: Any, wall_offset: float, masker: Masker) -> None:
+    def __init__(self, rec: Any, wall_offset: float, masker: Masker, prices: Prices) -> None:
         self.wall_start = rec.started + wall_offset
         self.upstream_s, self.added_s = timings(rec)
         usage = rec.usage
         if usage is None and rec.usage_source == "estimated":
             usage = estimated_usage(rec)
         self.tokens_in, self.tokens_out, self.tokens_total = tokens(usage)
-        self.cost = cost_usd(rec.provider, rec.model, self.tokens_in, self.tokens_out)
+        self.cost = prices.cost_usd(rec.provider, rec.model, self.tokens_in, self.tokens_out)
         if rec.error is not None or rec.request_body is not None or rec.response_body is not None:
             # failed requests and verbose (GATEWAY_LOG_BODIES) logs carry the masked request headers; the clear
             # secrets found in them are scrubbed from the error text and bodies

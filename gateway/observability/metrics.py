@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from gateway.bounded_cache import BoundedCache
 from gateway.observability.multiproc import ENV as MULTIPROC_ENV
 
 MULTIPROC_DIR = os.environ.get(MULTIPROC_ENV) or None
@@ -128,7 +129,7 @@ class MetricsAggregator:
     def __init__(self) -> None:
         self._counts: dict[tuple[Any, tuple[str, ...]], float] = {}
         self._hists: dict[tuple[Any, tuple[str, ...]], _HistogramSum] = {}
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        self._children: BoundedCache[tuple[Any, tuple[str, ...]], Any] = BoundedCache(20_000)
         self._bounds: dict[Any, tuple[float, ...]] = {
             h: tuple(b) + (float("inf"),)
             for h, b in ((REQUEST_SECONDS, LATENCY_BUCKETS), (UPSTREAM_SECONDS, LATENCY_BUCKETS),
@@ -199,10 +200,7 @@ class MetricsAggregator:
         key = (metric, labels)
         child = self._children.get(key)
         if child is None:
-            if len(self._children) > 20000:
-                self._children.clear()
-            child = metric.labels(*labels) if labels else metric
-            self._children[key] = child
+            child = self._children.put(key, metric.labels(*labels) if labels else metric)
         return child
 
     def flush(self) -> None:

@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 from gateway.observability import metrics
+from gateway.observability.cost import Prices
 from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.logs import Derived, LineSink, LogStore, Masker, build_entry, encode_entry
 from gateway.observability.record import Recorder, RequestRecord
@@ -34,7 +35,7 @@ class ObservabilityRecorder(Recorder):
 
     def __init__(self, settings: Settings, store: LogStore | None = None, sink: LineSink | None = None,
                  exporter: Any = None, queue_size: int = QUEUE_SIZE, batch_size: int = BATCH_SIZE,
-                 interval_s: float = INTERVAL_S) -> None:
+                 interval_s: float = INTERVAL_S, prices: Prices | None = None) -> None:
         self.settings = settings
         self.store = store or LogStore(str(data_path(settings, "logs.db")), settings.log_retention_rows)
         self.sink = sink if sink is not None else LineSink(settings.log_file)
@@ -43,6 +44,7 @@ class ObservabilityRecorder(Recorder):
             exporter = OtlpExporter(settings.otlp_endpoint)
         self.exporter = exporter
         self.masker = Masker(settings.organisation_headers_to_mask)
+        self.prices = prices if prices is not None else Prices()
         self.metrics = metrics.MetricsAggregator()
         self._queue: deque[RequestRecord] = deque()
         self._max = queue_size
@@ -133,6 +135,7 @@ class ObservabilityRecorder(Recorder):
     async def _build(self, records: deque[RequestRecord]) -> tuple[list[tuple], list[bytes], list[RequestStats]]:
         offset = time.time() - time.perf_counter()
         masker = self.masker
+        prices = self.prices
         aggregator = self.metrics
         exporter = self.exporter
         rows: list[tuple] = []
@@ -142,7 +145,7 @@ class ObservabilityRecorder(Recorder):
             if i and not i % _SLICE:
                 await asyncio.sleep(0)
             try:
-                d = Derived(rec, offset, masker)
+                d = Derived(rec, offset, masker, prices)
                 doc = encode_entry(build_entry(rec, d, masker))
                 rows.append((d.wall_start, rec.workspace, rec.trace_id, rec.status, rec.provider, doc))
                 lines.append(doc)

@@ -32,7 +32,7 @@ from gateway.controlplane.policies import RATE_KIND, USAGE_KIND, RateLimitPolicy
 from gateway.controlplane.records import Repository
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, RateLimited, ServiceUnavailable, UsageLimitExceeded
-from gateway.observability.cost import cost_micros
+from gateway.observability.cost import Prices
 from gateway.observability.metrics import count_policy_rejection
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, CompiledPolicy, RequestFacts, from_units
@@ -58,7 +58,7 @@ class Estimate:
 
     __slots__ = ("prompt", "output", "tokens", "cost")
 
-    def __init__(self, request: Any, body_len: int, provider: str | None, default_output: int) -> None:
+    def __init__(self, request: Any, body_len: int, provider: str | None, default_output: int, prices: Prices) -> None:
         self.prompt = -(-body_len // BYTES_PER_TOKEN)
         output = 0
         if hasattr(request, "max_tokens"):  # chat and completions: the answer is text, capped by the request
@@ -67,14 +67,17 @@ class Estimate:
             output = (default_output if cap is None else cap) * choices
         self.output = output
         self.tokens = self.prompt + output
-        self.cost = cost_micros(provider, getattr(request, "model", None), self.prompt, output)
+        self.cost = prices.cost_micros(provider, getattr(request, "model", None), self.prompt, output)
 
 
 class PolicyGate:
     """The per-worker policy cache and the admission step of the pipeline."""
 
-    def __init__(self, store: StateStore, settings: Settings, key_id: Callable[[str | None], str | None]) -> None:
+    def __init__(self, store: StateStore, settings: Settings, key_id: Callable[[str | None], str | None],
+                 prices: Prices | None = None) -> None:
         self.store = store
+        #: the runtime's price table answers (a gate of its own when none is given)
+        self.prices = prices if prices is not None else Prices()
         self.key_id = key_id
         self.usage_limits: Repository[UsageLimitPolicy] = Repository(
             store, USAGE_KIND, UsageLimitPolicy, "", "usage-limit policy", "policy_id")
@@ -90,7 +93,7 @@ class PolicyGate:
         self.fail_closed = settings.state_fail_mode == "closed"
         self.output_tokens = settings.policy_output_tokens
         self.reservation_ttl_ms = settings.policy_reservation_ttl_ms
-        self.settler = Settler(store)
+        self.settler = Settler(store, self.prices)
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
         self._open_logged_at = -1e9
@@ -173,7 +176,7 @@ class PolicyGate:
         items = plan.items
         rid = estimate = None
         if items is None:
-            estimate = Estimate(request, body_len, provider, self.output_tokens)
+            estimate = Estimate(request, body_len, provider, self.output_tokens, self.prices)
             items = [BudgetItem(key, p.limit, amount_of(p, estimate), ttl)
                      for p, key, ttl in zip(matched, plan.keys, plan.ttls)]
             rid = self._new_rid()

@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from gateway.observability.cost import cost_micros
+from gateway.observability.cost import Prices
 from gateway.observability.logs import tokens
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, Bucket, CompiledPolicy, from_units
@@ -63,8 +63,8 @@ class Hold:
         self.estimate = estimate
 
 
-def actual_amounts(hold: Hold, record: Any) -> list[int]:
-    """The real amount of each reserved item, from the finished request's record."""
+def actual_amounts(hold: Hold, record: Any, prices: Prices) -> list[int]:
+    """The real amount of each reserved item, from the finished request's record (costs from ``prices``)."""
     usage = record.usage
     answered = record.status == 200 or record.ttft_s is not None
     tin = tout = total = 0
@@ -76,7 +76,7 @@ def actual_amounts(hold: Hold, record: Any) -> list[int]:
         if policy.measure == REQUESTS:
             out.append(item.amount)
         elif usage is not None:
-            out.append(total if policy.measure == TOKENS else cost_micros(record.provider, record.model, tin, tout))
+            out.append(total if policy.measure == TOKENS else prices.cost_micros(record.provider, record.model, tin, tout))
         else:
             out.append(item.amount if answered else 0)
     return out
@@ -85,8 +85,9 @@ def actual_amounts(hold: Hold, record: Any) -> list[int]:
 class Settler:
     """The background settlement queue of one worker."""
 
-    def __init__(self, store: StateStore, queue_max: int = QUEUE_MAX, tasks: int = TASKS) -> None:
+    def __init__(self, store: StateStore, prices: Prices, queue_max: int = QUEUE_MAX, tasks: int = TASKS) -> None:
         self.store = store
+        self.prices = prices
         self.queue: asyncio.Queue[tuple[Callable[..., Awaitable[None]], tuple]] | None = None
         self.queue_max = queue_max
         self.task_count = tasks
@@ -162,7 +163,7 @@ class Settler:
 
     async def _settle(self, hold: Hold, record: Any) -> None:
         if hold.rid is not None:
-            await self.store.settle(hold.scope, hold.rid, hold.items, actual_amounts(hold, record))
+            await self.store.settle(hold.scope, hold.rid, hold.items, actual_amounts(hold, record, self.prices))
         watched = [i for i, p in enumerate(hold.policies) if p.alert is not None]
         if watched:
             await self._check_alerts(hold, watched)

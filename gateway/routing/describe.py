@@ -1,7 +1,7 @@
 """A config's routing tree as plain data: each target's path, strategy, how it is chosen, and every setting it has,
 marked with where it comes from (set on the target itself or inherited from which ancestor).
 
-Built by the same planner the router runs (``plan.build_plan``), so what it shows is what requests get. Credentials
+Built by the same planner the router runs (``Planner.build``), so what it shows is what requests get. Credentials
 (API keys, cloud secrets, service accounts) appear as ``"***"``.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from gateway.config.schema import NOT_INHERITED, Config
-from gateway.routing.plan import Node, build_plan
+from gateway.routing.plan import Node, Planner
 
 SECRET_FIELDS = frozenset({
     "api_key", "virtual_key", "cloudA_access_key_id", "cloudA_secret_access_key", "cloudA_session_token",
@@ -79,6 +79,6 @@ def _describe(node: Node, raw: Config, sources: dict[str, str]) -> TargetTree:
     return tree
 
 
-def describe(config: Config) -> TargetTree:
-    """The routing tree of a validated config."""
-    return _describe(build_plan(config), config, {})
+def describe(config: Config, planner: Planner) -> TargetTree:
+    """The routing tree of a validated config, built by ``planner`` (and not remembered by it)."""
+    return _describe(planner.build(config), config, {})

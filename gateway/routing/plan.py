@@ -1,4 +1,4 @@
-"""Config -> a routing tree of Nodes with inheritance applied, built once per config object and cached.
+"""Config -> a routing tree of Nodes with inheritance applied, built once per config object and remembered.
 
 Each Node knows its JSON path (``config``, ``config.targets[1]``, ``config.targets[0].targets[2]``: the value of
 ``x-gateway-last-used-option-index``), its effective config, its strategy and, per strategy, what it needs at run
@@ -15,8 +15,9 @@ from typing import Any
 
 import msgspec
 
-from gateway.config.inherit import effective
+from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
+from gateway.config.validate import ConfigParser
 from gateway.http.errors import InvalidRequest
 
 
@@ -51,54 +52,58 @@ class Node:
         return self.children[min(index, len(self.children) - 1)]
 
 
-def _build(raw: Config, parent: Config | None, path: str, root_id: str) -> Node:
-    config = effective(parent, raw) if parent is not None else raw
-    node = Node(config, path, root_id)
-    if not raw.targets:
-        node.direct = config.retry is None and config.cb_config is None and config.request_timeout is None
+#: routing trees remembered per planner
+CACHE_MAX = 4096
+
+
+class Planner:
+    """Config -> routing tree, built once per config object (configs are themselves cached by text) and remembered.
+    Inheritance and compiled conditions come from ``parser``. One per worker runtime."""
+
+    def __init__(self, parser: ConfigParser) -> None:
+        self.parser = parser
+        self._plans: BoundedCache[int, tuple[Config, Node]] = BoundedCache(CACHE_MAX)
+
+    def plan(self, config: Config) -> Node:
+        """The routing tree of ``config`` (cached by object identity)."""
+        hit = self._plans.get(id(config))
+        if hit is not None and hit[0] is config:
+            return hit[1]
+        node = self.build(config)
+        self._plans[id(config)] = (config, node)
         return node
-    strategy = raw.strategy
-    node.mode = strategy.mode if strategy is not None else "single"
-    for i, child_raw in enumerate(raw.targets):
-        child = _build(child_raw, config, f"{path}.targets[{i}]", root_id)
-        node.children.append(child)
-        node.has_breakers = node.has_breakers or child.config.cb_config is not None or child.has_breakers
-    if node.mode == "loadbalance":
-        total = 0.0
-        for child_raw in raw.targets:
-            weight = 1.0 if child_raw.weight is None else float(child_raw.weight)
-            total += weight
-            node.cumulative.append(total)
-        node.total_weight = total
-    elif node.mode == "conditional":
-        from gateway.config.validate import compiled_conditions
 
-        names = {child_raw.name: i for i, child_raw in enumerate(raw.targets) if child_raw.name}
-        node.compiled = list(compiled_conditions(strategy))
-        node.then_index = [names[c.then] for c in strategy.conditions]
-        node.default_index = names[strategy.default]
-    elif node.mode == "fallback":
-        codes = strategy.on_status_codes if strategy is not None else None
-        node.fallback_codes = [c.on_status_codes or codes for c in raw.targets]
-    return node
+    def build(self, config: Config) -> Node:
+        """The routing tree of ``config``, built afresh and not remembered (for a config looked at once)."""
+        root_id = hashlib.sha1(msgspec.json.encode(config)).hexdigest()[:16]
+        return self._build(config, None, "config", root_id)
 
-
-_plans: dict[int, tuple[Config, Node]] = {}
-
-
-def plan_for(config: Config) -> Node:
-    """The routing tree of ``config`` (cached by object identity; configs are themselves cached by text)."""
-    hit = _plans.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    node = build_plan(config)
-    if len(_plans) > 4096:
-        _plans.clear()
-    _plans[id(config)] = (config, node)
-    return node
-
-
-def build_plan(config: Config) -> Node:
-    """The routing tree of ``config``, built afresh (not cached: for a config looked at once, e.g. validated)."""
-    root_id = hashlib.sha1(msgspec.json.encode(config)).hexdigest()[:16]
-    return _build(config, None, "config", root_id)
+    def _build(self, raw: Config, parent: Config | None, path: str, root_id: str) -> Node:
+        config = self.parser.inheritance.effective(parent, raw) if parent is not None else raw
+        node = Node(config, path, root_id)
+        if not raw.targets:
+            node.direct = config.retry is None and config.cb_config is None and config.request_timeout is None
+            return node
+        strategy = raw.strategy
+        node.mode = strategy.mode if strategy is not None else "single"
+        for i, child_raw in enumerate(raw.targets):
+            child = self._build(child_raw, config, f"{path}.targets[{i}]", root_id)
+            node.children.append(child)
+            node.has_breakers = node.has_breakers or child.config.cb_config is not None or child.has_breakers
+        if node.mode == "loadbalance":
+            total = 0.0
+            for child_raw in raw.targets:
+                weight = 1.0 if child_raw.weight is None else float(child_raw.weight)
+                total += weight
+                node.cumulative.append(total)
+            node.total_weight = total
+        elif node.mode == "conditional":
+            assert strategy is not None and strategy.conditions is not None and strategy.default is not None
+            names = {child_raw.name: i for i, child_raw in enumerate(raw.targets) if child_raw.name}
+            node.compiled = list(self.parser.compiled_conditions(strategy))
+            node.then_index = [names[c.then] for c in strategy.conditions]
+            node.default_index = names[strategy.default]
+        elif node.mode == "fallback":
+            codes = strategy.on_status_codes if strategy is not None else None
+            node.fallback_codes = [c.on_status_codes or codes for c in raw.targets]
+        return node

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
+from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable
 from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
@@ -48,7 +49,7 @@ class UpstreamClient:
         # silence as well as a per-read timer would, without re-arming a timer on every socket read.
         self._timeout = aiohttp.ClientTimeout(total=read_s, sock_connect=connect_s)
         self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
-        self._urls: dict[str, tuple[URL, str, int, Proxy | None]] = {}
+        self._urls: BoundedCache[str, tuple[URL, str, int, Proxy | None]] = BoundedCache(8192)
 
     def _connector(self, fresh: bool = False) -> aiohttp.TCPConnector:
         """The pooled connector, or (``fresh``) one whose connections are closed after each use."""
@@ -77,10 +78,7 @@ class UpstreamClient:
         hit = self._urls.get(url)
         if hit is None:
             host, port, scheme = check_url(url, "custom_host")
-            hit = (URL(url, encoded=True), host, port, self.proxies.for_url(scheme, host, port))
-            if len(self._urls) > 8192:
-                self._urls.clear()
-            self._urls[url] = hit
+            hit = self._urls.put(url, (URL(url, encoded=True), host, port, self.proxies.for_url(scheme, host, port)))
         return hit
 
     async def check(self, url: str) -> None:

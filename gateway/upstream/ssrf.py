@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import Forbidden, InvalidRequest
 
 METADATA_NAMES = frozenset(
@@ -111,8 +112,8 @@ class PinnedResolver(AbstractResolver):
         self._inner = inner
         #: the operator's outbound proxies: resolved and connected to as configured (never an upstream's name)
         self.trusted = frozenset(trusted)
-        self._cache: dict[tuple[str, int], tuple[float, list[ResolveResult]]] = {}
-        self._checked: dict[tuple[str, int], float] = {}
+        self._cache: BoundedCache[tuple[str, int], tuple[float, list[ResolveResult]]] = BoundedCache(4096)
+        self._checked: BoundedCache[tuple[str, int], float] = BoundedCache(4096)
 
     def _resolver(self) -> AbstractResolver:
         if self._inner is None:
@@ -156,8 +157,6 @@ class PinnedResolver(AbstractResolver):
                 raise Forbidden(str(exc), param="custom_host") from None
             except OSError:
                 return  # unresolvable: the connection attempt reports it (502)
-        if len(self._checked) > 4096:
-            self._checked.clear()
         self._checked[key] = now + _CACHE_TTL_S
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
@@ -183,8 +182,6 @@ class PinnedResolver(AbstractResolver):
                 reason = refused_reason(address)
                 if reason is not None:
                     raise HostBlocked(f"upstream host {host!r} is blocked: it resolves to {reason}")
-        if len(self._cache) > 4096:
-            self._cache.clear()
         self._cache[key] = (now + _CACHE_TTL_S, results)
         return results
 

@@ -3,36 +3,33 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
-from gateway.config import inherit, validate
-from gateway.config.inherit import effective
+from gateway.config.inherit import Inheritance
 from gateway.config.schema import INHERITED_FIELDS, Config, RetryConfig, Strategy
-from gateway.config.validate import parse_config
+from gateway.config.validate import ConfigParser
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    validate.clear_cache()
-    inherit.clear_cache()
-    yield
-    validate.clear_cache()
+@pytest.fixture
+def effective() -> Callable[[Config | None, Config], Config]:
+    """A fresh Inheritance's ``effective`` (its own cache)."""
+    return Inheritance().effective
 
 
 def parse(doc: Any) -> Config:
-    return parse_config(json.dumps(doc))
+    return ConfigParser().parse(json.dumps(doc))
 
 
-def test_target_with_only_provider_inherits_the_parents_api_key():
+def test_target_with_only_provider_inherits_the_parents_api_key(effective):
     cfg = parse({"api_key": "sk-parent", "strategy": {"mode": "fallback"}, "targets": [{"provider": "anthropic"}]})
     target = effective(cfg, cfg.targets[0])
     assert target.provider == "anthropic"
     assert target.api_key == "sk-parent"
 
 
-def test_inherited_settings_count_three_levels_down():
+def test_inherited_settings_count_three_levels_down(effective):
     doc = {
         "provider": "vendorA",
         "retry": {"attempts": 2},
@@ -48,7 +45,7 @@ def test_inherited_settings_count_three_levels_down():
     assert leaf.name == "n" and leaf.strategy is None
 
 
-def test_effective_never_takes_targets_strategy_name_weight_or_on_status_codes():
+def test_effective_never_takes_targets_strategy_name_weight_or_on_status_codes(effective):
     parent = Config(
         provider="vendorA",
         api_key="k",
@@ -73,7 +70,7 @@ def test_effective_never_takes_targets_strategy_name_weight_or_on_status_codes()
     }
 
 
-def test_effective_returns_the_child_itself_when_nothing_is_inherited_and_reuses_results():
+def test_effective_returns_the_child_itself_when_nothing_is_inherited_and_reuses_results(effective):
     child = Config(virtual_key="v")
     assert effective(None, child) is child
     assert effective(Config(name="only-name"), child) is child

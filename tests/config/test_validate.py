@@ -8,8 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gateway.config import inherit, validate
-from gateway.config.inherit import effective
+from gateway.config.inherit import Inheritance
 from gateway.config.schema import (
     CircuitBreaker,
     Condition,
@@ -21,9 +20,7 @@ from gateway.config.schema import (
 from gateway.config.validate import (
     RETRY_ATTEMPTS_MAX,
     ConfigError,
-    compiled_conditions,
-    parse_config,
-    validate_config,
+    ConfigParser,
 )
 from gateway.http.errors import InvalidRequest
 from gateway.routing.conditions import evaluate
@@ -31,22 +28,14 @@ from gateway.routing.conditions import evaluate
 KEY = {"provider": "vendorA", "api_key": "sk-test"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    validate.clear_cache()
-    inherit.clear_cache()
-    yield
-    validate.clear_cache()
+def parse(doc: Any, parser: ConfigParser | None = None) -> Config:
+    return (parser or ConfigParser()).parse(json.dumps(doc))
 
 
-def parse(doc: Any) -> Config:
-    return parse_config(json.dumps(doc))
-
-
-def fault(doc: Any) -> ConfigError:
+def fault(doc: Any, parser: ConfigParser | None = None) -> ConfigError:
     text = doc if isinstance(doc, (str, bytes)) else json.dumps(doc)
     with pytest.raises(ConfigError) as info:
-        parse_config(text)
+        (parser or ConfigParser()).parse(text)
     err = info.value
     assert isinstance(err, InvalidRequest)
     assert err.status == 400
@@ -158,18 +147,20 @@ def conditional(**strategy: Any) -> dict:
 
 
 def test_conditional_config_is_valid_and_its_queries_are_compiled_once():
+    parser = ConfigParser()
     cfg = parse(
-        conditional(conditions=[{"query": {"metadata.tier": {"$eq": "pro"}}, "then": "smart"}], default="fast")
+        conditional(conditions=[{"query": {"metadata.tier": {"$eq": "pro"}}, "then": "smart"}], default="fast"),
+        parser,
     )
-    compiled = compiled_conditions(cfg.strategy)
-    assert compiled_conditions(cfg.strategy) is compiled
+    compiled = parser.compiled_conditions(cfg.strategy)
+    assert parser.compiled_conditions(cfg.strategy) is compiled
     assert evaluate(compiled[0], {"tier": "pro"}, {}) is True
     assert evaluate(compiled[0], {"tier": "free"}, {}) is False
 
 
 def test_compiled_conditions_of_a_strategy_built_in_code():
     strategy = Strategy(mode="conditional", conditions=[Condition(query={"params.model": "x"}, then="a")], default="a")
-    assert evaluate(compiled_conditions(strategy)[0], {}, {"model": "x"}) is True
+    assert evaluate(ConfigParser().compiled_conditions(strategy)[0], {}, {"model": "x"}) is True
 
 
 def test_conditional_mode_requires_conditions_and_default():
@@ -309,8 +300,8 @@ def test_json_that_is_not_an_object_is_rejected(text):
 
 
 def test_bytes_and_str_texts_both_parse():
-    assert parse_config(b'{"virtual_key": "v"}').virtual_key == "v"
-    assert parse_config('{"virtual_key": "v"}').virtual_key == "v"
+    assert ConfigParser().parse(b'{"virtual_key": "v"}').virtual_key == "v"
+    assert ConfigParser().parse('{"virtual_key": "v"}').virtual_key == "v"
 
 
 def test_error_renders_as_the_vendorA_envelope():
@@ -371,15 +362,15 @@ def test_drop_params_with_an_empty_segment_are_rejected(bad):
 
 def test_validate_config_checks_a_config_built_in_code_and_returns_it():
     cfg = Config(strategy=Strategy(mode="fallback"), targets=[Config(provider="vendorA", api_key="k")])
-    assert validate_config(cfg) is cfg
+    assert ConfigParser().validate(cfg) is cfg
     with pytest.raises(ConfigError) as info:
-        validate_config(Config(retry=RetryConfig(attempts=50)))
+        ConfigParser().validate(Config(retry=RetryConfig(attempts=50)))
     assert info.value.param == "retry.attempts"
 
 
 def test_validate_config_converts_guardrail_dicts_in_code_built_configs():
     words = {"words": ["x"]}
-    cfg = validate_config(Config(input_guardrails=[{"id": "g", "default.contains": words}, Guardrail(id="h")]))
+    cfg = ConfigParser().validate(Config(input_guardrails=[{"id": "g", "default.contains": words}, Guardrail(id="h")]))
     assert cfg.input_guardrails == [Guardrail(id="g", checks={"default.contains": words}), Guardrail(id="h")]
 
 
@@ -418,39 +409,41 @@ THREE_LEVELS = {
 
 def test_three_level_config_parses_and_inherits():
     cfg = parse(THREE_LEVELS)
-    pool = effective(cfg, cfg.targets[0])
-    leaf = effective(pool, cfg.targets[0].targets[1])
+    inheritance = Inheritance()
+    pool = inheritance.effective(cfg, cfg.targets[0])
+    leaf = inheritance.effective(pool, cfg.targets[0].targets[1])
     assert leaf.api_key == "sk-a" and leaf.request_timeout == 30000 and leaf.cache.max_age == 60
     assert leaf.weight == 0.3 and leaf.cb_config.cooldown_interval == 60000
     assert cfg.targets[1].targets[1].provider == "@backup-slug"
     # Round trip: a parsed config encodes back to an equivalent config (defaults left out).
-    assert parse_config(msgspec.json.encode(cfg)) == cfg
+    assert ConfigParser().parse(msgspec.json.encode(cfg)) == cfg
 
 
 def test_same_text_gives_the_same_object():
     text = json.dumps(THREE_LEVELS)
-    first = parse_config(text)
-    assert parse_config(text) is first
-    assert parse_config(text.encode()) == first
-    validate.clear_cache()
-    assert parse_config(text) is not first
+    parser = ConfigParser()
+    first = parser.parse(text)
+    assert parser.parse(text) is first
+    assert parser.parse(text.encode()) == first
+    assert ConfigParser().parse(text) is not first  # another runtime's parser
 
 
 def test_a_repeated_bad_config_keeps_failing_the_same_way():
     text = '{"retry": {"attempts": 11}}'
-    first = fault(text)
-    second = fault(text)
+    parser = ConfigParser()
+    first = fault(text, parser)
+    second = fault(text, parser)
     assert second is not first
     assert (second.message, second.param) == (first.message, first.param)
 
 
-def test_the_parse_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(validate, "PARSE_CACHE_MAX", 3)
+def test_the_parse_cache_is_bounded():
+    parser = ConfigParser(max_configs=3)
     texts = [json.dumps({"virtual_key": f"v{i}"}) for i in range(5)]
-    configs = [parse_config(t) for t in texts]
-    assert parse_config(texts[-1]) is configs[-1]
-    assert parse_config(texts[0]) is not configs[0]  # evicted, parsed again
-    assert parse_config(texts[0]) == configs[0]
+    configs = [parser.parse(t) for t in texts]
+    assert parser.parse(texts[-1]) is configs[-1]
+    assert parser.parse(texts[0]) is not configs[0]  # evicted, parsed again
+    assert parser.parse(texts[0]) == configs[0]
 
 
 def test_targets_nested_too_deeply_are_a_400_not_a_crash():
@@ -464,8 +457,8 @@ def test_targets_nested_too_deeply_are_a_400_not_a_crash():
 
 
 def test_a_buffer_is_accepted_as_text():
-    assert parse_config(memoryview(b'{"virtual_key": "v"}')).virtual_key == "v"
-    assert parse_config(bytearray(b'{"virtual_key": "v"}')).virtual_key == "v"
+    assert ConfigParser().parse(memoryview(b'{"virtual_key": "v"}')).virtual_key == "v"
+    assert ConfigParser().parse(bytearray(b'{"virtual_key": "v"}')).virtual_key == "v"
 
 
 # --- provider names, custom hosts, strategy with a root provider, breaker extras -------------------------------

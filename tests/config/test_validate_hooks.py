@@ -7,27 +7,19 @@ from typing import Any
 
 import pytest
 
-from gateway.config import validate
 from gateway.config.schema import Config, Feedback, Guardrail, HookOutcome
-from gateway.config.validate import ConfigError, parse_config
+from gateway.config.validate import ConfigError, ConfigParser
 
 KEY = {"provider": "vendorA", "api_key": "sk-test"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    validate.clear_cache()
-    yield
-    validate.clear_cache()
-
-
 def parse(doc: Any) -> Config:
-    return parse_config(json.dumps(doc))
+    return ConfigParser().parse(json.dumps(doc))
 
 
 def fault(doc: Any) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        parse_config(json.dumps(doc))
+        ConfigParser().parse(json.dumps(doc))
     assert info.value.status == 400
     assert info.value.message.startswith(f"invalid config: {info.value.param}: ")
     return info.value

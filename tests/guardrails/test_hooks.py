@@ -6,23 +6,15 @@ import json
 
 import pytest
 
-from gateway.config import validate
-from gateway.config.validate import ConfigError, parse_config
+from gateway.config.validate import ConfigError, ConfigParser
 from gateway.guardrails.hooks import CompiledHook, SavedRef, compile_phase
 
 KEY = {"provider": "vendorA", "api_key": "sk"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    validate.clear_cache()
-    yield
-    validate.clear_cache()
-
-
 def fault(doc) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        parse_config(json.dumps({**KEY, **doc}))
+        ConfigParser().parse(json.dumps({**KEY, **doc}))
     assert info.value.status == 400
     assert info.value.message.startswith(f"invalid config: {info.value.param}: ")
     return info.value
@@ -61,7 +53,7 @@ def test_unknown_check_message_lists_the_built_in_checks():
 
 
 def test_items_compile_to_hooks_and_saved_references():
-    cfg = parse_config(json.dumps({**KEY, "before_request_hooks": [
+    cfg = ConfigParser().parse(json.dumps({**KEY, "before_request_hooks": [
         {"id": "inline", "checks": [{"id": "default.contains", "parameters": {"words": ["x"]}}],
          "on_fail": {"deny": True}},
         {"id": "gr_saved"}],

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gateway.config.validate import clear_cache, parse_config
+from gateway.config.validate import ConfigParser
 from gateway.guardrails import GuardrailAnswer, GuardrailRequest, GuardrailRunner, HookResults
 from gateway.guardrails.saved import new_guardrail, parse_create
 from gateway.http.errors import InvalidRequest
@@ -17,15 +17,8 @@ from gateway.settings import Settings
 KEY = {"provider": "vendorA", "api_key": "sk"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_configs():
-    clear_cache()
-    yield
-    clear_cache()
-
-
 def config(**items):
-    return parse_config(json.dumps({**KEY, **items}))
+    return ConfigParser().parse(json.dumps({**KEY, **items}))
 
 
 def chat(text: str, **kw) -> GuardrailRequest:

@@ -75,12 +75,15 @@ def test_cost_limits_count_micro_dollars():
 
 
 def test_the_provider_of_a_multi_target_config_is_the_first_target_depth_first():
-    from gateway.config.validate import parse_config
+    from gateway.config.validate import ConfigParser
     from gateway.policies.gate import first_provider
-    from gateway.routing.plan import plan_for
+    from gateway.routing.plan import Planner
 
-    config = parse_config(b'{"strategy": {"mode": "fallback"}, "targets": [{"strategy": {"mode": "loadbalance"}, '
+    parser = ConfigParser()
+    planner = Planner(parser)
+
+    config = parser.parse(b'{"strategy": {"mode": "fallback"}, "targets": [{"strategy": {"mode": "loadbalance"}, '
                           b'"targets": [{"provider": "anthropic", "api_key": "a"}, {"provider": "vendorA", '
                           b'"api_key": "b"}]}, {"provider": "cohere", "api_key": "c"}]}')
-    assert first_provider(plan_for(config)) == "anthropic"
-    assert first_provider(plan_for(parse_config(b'{"provider": "vendorA", "api_key": "k"}'))) == "vendorA"
+    assert first_provider(planner.plan(config)) == "anthropic"
+    assert first_provider(planner.plan(parser.parse(b'{"provider": "vendorA", "api_key": "k"}'))) == "vendorA"

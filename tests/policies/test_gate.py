@@ -14,9 +14,10 @@ from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
 from gateway.http.context import build_context
 from gateway.http.errors import RateLimited
 from gateway.mock.kit import count_tokens
-from gateway.observability.cost import cost_micros
+from gateway.observability.cost import Prices
 from gateway.policies.gate import PolicyGate
-from gateway.routing.plan import plan_for
+from gateway.config.validate import ConfigParser
+from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
@@ -153,7 +154,8 @@ def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(gate
     for _ in range(2):
         resp = chat(gateway.url, headers, model="gpt-4o-mini")
         usage = resp.json()["usage"]
-        micros += cost_micros("vendorA", resp.json()["model"], usage["prompt_tokens"], usage["completion_tokens"])
+        micros += Prices().cost_micros("vendorA", resp.json()["model"], usage["prompt_tokens"],
+                                       usage["completion_tokens"])
     assert micros > 0
     settled_usage(gateway, policy_id, micros / 1e6)
     model = f"mystery-model-{run_tag}"
@@ -276,7 +278,7 @@ def request_parts(workspace: str, run: str):
     ctx = build_context([(b"x-gateway-api-key", b"k"), (b"x-gateway-metadata", b'{"run": "%s"}' % run.encode())])
     ctx.workspace = workspace
     body = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
-    return ctx, parse_chat(body), len(body), plan_for(Config(provider="vendorA", api_key="sk"))
+    return ctx, parse_chat(body), len(body), Planner(ConfigParser()).plan(Config(provider="vendorA", api_key="sk"))
 
 
 async def test_a_workspace_without_policies_costs_a_lookup_and_no_store_call():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.controlplane.policies import Condition, GroupBy, UsageLimitPolicy
-from gateway.observability.cost import cost_micros
+from gateway.observability.cost import Prices
 from gateway.observability.record import RequestRecord
 from gateway.policies.compiled import CompiledPolicy, bucket_of
 from gateway.policies.settle import Hold, Settler, actual_amounts, alerts_log
@@ -37,16 +37,17 @@ def test_actual_amounts_follow_the_answer():
     policies = [policy("requests"), policy("tokens"), policy("cost")]
     hold = hold_for(policies, [1, 500, 90])
     usage = Usage(prompt_tokens=10, completion_tokens=20, total_tokens=30)
-    assert actual_amounts(hold, finished(usage=usage)) == [1, 30, cost_micros("vendorA", "gpt-4o-mini", 10, 20)]
+    prices = Prices()
+    assert actual_amounts(hold, finished(usage=usage), prices) == [1, 30, prices.cost_micros("vendorA", "gpt-4o-mini", 10, 20)]
     # no usage reported: an answered request keeps its reservation, a failed one counts no tokens
-    assert actual_amounts(hold, finished()) == [1, 500, 90]
-    assert actual_amounts(hold, finished(status=499, ttft=0.1)) == [1, 500, 90]
-    assert actual_amounts(hold, finished(status=502)) == [1, 0, 0]
+    assert actual_amounts(hold, finished(), prices) == [1, 500, 90]
+    assert actual_amounts(hold, finished(status=499, ttft=0.1), prices) == [1, 500, 90]
+    assert actual_amounts(hold, finished(status=502), prices) == [1, 0, 0]
 
 
 async def test_a_reservation_is_settled_once_and_alerts_are_recorded_once():
     store = MemoryStateStore()
-    settler = Settler(store)
+    settler = Settler(store, Prices())
     tokens = policy("tokens", limit=1000, alert=100)
     hold = hold_for([tokens], [400])
     assert (await store.reserve("ws", hold.items, "r1", 60_000)).admitted
@@ -64,7 +65,7 @@ async def test_a_reservation_is_settled_once_and_alerts_are_recorded_once():
 
 async def test_a_full_queue_drops_instead_of_blocking():
     store = MemoryStateStore()
-    settler = Settler(store, queue_max=2, tasks=1)
+    settler = Settler(store, Prices(), queue_max=2, tasks=1)
     settler.start()
     hold = hold_for([policy("tokens")], [10])
     for _ in range(5):

@@ -3,13 +3,14 @@ where each of its settings comes from."""
 
 from __future__ import annotations
 
-from gateway.config.validate import parse_config
+from gateway.config.validate import ConfigParser
 from gateway.routing.describe import HIDDEN, describe
-from gateway.routing.plan import build_plan, plan_for
+from gateway.routing.plan import Planner
 
 
 def tree(text: str):
-    return describe(parse_config(text))
+    parser = ConfigParser()
+    return describe(parser.parse(text), Planner(parser))
 
 
 def test_a_config_without_targets_is_one_node_with_its_own_settings():
@@ -46,7 +47,9 @@ def test_how_each_strategy_picks_its_targets():
 
 
 def test_describing_a_config_does_not_fill_the_routers_plan_cache():
-    config = parse_config('{"provider": "vendorA", "api_key": "never-planned-before"}')
-    describe(config)
-    assert plan_for(config) is plan_for(config)  # the router caches its own plan...
-    assert build_plan(config) is not plan_for(config)  # ...which building afresh never touches
+    parser = ConfigParser()
+    planner = Planner(parser)
+    config = parser.parse('{"provider": "vendorA", "api_key": "never-planned-before"}')
+    describe(config, planner)
+    assert planner.plan(config) is planner.plan(config)  # the router caches its own plan...
+    assert planner.build(config) is not planner.plan(config)  # ...which building afresh never touches

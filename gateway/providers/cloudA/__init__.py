@@ -18,6 +18,7 @@ import re
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall, UpstreamRequest, UpstreamResult
 from gateway.providers.cloudA import converse, sigv4
@@ -51,7 +52,7 @@ class CloudAAdapter(ProviderAdapter):
     endpoints = frozenset({CHAT})
 
     def __init__(self) -> None:
-        self._urls: dict[tuple[str | None, str, str, bool], tuple[str, str, str]] = {}
+        self._urls: BoundedCache[tuple[str | None, str, str, bool], tuple[str, str, str]] = BoundedCache(4096)
 
     def endpoint(self, custom_host: str | None, region: str, model: str, stream: bool) -> tuple[str, str, str]:
         """(URL, Host header, path as sent) for one model."""
@@ -61,10 +62,7 @@ class CloudAAdapter(ProviderAdapter):
             base = (custom_host or f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")
             url = f"{base}/model/{quote(model, safe='')}/{'converse-stream' if stream else 'converse'}"
             host, path = _host(url)
-            hit = (url, host, path)
-            if len(self._urls) > 4096:
-                self._urls.clear()
-            self._urls[key] = hit
+            hit = self._urls.put(key, (url, host, path))
         return hit
 
     async def build_request(self, call: UpstreamCall) -> UpstreamRequest:

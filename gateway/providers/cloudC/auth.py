@@ -29,6 +29,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import (
     BadUpstreamResponse,
     Forbidden,
@@ -128,7 +129,7 @@ class TokenCache:
 
     def __init__(self, settings: Settings = Settings()) -> None:
         self._settings = settings
-        self._accounts: dict[tuple, ServiceAccount] = {}
+        self._accounts: BoundedCache[tuple[Any, ...], ServiceAccount] = BoundedCache(1024)
         self._entries: dict[tuple, _Entry] = {}
         self._session: aiohttp.ClientSession | None = None
         self._resolver: PinnedResolver | None = None
@@ -147,10 +148,7 @@ class TokenCache:
             if hit is not None:
                 return hit
         account = ServiceAccount(info)
-        if len(self._accounts) > 1024:
-            self._accounts.clear()
-        self._accounts[account.cache_key] = account
-        return account
+        return self._accounts.put(account.cache_key, account)
 
     async def token(self, info: Any) -> str:
         """A valid access token for the account described by ``info`` (a config's key object)."""
