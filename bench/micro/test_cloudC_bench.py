@@ -10,10 +10,12 @@ from __future__ import annotations
 from gateway.config.schema import Config
 from gateway.providers.base import UpstreamCall
 from gateway.providers.cloudC import CloudCAdapter
+from gateway.settings import Settings
+from gateway.upstream.client import UpstreamClient
 
 from streams import chat_call, chunked, encode, report, rewrite, run
 
-adapter = CloudCAdapter()
+adapter = CloudCAdapter.create(UpstreamClient(Settings()))  # bearer tokens only: the client is never started
 TEXT_EVENTS = 200
 TARGET = Config(provider="cloudC", api_key="ya29.bench", cloudC_project_id="bench-proj", cloudC_region="us-central1")
 

@@ -115,9 +115,9 @@ class UpstreamClient:
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, HostBlocked):
                 raise Forbidden(str(exc.os_error), param="custom_host") from None
-            raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from None
+            raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from exc
         except aiohttp.ClientError as exc:
-            raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from None
+            raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from exc
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
@@ -165,7 +165,7 @@ async def read_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:
     except (aiohttp.SocketTimeoutError, asyncio.TimeoutError):
         raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
     except aiohttp.ClientError as exc:
-        raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from None
+        raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc
 
 
 def host_of(url: str) -> str:

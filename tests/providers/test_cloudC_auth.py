@@ -17,11 +17,30 @@ from gateway.http.errors import Forbidden, GatewayError, InvalidRequest
 from gateway.providers.cloudC import auth
 from gateway.providers.cloudC.auth import ServiceAccount, TokenCache
 from gateway.settings import Settings
+from gateway.upstream.client import UpstreamClient
 from tests.support.http import request
 
 _KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 _OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 LOCAL = Settings(allow_private_hosts=("127.0.0.1", "localhost"))
+
+
+@pytest.fixture
+async def local_client():
+    """An upstream client (as a runtime has) that may reach the mock on loopback."""
+    client = UpstreamClient(LOCAL)
+    await client.start()
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def strict_client():
+    """An upstream client with no private hosts allowed."""
+    client = UpstreamClient(Settings())
+    await client.start()
+    yield client
+    await client.close()
 
 
 def pem(key: rsa.RSAPrivateKey) -> str:
@@ -78,18 +97,15 @@ def test_bad_service_account_fields_are_400s_naming_the_field(change, param):
     assert caught.value.param == param
 
 
-async def test_twenty_concurrent_requests_cause_one_exchange(mock):
+async def test_twenty_concurrent_requests_cause_one_exchange(mock, local_client):
     info = service_account(mock, mock.scenario() + "/token")
-    cache = TokenCache(LOCAL)
-    try:
-        tokens = await asyncio.gather(*(cache.token(info) for _ in range(20)))
-        assert len(set(tokens)) == 1 and tokens[0].startswith("ya29.")
-        assert cache.exchanges == 1
-        assert issued(mock, info) == 1
-        assert await cache.token(dict(info)) == tokens[0]  # an equal key object hits the same cache entry
-        assert issued(mock, info) == 1
-    finally:
-        await cache.close()
+    cache = TokenCache(local_client)
+    tokens = await asyncio.gather(*(cache.token(info) for _ in range(20)))
+    assert len(set(tokens)) == 1 and tokens[0].startswith("ya29.")
+    assert cache.exchanges == 1
+    assert issued(mock, info) == 1
+    assert await cache.token(dict(info)) == tokens[0]  # an equal key object hits the same cache entry
+    assert issued(mock, info) == 1
 
 
 class ShiftedClock:
@@ -106,72 +122,57 @@ class ShiftedClock:
         return time.time()
 
 
-async def test_token_is_reused_until_five_minutes_before_expiry(mock, monkeypatch):
+async def test_token_is_reused_until_five_minutes_before_expiry(mock, monkeypatch, local_client):
     info = service_account(mock, mock.scenario() + "/token")
-    cache = TokenCache(LOCAL)
-    try:
-        first = await cache.token(info)
-        monkeypatch.setattr(auth, "time", ShiftedClock(3599 - 300 - 5))
-        assert await cache.token(info) == first
-        monkeypatch.setattr(auth, "time", ShiftedClock(3599 - 300 + 5))
-        second = await cache.token(info)
-        assert second != first
-        assert issued(mock, info) == 2
-    finally:
-        await cache.close()
+    cache = TokenCache(local_client)
+    first = await cache.token(info)
+    monkeypatch.setattr(auth, "time", ShiftedClock(3599 - 300 - 5))
+    assert await cache.token(info) == first
+    monkeypatch.setattr(auth, "time", ShiftedClock(3599 - 300 + 5))
+    second = await cache.token(info)
+    assert second != first
+    assert issued(mock, info) == 2
 
 
-async def test_a_refused_assertion_is_a_401_naming_cloudC_and_the_token_uri_shared_by_waiters(mock):
+async def test_a_refused_assertion_is_a_401_naming_cloudC_and_the_token_uri_shared_by_waiters(mock, local_client):
     token_uri = mock.scenario() + "/token"
     info = service_account(mock, token_uri, register_key=_OTHER_KEY)  # the mock verifies against another key
-    cache = TokenCache(LOCAL)
-    try:
-        results = await asyncio.gather(*(cache.token(info) for _ in range(5)), return_exceptions=True)
-        assert all(isinstance(r, GatewayError) for r in results)
-        error = results[0]
-        assert error.status == 401
-        assert "cloudC" in error.message and token_uri in error.message and "Invalid JWT Signature" in error.message
-        assert cache.exchanges == 1
-        assert issued(mock, info) == 0
-    finally:
-        await cache.close()
+    cache = TokenCache(local_client)
+    results = await asyncio.gather(*(cache.token(info) for _ in range(5)), return_exceptions=True)
+    assert all(isinstance(r, GatewayError) for r in results)
+    error = results[0]
+    assert error.status == 401
+    assert "cloudC" in error.message and token_uri in error.message and "Invalid JWT Signature" in error.message
+    assert cache.exchanges == 1
+    assert issued(mock, info) == 0
 
 
-async def test_token_endpoint_server_error_is_a_502(mock):
+async def test_token_endpoint_server_error_is_a_502(mock, local_client):
     token_uri = mock.scenario([{"status": 503, "message": "backend down"}, {}]) + "/token"
     info = service_account(mock, token_uri)
-    cache = TokenCache(LOCAL)
-    try:
-        with pytest.raises(GatewayError) as caught:
-            await cache.token(info)
-        assert caught.value.status == 502
-        assert "cloudC" in caught.value.message and token_uri in caught.value.message
-        assert await cache.token(info)  # the next request tries again (step 2 of the scenario answers)
-    finally:
-        await cache.close()
+    cache = TokenCache(local_client)
+    with pytest.raises(GatewayError) as caught:
+        await cache.token(info)
+    assert caught.value.status == 502
+    assert "cloudC" in caught.value.message and token_uri in caught.value.message
+    assert await cache.token(info)  # the next request tries again (step 2 of the scenario answers)
 
 
-async def test_unreachable_token_endpoint_is_a_502():
+async def test_unreachable_token_endpoint_is_a_502(local_client):
     info = {"client_email": "a@p", "private_key": pem(_KEY), "token_uri": "http://127.0.0.1:9/token"}
-    cache = TokenCache(LOCAL)
-    try:
-        with pytest.raises(GatewayError) as caught:
-            await cache.token(info)
-        assert caught.value.status == 502 and "127.0.0.1:9/token" in caught.value.message
-        assert "could not be reached" in caught.value.message and "Error" not in caught.value.message
-    finally:
-        await cache.close()
+    cache = TokenCache(local_client)
+    with pytest.raises(GatewayError) as caught:
+        await cache.token(info)
+    assert caught.value.status == 502 and "127.0.0.1:9/token" in caught.value.message
+    assert "could not be reached" in caught.value.message and "Error" not in caught.value.message
 
 
 @pytest.mark.parametrize("token_uri", ["http://10.1.2.3/token", "http://169.254.169.254/computeMetadata/token",
                                        "http://127.0.0.1:1/token"])
-async def test_private_token_uri_is_refused_before_any_connection(token_uri):
+async def test_private_token_uri_is_refused_before_any_connection(token_uri, strict_client):
     info = {"client_email": "a@p", "private_key": pem(_KEY), "token_uri": token_uri}
-    cache = TokenCache(Settings())  # no private hosts allowed
-    try:
-        with pytest.raises(Forbidden) as caught:
-            await cache.token(info)
-        assert caught.value.param == "cloudC_service_account_json.token_uri"
-        assert cache.exchanges == 0
-    finally:
-        await cache.close()
+    cache = TokenCache(strict_client)  # no private hosts allowed
+    with pytest.raises(Forbidden) as caught:
+        await cache.token(info)
+    assert caught.value.param == "cloudC_service_account_json.token_uri"
+    assert cache.exchanges == 0

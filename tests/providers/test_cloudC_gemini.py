@@ -16,6 +16,8 @@ from gateway.providers.base import CHAT, EMBEDDINGS, UpstreamCall
 from gateway.providers.cloudC import CloudCAdapter, gemini
 from gateway.providers.cloudC.stream import GeminiStream
 from gateway.schema.chat import parse_chat
+from gateway.settings import Settings
+from gateway.upstream.client import UpstreamClient
 
 dec = msgspec.json.decode
 enc = msgspec.json.encode
@@ -373,7 +375,8 @@ def call_for(target: Config, endpoint: str = CHAT, stream: bool = False, ctx: Re
 
 
 def build(call: UpstreamCall):
-    return asyncio.run(CloudCAdapter().build_request(call))
+    adapter = CloudCAdapter.create(UpstreamClient(Settings()))  # bearer tokens only: the client is never started
+    return asyncio.run(adapter.build_request(call))
 
 
 def test_default_urls_for_chat_stream_embeddings_and_global():

@@ -56,12 +56,12 @@ class CloudCAdapter(ProviderAdapter):
     name = NAME
     endpoints = frozenset({CHAT, EMBEDDINGS})
 
-    def __init__(self, tokens: TokenCache | None = None) -> None:
-        self.tokens = tokens or TokenCache()
+    def __init__(self, tokens: TokenCache) -> None:
+        self.tokens = tokens
 
     @classmethod
     def create(cls, client: UpstreamClient) -> CloudCAdapter:
-        return cls(TokenCache(client.settings))
+        return cls(TokenCache(client))
 
     def url(self, call: UpstreamCall) -> str:
         target = call.target
@@ -122,5 +122,3 @@ class CloudCAdapter(ProviderAdapter):
         """Thought parts are returned only when strict_vendorA_compliance is explicitly false."""
         return call.target.strict_vendorA_compliance is False
 
-    async def close(self) -> None:
-        await self.tokens.close()

@@ -10,9 +10,9 @@ the conventions' wire facts): a JWT with header
 ``{"error", "error_description"}``.
 
 A token is reused until 5 minutes before it expires. Each account has one asyncio.Lock: while one request
-refreshes, the others wait for that refresh and share its token (or its failure). The exchange goes through a small
-aiohttp session of its own (created on first use, closed by ``close()``) whose connector resolves through the same
-SSRF-pinning resolver the upstream client uses; ``token_uri`` passes the same URL checks first.
+refreshes, the others wait for that refresh and share its token (or its failure). The exchange goes through the
+runtime's upstream client like every other upstream call (its pool, its connect timeout, SSRF checks and address
+pinning; no redirects), bounded as a whole by TOKEN_TIMEOUT_S.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from gateway.http.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from gateway.settings import Settings
-from gateway.upstream.ssrf import AllowList, PinnedResolver, check_url
+from gateway.providers.base import UpstreamRequest
+from gateway.upstream.client import UpstreamClient, read_body
+from gateway.upstream.ssrf import check_url
 
 PROVIDER = "cloudC"
 FIELD = "cloudC_service_account_json"
@@ -127,12 +128,10 @@ class _Entry:
 class TokenCache:
     """Access tokens per service account; one refresh at a time per account."""
 
-    def __init__(self, settings: Settings = Settings()) -> None:
-        self._settings = settings
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
         self._accounts: BoundedCache[tuple[Any, ...], ServiceAccount] = BoundedCache(1024)
         self._entries: dict[tuple, _Entry] = {}
-        self._session: aiohttp.ClientSession | None = None
-        self._resolver: PinnedResolver | None = None
         #: token exchanges made (observability and tests)
         self.exchanges = 0
 
@@ -177,37 +176,30 @@ class TokenCache:
             entry.refresh_at = time.monotonic() + max(0.0, expires_in - REFRESH_MARGIN_S)
             return token
 
-    def _session_for(self) -> tuple[aiohttp.ClientSession, PinnedResolver]:
-        if self._session is None or self._session.closed:
-            settings = self._settings
-            self._resolver = PinnedResolver(AllowList(settings.allow_private_hosts))
-            connector = aiohttp.TCPConnector(resolver=self._resolver, use_dns_cache=False, limit=16)
-            timeout = aiohttp.ClientTimeout(total=TOKEN_TIMEOUT_S,
-                                            connect=settings.upstream_connect_timeout_ms / 1000)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
-        assert self._resolver is not None
-        return self._session, self._resolver
-
     async def _exchange(self, account: ServiceAccount) -> tuple[str, float]:
         uri = account.token_uri
-        host, port, _ = check_url(uri, f"{FIELD}.token_uri")
-        session, resolver = self._session_for()
         try:
-            await resolver.check(host, port)
+            await self._client.check(uri)
         except Forbidden as exc:
             raise Forbidden(f"{FIELD}.token_uri refused: {exc.message}", param=f"{FIELD}.token_uri") from None
         form = urlencode({"grant_type": GRANT_TYPE, "assertion": account.assertion()})
+        request = UpstreamRequest(uri, {"content-type": "application/x-www-form-urlencoded"}, form.encode())
         self.exchanges += 1
         try:
-            async with session.post(uri, data=form.encode(), allow_redirects=False,
-                                    headers={"content-type": "application/x-www-form-urlencoded"}) as resp:
-                body = await resp.read()
-                status = resp.status
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(TOKEN_TIMEOUT_S):
+                response = await self._client.open(request)
+                try:
+                    body = await read_body(response)
+                    status = response.status
+                finally:
+                    response.release()
+        except (UpstreamTimeout, TimeoutError):
             raise UpstreamTimeout(f"{PROVIDER} token endpoint {uri} timed out", extra={"provider": PROVIDER}) \
                 from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamUnreachable(f"{PROVIDER} token endpoint {uri} {_failure(exc)}",
+        except UpstreamUnreachable as exc:
+            cause = exc.__cause__  # the upstream client keeps the aiohttp error as the cause
+            reason = _failure(cause) if isinstance(cause, aiohttp.ClientError) else "could not be reached"
+            raise UpstreamUnreachable(f"{PROVIDER} token endpoint {uri} {reason}",
                                       extra={"provider": PROVIDER}) from None
         try:
             answer = _answer.decode(body)
@@ -230,14 +222,6 @@ class TokenCache:
             )
         expires_in = float(answer.expires_in) if answer.expires_in is not None else 3600.0
         return answer.access_token, expires_in
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        if self._resolver is not None:
-            await self._resolver.close()
-            self._resolver = None
 
 
 def _failure(exc: aiohttp.ClientError) -> str:
