@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import msgspec
-
-from gateway import __version__, _speedups
+from gateway import _speedups
 from gateway import settings as settings_module
-from gateway.api.inference import Pipeline, internal_error
+from gateway.api.health import HealthEndpoint, ReadyEndpoint
+from gateway.api.inference import Pipeline
 from gateway.api.runtime import Runtime
-from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound
-from gateway.http.respond import send_error, send_json
+from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
+from gateway.http.respond import send_error
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
-
-_encode = msgspec.json.encode
 
 
 class GatewayApp:
@@ -57,8 +54,8 @@ class GatewayApp:
         for method, path, handler in PolicyRoutes(runtime).routes():
             self.add(method, path, handler)
         self.add("GET", "/metrics", MetricsEndpoint(runtime))
-        self.add("GET", "/health", self.health)
-        self.add("GET", "/ready", self.ready)
+        self.add("GET", "/health", HealthEndpoint(runtime))
+        self.add("GET", "/ready", ReadyEndpoint(runtime))
 
     def add(self, method: str, path: str, handler: ASGIApp) -> None:
         """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``."""
@@ -125,24 +122,6 @@ class GatewayApp:
                     await self.runtime.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self.runtime
-        body = _encode(
-            {
-                "status": "ok",
-                "version": __version__,
-                "state_backend": runtime.store.backend if runtime else "memory",
-                "state": {"backend": runtime.store.backend, "healthy": runtime.store.healthy,
-                          "fail_mode": runtime.settings.state_fail_mode} if runtime else None,
-                "speedups": _speedups.active(),
-            }
-        )
-        await send_json(send, 200, body)
-
-    async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ok = self.runtime is not None and self.runtime.ready and self.runtime.state_ready
-        await send_json(send, 200 if ok else 503, _encode({"ready": ok}))
 
 
 def _optional(spec: str):

@@ -12,7 +12,8 @@ import asyncio
 import time
 from collections import deque
 
-from gateway.observability.logs import LineSink, LogStore
+from gateway.observability.linesink import LineSink
+from gateway.observability.logstore import LogStore
 from gateway.observability.record import RequestRecord
 from gateway.observability.recorder import ObservabilityRecorder
 from gateway.observability.tracing import request_spans
@@ -90,7 +91,8 @@ def test_background_build_per_record(benchmark, tmp_path):
 
 def test_span_build_per_record(benchmark, tmp_path):
     from gateway.observability.cost import Prices
-    from gateway.observability.logs import Derived, Masker
+    from gateway.observability.entry import Derived
+    from gateway.observability.masking import Masker
 
     masker = Masker()
     rec = make_record()

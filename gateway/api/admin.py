@@ -15,7 +15,7 @@ import msgspec
 
 from gateway.api.runtime import Runtime
 from gateway.controlplane.keys import KeyRecord
-from gateway.http.body import read_body
+from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from gateway.http.respond import send_json
@@ -81,7 +81,7 @@ async def authorize(runtime: Runtime, scope: dict, *, admin: bool = True) -> Cal
 
 async def read_json(scope: Scope, receive: Receive, decoder: BodyDecoder[T]) -> T:
     """The request body decoded with ``decoder``: 400 naming the field when it does not fit."""
-    body = await read_body(scope, receive, ADMIN_BODY_LIMIT)
+    body = await read_request_body(scope, receive, ADMIN_BODY_LIMIT)
     return decoder.decode(body)
 
 

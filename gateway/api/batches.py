@@ -25,7 +25,7 @@ import msgspec
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, int_query, query_values
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
-from gateway.http.body import read_body
+from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.http.respond import send_json
@@ -86,7 +86,7 @@ class BatchRoutes:
         jobs = self.jobs
         caller = await jobs.caller(scope)
         ctx = caller.ctx
-        body = await read_body(scope, receive, ADMIN_BODY_LIMIT)
+        body = await read_request_body(scope, receive, ADMIN_BODY_LIMIT)
         request = parse_create_batch(body)
         if is_gateway_file(request.input_file_id):
             batch = await self._create_gateway_batch(scope, caller.workspace, ctx, request)

@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, int_query, query_values
 from gateway.api.jobs import Jobs, raw_query
-from gateway.http.body import read_body
+from gateway.http.body import read_request_body
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.files import is_gateway_file
@@ -41,7 +41,7 @@ class FineTuningRoutes:
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
-        body = await read_body(scope, receive, ADMIN_BODY_LIMIT)
+        body = await read_request_body(scope, receive, ADMIN_BODY_LIMIT)
         request = parse_create_job(body)
         for field in ("training_file", "validation_file"):
             value = getattr(request, field)

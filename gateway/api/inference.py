@@ -13,7 +13,6 @@ so far (the provider's, else the gateway's estimate). Each record says where its
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any, Callable
 
@@ -21,9 +20,16 @@ import aiohttp
 import msgspec
 
 from gateway.api.runtime import Runtime
-from gateway.http.body import ClientDisconnected, read_body
+from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, UpstreamTimeout, UpstreamUnreachable
+from gateway.http.errors import (
+    GatewayError,
+    InvalidRequest,
+    Unauthorized,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    internal_error,
+)
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
 from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.estimate import SAMPLE_CHUNKS
@@ -33,8 +39,7 @@ from gateway.providers.vendorA import VendorAAdapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
-from gateway.upstream.client import failure_text
-from gateway.upstream.client import read_body as read_upstream
+from gateway.upstream.client import failure_text, read_response_body
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
@@ -86,19 +91,13 @@ class StreamOutcome:
 
 
 def held_error(transformer: Any) -> GatewayError | None:
-    """An in-band error a transformer held back so the events before it could go out first (see HeldError)."""
+    """An in-band error a transformer held back so the events before it could go out first (see InBandErrorHolder)."""
     return getattr(transformer, "held_error", None)
 
 
 def error_event(error: GatewayError) -> bytes:
     """An in-stream error: ``data: {"error": {...}}``, the form vendorA SDKs raise on."""
     return b"data: " + error.body() + b"\n\n"
-
-
-def internal_error(exc: BaseException) -> GatewayError:
-    """A bug surfaced as a 500 in the one error format; the traceback goes to the server log."""
-    logging.getLogger("gateway").error("unexpected error while handling a request", exc_info=exc)
-    return GatewayError("internal gateway error (the server log has the details)", code="internal_error")
 
 
 def stream_broke(exc: BaseException, provider: str, when: str = "before the stream ended") -> GatewayError:
@@ -161,7 +160,7 @@ class Pipeline:
             record.trace_id = ctx.trace_id
             await authenticate(runtime, ctx)
             record.workspace = ctx.workspace
-            body = await read_body(scope, receive, runtime.settings.max_body_bytes)
+            body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
             request = self.parse(body)
             stream = bool(getattr(request, "stream", False))
             record.stream = stream
@@ -233,7 +232,7 @@ class Pipeline:
         if record.budget is not None:
             self.runtime.policies.finish(record.budget, record)
         if self.runtime.settings.log_bodies:
-            from gateway.observability.logs import attach_bodies
+            from gateway.observability.entry import attach_bodies
 
             attach_bodies(record, state, response_body)
         self.runtime.recorder.record(record)
@@ -278,10 +277,10 @@ class Pipeline:
             response = await runtime.client.open(upstream_request, stream)
             try:
                 if not 200 <= response.status < 300:
-                    data = await read_upstream(response)
+                    data = await read_response_body(response)
                     raise adapter.parse_error(call, response.status, response.headers, data)
                 if not stream:
-                    data = await read_upstream(response)
+                    data = await read_response_body(response)
                     record.upstream_s = time.perf_counter() - record.upstream_started
                     result = adapter.parse_response(call, response.status, response.headers, data)
                     return JsonOutcome(result.body, result.usage, result.model, provider)

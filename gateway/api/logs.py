@@ -18,7 +18,7 @@ from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.observability.logs import LogFilter, LogStore
+from gateway.observability.logstore import LogFilter, LogStore
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20

@@ -25,7 +25,7 @@ from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
-from gateway.observability.logs import LogFilter, LogStore
+from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
 
 MAX_BACKLOG = 100

@@ -14,7 +14,7 @@ import msgspec
 from gateway.api.inference import authenticate
 from gateway.api.runtime import Runtime
 from gateway.config.validate import ConfigParser, decode_config
-from gateway.http.body import read_body
+from gateway.http.body import read_request_body
 from gateway.http.context import build_context
 from gateway.http.respond import send_json
 from gateway.routing.describe import TargetTree, describe
@@ -37,7 +37,7 @@ class ValidateConfigEndpoint:
     async def __call__(self, scope: dict, receive, send) -> None:
         runtime = self.runtime
         await authenticate(runtime, build_context(scope["headers"]))
-        body = await read_body(scope, receive, runtime.settings.max_body_bytes)
+        body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
         parser = ConfigParser()  # its own caches, thrown away: the runtime's parsed configs stay as they are
         config = parser.validate(decode_config(body))
         await send_json(send, 200, _encode(Validation(describe(config, Planner(parser)))))

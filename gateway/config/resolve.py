@@ -20,9 +20,9 @@ import msgspec
 
 from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
-from gateway.config.validate import ConfigError, ConfigParser, decode_config
+from gateway.config.validate import ConfigParser, decode_config
 from gateway.http.context import RequestContext
-from gateway.http.errors import InvalidRequest
+from gateway.http.errors import ConfigError, InvalidRequest
 
 #: RequestContext attribute -> Config field, for header-borne provider settings
 _HEADER_FIELDS: tuple[tuple[str, str], ...] = (

@@ -34,7 +34,7 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.config.inherit import Inheritance
 from gateway.config.schema import Config, Guardrail, Hook, HookOutcome, Strategy
-from gateway.http.errors import InvalidRequest
+from gateway.http.errors import ConfigError, InvalidRequest
 
 RETRY_ATTEMPTS_MAX = 10
 MAX_TARGET_DEPTH = 32
@@ -80,15 +80,6 @@ PASSTHROUGH_EXCLUSIVE = (
 )
 _GUARDRAIL_KEYS = frozenset({"id", "deny", "async", "on_fail", "on_success"})
 _OUTCOMES = ("on_fail", "on_success")
-
-
-class ConfigError(InvalidRequest):
-    """400: the config is not valid. ``param`` is the JSON path of the fault (``targets[1].retry.attempts``)."""
-
-    @classmethod
-    def at(cls, param: str, detail: str) -> ConfigError:
-        """The error for the value at ``param``: message ``invalid config: <param>: <detail>``."""
-        return cls(f"invalid config: {param}: {detail}", param=param)
 
 
 # --- msgspec errors -> JSON paths -----------------------------------------------------------------------------

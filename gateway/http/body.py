@@ -10,7 +10,7 @@ class ClientDisconnected(Exception):
     """The client went away before its body was read."""
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+async def read_request_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The whole body; 413 as soon as it is known to exceed ``limit`` (Content-Length or bytes read)."""
     for name, value in scope["headers"]:
         if name == b"content-length":

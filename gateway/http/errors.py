@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
@@ -182,6 +183,24 @@ class GuardrailDenied(GatewayError):
     code = "guardrail_denied"
 
 
-def field_error(message: str, param: str | None) -> InvalidRequest:
-    """A 400 naming the offending field."""
-    return InvalidRequest(message, param=param)
+class CircuitOpen(GatewayError):
+    """503: every target that could answer has its circuit breaker open."""
+
+    status = 503
+    type = "upstream_error"
+    code = "circuit_open"
+
+
+class ConfigError(InvalidRequest):
+    """400: the config is not valid. ``param`` is the JSON path of the fault (``targets[1].retry.attempts``)."""
+
+    @classmethod
+    def at(cls, param: str, detail: str) -> ConfigError:
+        """The error for the value at ``param``: message ``invalid config: <param>: <detail>``."""
+        return cls(f"invalid config: {param}: {detail}", param=param)
+
+
+def internal_error(exc: BaseException) -> GatewayError:
+    """A bug surfaced as a 500 in the one error format; the traceback goes to the server log."""
+    logging.getLogger("gateway").error("unexpected error while handling a request", exc_info=exc)
+    return GatewayError("internal gateway error (the server log has the details)", code="internal_error")

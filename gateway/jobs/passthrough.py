@@ -23,7 +23,7 @@ from gateway.http.respond import end_stream, send_chunk, send_json
 from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
 from gateway.routing.plan import Node
-from gateway.upstream.client import UpstreamClient, read_body
+from gateway.upstream.client import UpstreamClient, read_response_body
 
 if TYPE_CHECKING:
     from gateway.api.runtime import Runtime
@@ -93,7 +93,7 @@ class Forwarder:
         response = await self.client.open(request, stream=True)
         if not 200 <= response.status < 300:
             try:
-                data = await read_body(response)
+                data = await read_response_body(response)
             finally:
                 response.release()
             call = UpstreamCall(resource, config, b"", None, False, ctx, adapter.name)
@@ -108,7 +108,7 @@ class Forwarder:
         """Forward and answer the provider's JSON object with the gateway's response headers."""
         adapter, response = await self.open(ctx, resource, method, path, query, body, content_type, target)
         try:
-            data = await read_body(response)
+            data = await read_response_body(response)
         finally:
             response.release()
         try:

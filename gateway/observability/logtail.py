@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway.observability.logs import LogFilter
+from gateway.observability.logstore import LogFilter
 
 MAX_FRAMES = 25  # per connection: with a read every 250 ms, at most 100 records a second reach a console
 MAX_BUFFER_BYTES = 512 * 1024

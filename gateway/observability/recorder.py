@@ -17,8 +17,11 @@ from typing import Any
 
 from gateway.observability import metrics
 from gateway.observability.cost import Prices
+from gateway.observability.entry import Derived, build_entry, encode_entry
+from gateway.observability.linesink import LineSink
+from gateway.observability.logstore import LogStore
+from gateway.observability.masking import Masker
 from gateway.observability.rollups import RequestStats, RollupStore
-from gateway.observability.logs import Derived, LineSink, LogStore, Masker, build_entry, encode_entry
 from gateway.observability.record import Recorder, RequestRecord
 from gateway.observability.tracing import OtlpExporter, request_spans
 from gateway.settings import Settings, data_path

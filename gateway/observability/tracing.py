@@ -82,7 +82,7 @@ def _nanos(seconds: float) -> str:
 def request_spans(rec: Any, d: Any, scrub) -> list[dict]:
     """The request span, and a client span for the answering upstream attempt when there was one.
 
-    ``d`` is the record's ``logs.Derived``; ``scrub`` hides secrets in free text (the error message).
+    ``d`` is the record's ``entry.Derived``; ``scrub`` hides secrets in free text (the error message).
     """
     trace_id, trace_derived = otlp_id(rec.trace_id, 32)
     if trace_id is None:

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from gateway.observability.cost import Prices
-from gateway.observability.logs import tokens
+from gateway.observability.entry import tokens
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, Bucket, CompiledPolicy, from_units
 from gateway.state.base import BudgetItem, StateStore, StateStoreError

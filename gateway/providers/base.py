@@ -228,7 +228,7 @@ def upstream_error(
     )
 
 
-class HeldError:
+class InBandErrorHolder:
     """Stream-transformer mixin: an in-band error met after other events of the same upstream read is held back,
     so those events reach the client first (and, before the first event, decide the status); it is raised at the
     next ``feed()`` or ``close()``. Subclasses declare a ``held_error`` slot, call ``raise_held`` first in

@@ -27,7 +27,7 @@ from gateway.providers.base import (
     EMBEDDINGS,
     MODERATIONS,
     RERANK,
-    HeldError,
+    InBandErrorHolder,
     ProviderAdapter,
     UpstreamCall,
     UpstreamRequest,
@@ -123,7 +123,7 @@ class VendorAAdapter(ProviderAdapter):
         return VendorAStream(self.name)
 
 
-class VendorAStream(HeldError):
+class VendorAStream(InBandErrorHolder):
     """Relays vendorA SSE chunks event by event; swallows the upstream's [DONE] (the pipeline writes one).
 
     Fast path: a chunk that starts and ends on event boundaries (the splitter holds nothing, the chunk ends with a

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from gateway import _speedups
 from gateway.http.errors import (
+    CircuitOpen,
     GatewayError,
     RequestTimeout,
     UpstreamTimeout,
@@ -22,12 +23,6 @@ from gateway.http.errors import (
 from gateway.routing.breaker import CircuitBreaker, counts_as_failure
 from gateway.routing.plan import Node
 from gateway.routing.retry import backoff_s, retry_after_s, should_retry
-
-
-class CircuitOpen(GatewayError):
-    status = 503
-    type = "upstream_error"
-    code = "circuit_open"
 
 
 class RunState:

@@ -158,7 +158,7 @@ def failure_text(exc: BaseException) -> str:
     return "failed"
 
 
-async def read_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:
+async def read_response_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:
     """The whole upstream body, with read failures mapped to 504/502."""
     try:
         return await resp.read()

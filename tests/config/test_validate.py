@@ -17,12 +17,8 @@ from gateway.config.schema import (
     RetryConfig,
     Strategy,
 )
-from gateway.config.validate import (
-    RETRY_ATTEMPTS_MAX,
-    ConfigError,
-    ConfigParser,
-)
-from gateway.http.errors import InvalidRequest
+from gateway.config.validate import RETRY_ATTEMPTS_MAX, ConfigParser
+from gateway.http.errors import ConfigError, InvalidRequest
 from gateway.routing.conditions import evaluate
 
 KEY = {"provider": "vendorA", "api_key": "sk-test"}

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config.schema import Config, Guardrail
-from gateway.config.validate import STRATEGY_MODES, ConfigError, ConfigParser
+from gateway.config.validate import STRATEGY_MODES, ConfigParser
+from gateway.http.errors import ConfigError
 
 _SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 70000), st.floats(-1, 1e5, allow_nan=False), st.text(max_size=6)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from gateway.config.schema import Config, Feedback, Guardrail, HookOutcome
-from gateway.config.validate import ConfigError, ConfigParser
+from gateway.config.validate import ConfigParser
+from gateway.http.errors import ConfigError
 
 KEY = {"provider": "vendorA", "api_key": "sk-test"}
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from gateway.config.validate import ConfigError, ConfigParser
+from gateway.config.validate import ConfigParser
+from gateway.http.errors import ConfigError
 from gateway.guardrails.hooks import CompiledHook, SavedRef, compile_phase
 
 KEY = {"provider": "vendorA", "api_key": "sk"}

@@ -9,7 +9,7 @@ import time
 
 import msgspec
 
-from gateway.observability.logs import LogFilter, LogStore
+from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import MAX_BUFFER_BYTES, MAX_FRAMES, LogTail, Subscriber, event_frame, row_matcher
 
 

@@ -24,7 +24,7 @@ from gateway.providers.anthropic.response import (
     stream_error,
 )
 from gateway.http.errors import GatewayError
-from gateway.providers.base import HeldError, malformed, snippet
+from gateway.providers.base import InBandErrorHolder, malformed, snippet
 from gateway.schema.common import Usage
 
 _encode = msgspec.json.encode
@@ -54,7 +54,7 @@ _event = msgspec.json.Decoder(Event)
 _CHUNK_TAIL = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
 
-class AnthropicStream(HeldError):
+class AnthropicStream(InBandErrorHolder):
     """One stream's state: ids, the tool-call counter, token counts, and whether message_stop was seen.
 
     ``chat`` picks chat chunks (else text_completion chunks); ``strict`` drops thinking, otherwise thinking,

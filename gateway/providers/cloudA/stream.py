@@ -16,7 +16,7 @@ chunk is
 sent at ``messageStop``; a usage chunk (empty ``choices``) follows ``metadata`` when ``stream_options.include_usage``
 is set. The role chunk ``messageStart`` makes is held back until the first content, so an exception right after
 ``messageStart`` is still the stream's first event (a real status). When one read holds events and then an
-exception, the events are returned and the error is held (``base.HeldError``): the pipeline sees it in
+exception, the events are returned and the error is held (``base.InBandErrorHolder``): the pipeline sees it in
 ``held_error``, and the next ``feed`` / ``close`` raises it. A stream that ends mid-frame or before ``messageStop``
 is a 502 naming the provider.
 """
@@ -28,7 +28,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import GatewayError
-from gateway.providers.base import HeldError, malformed, upstream_error
+from gateway.providers.base import InBandErrorHolder, malformed, upstream_error
 from gateway.providers.cloudA import converse
 from gateway.providers.cloudA.eventstream import EventStreamDecoder, EventStreamError, Message
 from gateway.schema.common import Usage
@@ -103,7 +103,7 @@ class _UsageChunk(msgspec.Struct):
     system_fingerprint: None = None
 
 
-class ConverseStream(HeldError):
+class ConverseStream(InBandErrorHolder):
     """One stream's transformer: ``feed`` raw upstream bytes, get encoded SSE events."""
 
     __slots__ = ("provider", "model", "include_usage", "reasoning", "usage", "id", "created", "decoder",

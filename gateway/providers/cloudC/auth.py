@@ -40,7 +40,7 @@ from gateway.http.errors import (
     UpstreamUnreachable,
 )
 from gateway.providers.base import UpstreamRequest
-from gateway.upstream.client import UpstreamClient, read_body
+from gateway.upstream.client import UpstreamClient, read_response_body
 from gateway.upstream.ssrf import check_url
 
 PROVIDER = "cloudC"
@@ -189,7 +189,7 @@ class TokenCache:
             async with asyncio.timeout(TOKEN_TIMEOUT_S):
                 response = await self._client.open(request)
                 try:
-                    body = await read_body(response)
+                    body = await read_response_body(response)
                     status = response.status
                 finally:
                     response.release()

@@ -83,7 +83,8 @@ _answer = msgspec.json.Decoder(PredictResponse)
 _encoder = msgspec.json.Encoder()
 
 
-def read_body(body: bytes) -> EmbeddingsBody:
+def decode_embeddings_body(body: bytes) -> EmbeddingsBody:
+    """The unified embeddings body, decoded (a 400 naming the field when it is not one)."""
     try:
         return _body.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -92,7 +93,7 @@ def read_body(body: bytes) -> EmbeddingsBody:
 
 def build_request(body: bytes) -> bytes:
     """The predict body for a unified embeddings body."""
-    doc = read_body(body)
+    doc = decode_embeddings_body(body)
     items = doc.input
     if isinstance(items, str):
         items = [items]

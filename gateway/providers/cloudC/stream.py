@@ -23,7 +23,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import GatewayError
-from gateway.providers.base import HeldError, malformed
+from gateway.providers.base import InBandErrorHolder, malformed
 from gateway.providers.cloudC.gemini import (
     PROVIDER,
     completion_id,
@@ -38,7 +38,7 @@ from gateway.schema.common import Usage
 _encode = msgspec.json.encode
 
 
-class GeminiStream(HeldError):
+class GeminiStream(InBandErrorHolder):
     """One stream's state: the chunk prefix, which candidates have started and finished, tool-call counters."""
 
     __slots__ = ("splitter", "_encode_event", "usage", "model", "include_usage", "thoughts", "prefix",

@@ -1,0 +1,125 @@
+"""The request-log store: SQLite (WAL) in the data directory, shared by every worker; batched inserts, bounded
+retention and the filtered, paged reads behind ``GET /v1/logs``."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from typing import Any
+
+import msgspec
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS request_logs ("
+    " id INTEGER PRIMARY KEY, ts REAL NOT NULL, workspace TEXT, trace_id TEXT, status INTEGER, provider TEXT,"
+    " doc BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS request_logs_workspace ON request_logs (workspace, id)",
+    "CREATE INDEX IF NOT EXISTS request_logs_trace ON request_logs (trace_id)",
+)
+_INSERT = "INSERT INTO request_logs (ts, workspace, trace_id, status, provider, doc) VALUES (?, ?, ?, ?, ?, ?)"
+_PRUNE = "DELETE FROM request_logs WHERE id <= (SELECT MAX(id) FROM request_logs) - ?"
+
+
+class LogFilter(msgspec.Struct, frozen=True):
+    """The filters of ``GET /v1/logs`` (validated by the handler)."""
+
+    trace_id: str | None = None
+    status: int | None = None
+    status_class: int | None = None  # 2 for 2xx, ... 5 for 5xx
+    provider: str | None = None
+    model: str | None = None
+    since: float | None = None
+    until: float | None = None
+    after: int | None = None
+    limit: int = 20
+
+
+class LogStore:
+    """Request logs in SQLite (WAL) shared by every worker: batched inserts, bounded retention, paged reads.
+    Every method blocks: call them in a thread."""
+
+    def __init__(self, path: str, retention_rows: int = 100_000) -> None:
+        self.path = path
+        self.retention_rows = max(1, retention_rows)
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._since_prune = 0
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        return conn
+
+    def open(self) -> None:
+        """Create the table (several workers may race here: retried while the file is locked)."""
+        with self._lock:
+            if self._conn is not None:
+                return
+            conn = self._connect()
+            for attempt in range(50):
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    break
+                except sqlite3.OperationalError:
+                    if attempt == 49:
+                        conn.close()
+                        raise
+                    time.sleep(0.05)
+            self._conn = conn
+
+    def insert(self, rows: list[tuple]) -> None:
+        self.open()
+        with self._lock:
+            conn = self._conn
+            assert conn is not None
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(_INSERT, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._since_prune += len(rows)
+            if self._since_prune >= min(1000, self.retention_rows):
+                self._since_prune = 0
+                conn.execute(_PRUNE, (self.retention_rows,))
+
+    def query(self, workspace: str | None, flt: LogFilter, every_workspace: bool = False
+              ) -> tuple[list[tuple[int, bytes]], bool]:
+        """The newest matching rows first, after the cursor; and whether more follow. ``every_workspace`` reads
+        all workspaces' rows (``workspace`` is then ignored)."""
+        sql = ["SELECT id, doc FROM request_logs WHERE 1" if every_workspace
+               else "SELECT id, doc FROM request_logs WHERE workspace IS ?"]
+        args: list[Any] = [] if every_workspace else [workspace]
+        if flt.status_class is not None:
+            sql.append("AND status >= ? AND status < ?")
+            args += [flt.status_class * 100, flt.status_class * 100 + 100]
+        if flt.model is not None:
+            sql.append("AND json_extract(CAST(doc AS TEXT), '$.model') = ?")
+            args.append(flt.model)
+        for column, op, value in (
+            ("trace_id", "=", flt.trace_id), ("status", "=", flt.status), ("provider", "=", flt.provider),
+            ("ts", ">=", flt.since), ("ts", "<=", flt.until), ("id", "<", flt.after),
+        ):
+            if value is not None:
+                sql.append(f"AND {column} {op} ?")
+                args.append(value)
+        sql.append("ORDER BY id DESC LIMIT ?")
+        args.append(flt.limit + 1)
+        self.open()
+        conn = self._connect()  # readers use their own connection: WAL lets them run beside the writer
+        try:
+            rows = conn.execute(" ".join(sql), args).fetchall()
+        finally:
+            conn.close()
+        return rows[: flt.limit], len(rows) > flt.limit
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
