@@ -1,17 +1,31 @@
-"""The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime."""
+"""The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime.
+
+Every handler is imported here, at import time: a module of the package that fails to import stops the worker
+(and so the server) with its traceback instead of leaving a route missing.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from gateway import _speedups
 from gateway import settings as settings_module
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
 from gateway.api.inference import Pipeline
+from gateway.api.jobs import mount_jobs
+from gateway.api.logs import LogsEndpoint
+from gateway.api.metrics import MetricsEndpoint
 from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import send_error
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
+from gateway.schema.chat import parse_chat
+from gateway.schema.completions import parse_completion
+from gateway.schema.embeddings import parse_embeddings
+from gateway.schema.moderations import parse_moderation
+from gateway.schema.rerank import parse_rerank
 
 
 class GatewayApp:
@@ -24,26 +38,13 @@ class GatewayApp:
             self._mount(runtime)
 
     def _mount(self, runtime: Runtime) -> None:
-        from gateway.schema.chat import parse_chat
-        from gateway.schema.completions import parse_completion
-
         self.routes = RouteTable()
         self.add("POST", "/v1/chat/completions", Pipeline(runtime, CHAT, parse_chat))
         self.add("POST", "/v1/completions", Pipeline(runtime, COMPLETIONS, parse_completion))
-        for endpoint, path, module in (
-            (EMBEDDINGS, "/v1/embeddings", "gateway.schema.embeddings:parse_embeddings"),
-            (MODERATIONS, "/v1/moderations", "gateway.schema.moderations:parse_moderation"),
-            (RERANK, "/v1/rerank", "gateway.schema.rerank:parse_rerank"),
-        ):
-            parse = _optional(module)
-            if parse is not None:
-                self.add("POST", path, Pipeline(runtime, endpoint, parse))
-        from gateway.api.jobs import mount_jobs
-
+        self.add("POST", "/v1/embeddings", Pipeline(runtime, EMBEDDINGS, parse_embeddings))
+        self.add("POST", "/v1/moderations", Pipeline(runtime, MODERATIONS, parse_moderation))
+        self.add("POST", "/v1/rerank", Pipeline(runtime, RERANK, parse_rerank))
         mount_jobs(self, runtime)
-        from gateway.api.logs import LogsEndpoint
-        from gateway.api.metrics import MetricsEndpoint
-
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
             from gateway.api.console import mount_console
@@ -113,6 +114,7 @@ class GatewayApp:
                         self._mount(self.runtime)
                     await self.runtime.start()
                 except Exception as exc:  # noqa: BLE001 - reported to the server, which stops
+                    logging.getLogger("gateway").error("worker start-up failed", exc_info=exc)
                     await send({"type": "lifespan.startup.failed", "message": f"{exc.__class__.__name__}: {exc}"})
                     return
                 await send({"type": "lifespan.startup.complete"})
@@ -122,16 +124,6 @@ class GatewayApp:
                     await self.runtime.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-
-def _optional(spec: str):
-    import importlib
-
-    module_name, _, attr = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError):
-        return None
 
 
 app = GatewayApp()
