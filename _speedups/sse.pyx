@@ -19,6 +19,14 @@ Event = tuple["bytes | None", bytes]
 #: The vendorA end-of-stream event.
 DONE = b"data: [DONE]\n\n"
 
+# A build from older sources must not pass for this twin: its public names and constants must be the pure module's.
+from gateway.http import sse as _pure
+
+for _name, _mine, _theirs in (("__all__", __all__, _pure.__all__), ("DONE", DONE, _pure.DONE)):
+    if _mine != _theirs:
+        raise ImportError(f"gateway._speedups.sse is stale: {_name} differs from the pure module")
+del _name, _mine, _theirs, _pure
+
 cdef bytes _LF = b"\n"
 
 

@@ -1,9 +1,11 @@
 """The one place that picks compiled (Cython) or pure-Python implementations of the hot code.
 
 Each compiled module ``gateway._speedups.<name>`` (built from ``_speedups/<name>.pyx``) has a pure-Python
-twin in the package that owns the behaviour (``TWINS``). The compiled one is used unless the setting
-``no_extensions`` (``GATEWAY_NO_EXTENSIONS``, ``--no-extensions``) is on or the extension is missing. ``ACTIVE``
-says which was picked (``/health`` shows it).
+twin in the package that owns the behaviour (``TWINS``, which a test ties to the sources setup.py builds). The
+compiled one is used unless the setting ``no_extensions`` (``GATEWAY_NO_EXTENSIONS``, ``--no-extensions``) is on or
+the extension is missing or stale (each compiled module checks, as it loads, that its public names and shared
+constants are its pure twin's, and raises ImportError otherwise). ``ACTIVE`` says which was picked (``/health``
+shows it).
 
 Use: ``from gateway import _speedups; _speedups.sse.SseSplitter``. Modules are picked lazily, on first use, so the
 setting reaches this module before anything is picked: a gateway worker calls ``configure(settings.no_extensions)``
