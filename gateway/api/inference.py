@@ -211,7 +211,7 @@ class Pipeline:
             await send_json(send, 200, outcome.body, headers)
             self._finish(record, ctx, state, started, outcome.body)
             return
-        await self._relay(scope, receive, send, outcome, headers, record)
+        await self._relay(receive, send, outcome, headers, record)
         self._finish(record, ctx, state, started)
 
     def _finish(self, record: RequestRecord, ctx: RequestContext | None, state: RunState | None,
@@ -299,7 +299,7 @@ class Pipeline:
 
         return attempt
 
-    async def _relay(self, scope: Scope, receive: Receive, send: Send, outcome: StreamOutcome, headers: RawHeaders,
+    async def _relay(self, receive: Receive, send: Send, outcome: StreamOutcome, headers: RawHeaders,
                      record: RequestRecord) -> None:
         """Relay the stream event by event; a client that leaves cancels the upstream request.
 

@@ -21,7 +21,6 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 
 MAX_LIMIT = 100
-DEFAULT_LIMIT = 20
 
 
 def _int(name: str, raw: str, low: int, high: int | None = None) -> int:

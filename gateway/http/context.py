@@ -76,7 +76,7 @@ class RequestContext:
     """Everything the gateway headers say about one request, parsed once."""
 
     __slots__ = (
-        "api_key", "provider", "virtual_key", "config", "custom_host", "trace_id", "trace_generated",
+        "api_key", "provider", "virtual_key", "config", "custom_host", "trace_id",
         "span_id", "parent_span_id", "span_name", "traceparent", "metadata", "cache_force_refresh",
         "cache_namespace", "request_timeout", "forward_headers", "sensitive_headers", "bearer",
         "cloudB_resource_name", "cloudB_deployment_id", "cloudB_api_version", "cloudB_model_name",
@@ -92,7 +92,6 @@ class RequestContext:
         self.config: str | None = None
         self.custom_host: str | None = None
         self.trace_id: str = ""
-        self.trace_generated = False
         self.span_id: str | None = None
         self.parent_span_id: str | None = None
         self.span_name: str | None = None
@@ -270,7 +269,6 @@ def build_context(raw_headers: list[tuple[bytes, bytes]] | tuple) -> RequestCont
             ctx.cloudC_llm_request_type = raw_value.decode("latin-1")
     if not ctx.trace_id:
         ctx.trace_id = _trace_from_parent(ctx.traceparent) or new_trace_id()
-        ctx.trace_generated = True
     return ctx
 
 

@@ -11,7 +11,6 @@ SSE_HEADERS = (
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 )
-_PLAIN = ((b"content-type", b"text/plain; charset=utf-8"),)
 
 
 async def send_bytes(send: Send, status: int, body: bytes,

@@ -16,6 +16,7 @@ base URL and the adapter appends the same path it appends to its default base.
 
 from __future__ import annotations
 
+import abc
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -107,8 +108,9 @@ class StreamTransformer(Protocol):
         """Events left at the upstream's end of stream (e.g. a final usage chunk)."""
 
 
-class ProviderAdapter:
-    """Base class: every provider adapter implements these; shared helpers live here."""
+class ProviderAdapter(abc.ABC):
+    """Base class: every provider adapter implements the abstract methods (an adapter that misses one cannot be
+    built, so the worker's start fails rather than the first request); shared helpers live here."""
 
     #: the provider name in the registry (set per instance for catalogue rows)
     name: str = ""
@@ -120,17 +122,20 @@ class ProviderAdapter:
         """The registry's adapter, given the runtime's upstream client (for adapters that make calls of their own)."""
         return cls()
 
+    @abc.abstractmethod
     async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
-        raise NotImplementedError
+        """The upstream request for one attempt (URL, headers with the provider's own auth, body)."""
 
+    @abc.abstractmethod
     def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
-        raise NotImplementedError
+        """A 2xx answer as unified (vendorA) JSON bytes, with its usage."""
 
     def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
         return upstream_error(call.provider, status, body, headers)
 
+    @abc.abstractmethod
     def stream(self, call: UpstreamCall) -> StreamTransformer:
-        raise NotImplementedError
+        """A transformer of this call's upstream stream into unified SSE events."""
 
     def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
                          content_type: str | None) -> UpstreamRequest:

@@ -15,6 +15,7 @@ embeddings as a ``{data: [{embedding, index}], model, usage: {total_tokens}}`` l
 
 from __future__ import annotations
 
+import abc
 import base64
 import sys
 import uuid
@@ -27,6 +28,7 @@ from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import (
     EMBEDDINGS,
     RERANK,
+    StreamTransformer,
     ProviderAdapter,
     UpstreamCall,
     UpstreamRequest,
@@ -216,17 +218,25 @@ class RetrievalAdapter(ProviderAdapter):
     def headers(self, call: UpstreamCall) -> dict[str, str]:
         return bearer_headers(call.target.api_key)
 
+    @abc.abstractmethod
     def rerank_body(self, call: UpstreamCall) -> dict[str, Any]:
-        raise NotImplementedError
+        """The provider's rerank request body."""
 
+    @abc.abstractmethod
     def embed_body(self, call: UpstreamCall) -> dict[str, Any]:
-        raise NotImplementedError
+        """The provider's embeddings request body."""
 
+    @abc.abstractmethod
     def rerank_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
-        raise NotImplementedError
+        """A rerank answer in the unified shape."""
 
+    @abc.abstractmethod
     def embed_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
-        raise NotImplementedError
+        """An embeddings answer in the unified shape."""
+
+    def stream(self, call: UpstreamCall) -> StreamTransformer:
+        """Rerank and embeddings answers are never streamed."""
+        raise InvalidRequest(f"provider '{self.name}' does not stream the {call.endpoint} endpoint", param="stream")
 
     async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
         url = self.url(call)
@@ -257,9 +267,9 @@ class TokenBilledAdapter(RetrievalAdapter):
     def parse_error(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> GatewayError:
         return detail_error(self.name, status, body, headers)
 
+    @abc.abstractmethod
     def scored(self, answer: Any) -> list[tuple[int, float, str | None]]:
         """``(index, relevance_score, document text or None)`` for each item of a decoded rerank answer."""
-        raise NotImplementedError
 
     def rerank_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:
         answer = self.decode(self.rerank_decoder, body, "not a rerank answer")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Generic, TypeVar
 
 import msgspec
 
@@ -19,7 +19,6 @@ ChoiceCount = Annotated[int, msgspec.Meta(ge=1, le=128)]
 Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 LogitBias = dict[str, Annotated[float, msgspec.Meta(ge=-100, le=100)]]
 Stop = str | Annotated[list[str], msgspec.Meta(max_length=4)]
-Metadata = dict[str, Any]
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _MISSING = re.compile(r"missing required field `([^`]+)`")

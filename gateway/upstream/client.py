@@ -21,7 +21,6 @@ Messages say what happened in plain words (never a library's exception class nam
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlsplit
 
 import aiohttp
 from yarl import URL
@@ -166,7 +165,3 @@ async def read_response_body(resp: aiohttp.ClientResponse, host: str = "") -> by
         raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
     except aiohttp.ClientError as exc:
         raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc
-
-
-def host_of(url: str) -> str:
-    return urlsplit(url).hostname or ""
