@@ -35,10 +35,10 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from consoles import Consoles  # noqa: E402
-from loadgen import LoadGenerator, PythonLoad, WrkLoad, pick_loadgen  # noqa: E402
-from procs import Stack, cpu_seconds, worker_rss_mb  # noqa: E402
-from rawhttp import Connection, build_request  # noqa: E402
+from consoles import Consoles
+from loadgen import LoadGenerator, PythonLoad, WrkLoad, pick_loadgen
+from procs import Stack, cpu_seconds, worker_rss_mb
+from rawhttp import Connection, build_request
 
 TARGETS = ("direct", "floor", "gateway")
 ADDED_P50_RATIO_MAX = 1.3
@@ -296,7 +296,7 @@ def machine(gen: LoadGenerator) -> dict:
         pass
     return {"nproc": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)), "cpu": cpu,
             "python": platform.python_version(), "platform": platform.platform(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "loadgen": gen.describe()}
 
 

@@ -91,7 +91,7 @@ class Stack:
         self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "FLOOR_"))}
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         signal.signal(signal.SIGTERM, _exit_on_signal)
         try:
             self.mock = Server("mock", [sys.executable, "-m", "gateway", "mock-upstream", "--workers", "1"],

@@ -113,7 +113,7 @@ class GatewayApp:
                         self.runtime = Runtime(settings)
                         self._mount(self.runtime)
                     await self.runtime.start()
-                except Exception as exc:  # noqa: BLE001 - reported to the server, which stops
+                except Exception as exc:
                     logging.getLogger("gateway").error("worker start-up failed", exc_info=exc)
                     await send({"type": "lifespan.startup.failed", "message": f"{exc.__class__.__name__}: {exc}"})
                     return

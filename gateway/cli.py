@@ -14,6 +14,7 @@ def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int
                    kill_timeout: float | None = None) -> None:
     from granian import Granian
     from granian.constants import Interfaces, Loops
+    from granian.log import LogLevels
 
     server = Granian(
         target,
@@ -23,7 +24,7 @@ def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int
         workers=workers,
         loop=Loops.uvloop,
         backlog=backlog,
-        log_level=log_level,
+        log_level=LogLevels(log_level),
         log_access=False,
         workers_kill_timeout=int(kill_timeout) if kill_timeout else None,
         respawn_failed_workers=True,

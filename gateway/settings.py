@@ -33,6 +33,8 @@ import msgspec
 _TRUE = {"1", "true", "yes", "on"}
 #: where ``gateway serve`` leaves the parsed settings for its worker processes
 HANDOFF_ENV = "GATEWAY_SERVE_SETTINGS"
+#: the server's log levels
+LogLevel = Literal["critical", "error", "warning", "warn", "info", "debug", "notset"]
 
 
 def env_bool(value: str | None) -> bool:
@@ -101,7 +103,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # serving
     backlog: Annotated[int, setting("listen backlog")] = 2048
     shutdown_grace_s: Annotated[float, setting("how long SIGTERM waits for in-flight requests")] = 30.0
-    log_level: Annotated[str, setting("server log level")] = "info"
+    log_level: Annotated[LogLevel, setting("server log level")] = "info"
     # observability
     log_bodies: Annotated[bool, setting("put request and response bodies in request logs")] = False
     log_file: Annotated[str | None, setting("JSON request-log lines: unset or - for stdout, a path, or off")] = None
@@ -248,7 +250,8 @@ def _explain(exc: msgspec.ValidationError, values: Mapping[str, Any], source: Ma
     detail = message[:1].lower() + message[1:]
     if ", got " in detail:  # a type error: say what was given rather than its type
         detail = detail.partition(", got ")[0]
-    return f"{source[name]}: {detail}, got {values[name]!r}"
+    given = repr(values[name])
+    return f"{source[name]}: {detail}" + ("" if given in detail else f", got {given}")
 
 
 def hand_to_workers(settings: Settings) -> None:

@@ -7,11 +7,11 @@ splitter; each stream benchmark records ``events_per_s`` in its extra info.
 
 from __future__ import annotations
 
+from streams import chat_call, chunked, encode, report, rewrite, run
+
 from gateway.config.schema import Config
 from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.base import UpstreamCall
-
-from streams import chat_call, chunked, encode, report, rewrite, run
 
 adapter = AnthropicAdapter()
 TEXT_DELTAS = 200

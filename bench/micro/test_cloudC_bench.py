@@ -7,13 +7,13 @@ records ``events_per_s`` in its extra info.
 
 from __future__ import annotations
 
+from streams import chat_call, chunked, encode, report, rewrite, run
+
 from gateway.config.schema import Config
 from gateway.providers.base import UpstreamCall
 from gateway.providers.cloudC import CloudCAdapter
 from gateway.settings import Settings
 from gateway.upstream.client import UpstreamClient
-
-from streams import chat_call, chunked, encode, report, rewrite, run
 
 adapter = CloudCAdapter.create(UpstreamClient(Settings()))  # bearer tokens only: the client is never started
 TEXT_EVENTS = 200

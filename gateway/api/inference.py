@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import aiohttp
 import msgspec
@@ -237,7 +237,8 @@ class Pipeline:
             attach_bodies(record, state, response_body)
         self.runtime.recorder.record(record)
 
-    def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord):
+    def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord
+                    ) -> Callable[[Node], Awaitable[JsonOutcome | StreamOutcome]]:
         runtime = self.runtime
         endpoint = self.endpoint
         parse = self.parse
@@ -285,8 +286,8 @@ class Pipeline:
                     result = adapter.parse_response(call, response.status, response.headers, data)
                     return JsonOutcome(result.body, result.usage, result.model, provider)
                 transformer = adapter.stream(call)
-                if strip_usage:
-                    transformer.strip_usage = True
+                if strip_usage:  # only vendorA-wire streams (VendorAStream) are asked for usage
+                    transformer.strip_usage = True  # type: ignore[attr-defined]
                 first, ended = await _first_events(response, transformer, provider)
                 record.ttft_s = time.perf_counter() - record.started
                 return StreamOutcome(response, transformer, first, provider, call.model, ended)
@@ -354,11 +355,11 @@ class Pipeline:
                 record.error = error.message
                 await end_stream(send, tail + error_event(error) + DONE)
                 return
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
-                error = stream_broke(exc, outcome.provider)
-                record.status = error.status
-                record.error = error.message
-                await end_stream(send, error_event(error) + DONE)
+            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+                broken = stream_broke(exc, outcome.provider)
+                record.status = broken.status
+                record.error = broken.message
+                await end_stream(send, error_event(broken) + DONE)
                 return
             await end_stream(send, tail + DONE)
         except asyncio.CancelledError:
@@ -395,7 +396,7 @@ async def _first_events(response: aiohttp.ClientResponse, transformer: Any, prov
     while True:
         try:
             chunk = await content.readany()
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise stream_broke(exc, provider, "before its first event") from None
         if not chunk:
             return transformer.close(), True

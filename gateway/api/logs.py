@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
 from gateway.api.logscope import log_scope
@@ -54,7 +54,7 @@ def _time(name: str, raw: str) -> float:
                 f"{name} must be unix seconds or an ISO 8601 time, got {raw!r}", param=name
             ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 
@@ -100,7 +100,8 @@ class LogsEndpoint:
         flt = parse_filter(scope.get("query_string") or b"")
         store: LogStore | None = getattr(runtime.recorder, "store", None)
         if store is None:
-            rows, has_more = [], False
+            rows: list[tuple[int, bytes]] = []
+            has_more = False
         else:
             rows, has_more = await asyncio.to_thread(store.query, reader.workspace, flt, reader.every_workspace)
         items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)

@@ -7,6 +7,7 @@ gate), so a fresh runtime starts with fresh caches.
 from __future__ import annotations
 
 import hashlib
+from typing import Callable
 
 from gateway.config.resolve import ConfigResolver
 from gateway.config.validate import ConfigParser
@@ -28,7 +29,7 @@ from gateway.upstream.client import UpstreamClient
 
 class Runtime:
     def __init__(self, settings: Settings, store: StateStore | None = None, recorder: Recorder | None = None,
-                 breaker_clock=None) -> None:
+                 breaker_clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
         self.store = store or open_store(settings)
         #: polls the store's records version; per-worker caches subscribe to drop entries when records change

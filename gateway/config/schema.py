@@ -11,10 +11,11 @@ Number = int | float
 
 
 class _Node(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """Base of the config's nested objects: frozen, unknown keys rejected, defaults left out when encoded."""
+    """Base of the config's nested objects: frozen, unknown keys rejected, defaults left out when encoded (subclasses
+    repeat ``frozen=True``, which msgspec inherits anyway, for type checkers)."""
 
 
-class Condition(_Node):
+class Condition(_Node, frozen=True):
     """One conditional-routing rule: when ``query`` matches the request, route to the target named ``then``."""
 
     query: dict[str, Any]
@@ -30,7 +31,7 @@ class Strategy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     on_status_codes: list[int] | None = None
 
 
-class CacheConfig(_Node):
+class CacheConfig(_Node, frozen=True):
     """Response caching: ``simple`` (exact request) or ``semantic``; ``max_age`` in seconds."""
 
     mode: str
@@ -49,7 +50,7 @@ class CircuitBreaker(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     failure_status_codes: list[int] | None = None
 
 
-class RetryConfig(_Node):
+class RetryConfig(_Node, frozen=True):
     """Retries of one target: ``attempts`` extra tries on ``on_status_codes`` (or the default retryable set)."""
 
     attempts: int
@@ -57,7 +58,7 @@ class RetryConfig(_Node):
     use_retry_after_headers: bool = False
 
 
-class Deployment(_Node):
+class Deployment(_Node, frozen=True):
     """One cloudB deployment a config may route to by alias."""
 
     deployment_id: str
@@ -66,7 +67,7 @@ class Deployment(_Node):
     is_default: bool = False
 
 
-class Feedback(_Node):
+class Feedback(_Node, frozen=True):
     """Feedback recorded when a hook or guardrail passes or fails."""
 
     value: Number | None = None
@@ -74,7 +75,7 @@ class Feedback(_Node):
     metadata: dict[str, Any] | None = None
 
 
-class HookOutcome(_Node):
+class HookOutcome(_Node, frozen=True):
     """What happens on a hook's or guardrail's failure or success (``on_fail`` / ``on_success``).
 
     ``deny`` is accepted only where the spec allows it: before_request_hooks and output_guardrails.
@@ -84,14 +85,14 @@ class HookOutcome(_Node):
     deny: bool | None = None
 
 
-class HookCheck(_Node):
+class HookCheck(_Node, frozen=True):
     """One check a hook runs: the check's id and its parameters."""
 
     id: str
     parameters: dict[str, Any]
 
 
-class Hook(_Node):
+class Hook(_Node, frozen=True):
     """An item of before_request_hooks or after_request_hooks (``async`` on after-request hooks only)."""
 
     id: str
@@ -102,7 +103,7 @@ class Hook(_Node):
     on_success: HookOutcome | None = None
 
 
-class Guardrail(_Node):
+class Guardrail(_Node, frozen=True):
     """The object form of an input_guardrails / output_guardrails item.
 
     On the wire every key other than id/deny/async/on_fail/on_success names a check and holds its parameters
@@ -127,7 +128,7 @@ else:
     GuardrailItems = list[str | dict[str, Any]]
 
 
-class Config(_Node):
+class Config(_Node, frozen=True):
     """A gateway config (the root or any target): every key optional, ``targets`` recursive.
 
     Treat a parsed Config as read-only throughout, including its lists and dicts: parsed configs are shared

@@ -158,7 +158,8 @@ def decode_config(raw: str | bytes) -> Config:
         raise _from_msgspec(exc) from None
     except msgspec.DecodeError as exc:
         detail = str(exc)
-        raise ConfigError(f"invalid config: not valid JSON ({detail[:1].lower()}{detail[1:]})", param="config") from None
+        raise ConfigError(f"invalid config: not valid JSON ({detail[:1].lower()}{detail[1:]})",
+                          param="config") from None
     except RecursionError:
         raise ConfigError.at("config", "nests too deeply") from None
 

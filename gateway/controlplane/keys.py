@@ -142,7 +142,7 @@ class KeyStore:
             pending.add_done_callback(lambda done: self._settled(key, done))
         try:
             record = await asyncio.wait_for(asyncio.shield(pending), LOOKUP_WAIT_S)
-        except (asyncio.TimeoutError, sqlite3.Error):
+        except (TimeoutError, sqlite3.Error):
             raise _busy("the gateway key store is busy") from None
         if record is None:
             self._unknown[key] = time.monotonic() + NEGATIVE_TTL_S

@@ -43,7 +43,7 @@ def _timed(check_id: str, check: Check, subject: Subject) -> CheckResult:
     started = time.perf_counter()
     try:
         verdict = check.run(subject)
-    except Exception as exc:  # noqa: BLE001 - a broken check fails closed, it never breaks the request
+    except Exception as exc:  # a broken check fails closed, it never breaks the request
         log.exception("guardrail check %s raised", check_id)
         verdict = Verdict(False, f"the check could not run: {exc.__class__.__name__}: {exc}")
     return _result(check_id, verdict, started)
@@ -193,7 +193,7 @@ class GuardrailRunner:
         started = time.perf_counter()
         try:
             verdict = await check.run_io(subject, self.io)
-        except Exception as exc:  # noqa: BLE001 - fails closed, like _timed
+        except Exception as exc:  # fails closed, like _timed
             log.exception("guardrail check %s raised", check_id)
             verdict = Verdict(False, f"the check could not run: {exc.__class__.__name__}: {exc}")
         return _result(check_id, verdict, started)
@@ -232,6 +232,7 @@ class GuardrailRunner:
         elif subject.phase == "before":
             outcome.body = replace_segments(subject.request.body, segments, texts)
         else:
+            assert subject.answer is not None  # the after phase always has the answer
             outcome.body = replace_segments(subject.answer.json, segments, texts)
 
     # --- async items --------------------------------------------------------------------------------------------
@@ -253,7 +254,7 @@ class GuardrailRunner:
             self.on_background(subject.phase, result)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - nobody awaits this task: log instead of losing the error
+        except Exception:  # nobody awaits this task: log instead of losing the error
             log.exception("async guardrail %s failed", hook.id)
 
 

@@ -172,7 +172,8 @@ def _set_request_timeout(ctx: RequestContext, value: str) -> None:
 def _set_cache_force_refresh(ctx: RequestContext, value: str) -> None:
     flag = value.strip().lower()
     if flag not in ("true", "false"):
-        raise InvalidRequest("x-gateway-cache-force-refresh must be true or false", param="x-gateway-cache-force-refresh")
+        raise InvalidRequest("x-gateway-cache-force-refresh must be true or false",
+                             param="x-gateway-cache-force-refresh")
     ctx.cache_force_refresh = flag == "true"
 
 

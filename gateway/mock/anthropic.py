@@ -23,6 +23,8 @@ import re
 import time
 from typing import Any
 
+import msgspec
+
 from gateway.http.types import Send
 from gateway.mock.kit import (
     MockRequest,
@@ -98,7 +100,7 @@ def _check_tools(messages: list[list[dict]]) -> None:
                 raise Invalid(f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
                               f"{tool_use_id}. Each `tool_result` block must have a corresponding `tool_use` block "
                               "in the previous message.")
-        missing = sorted(u for u in uses if u not in results)
+        missing = sorted(str(u) for u in uses if u not in results)
         if i and missing:
             raise Invalid(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
                           f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` "
@@ -113,7 +115,7 @@ def validate(req: MockRequest) -> tuple[dict, list[list[dict]]]:
         raise Invalid("anthropic-version: header is required")
     try:
         doc = req.json()
-    except Exception:
+    except msgspec.DecodeError:
         raise Invalid("There was an error parsing the body of your request as JSON") from None
     if not isinstance(doc, dict):
         raise Invalid("Input should be a valid dictionary")

@@ -69,11 +69,11 @@ async def _control(method: str, scenario_id: str, body: bytes, send: Send) -> No
         SCENARIOS[scenario_id] = scenario
         await respond_json(send, 200, {"ok": True})
     elif method == "GET":
-        scenario = SCENARIOS.get(scenario_id)
-        if scenario is None:
+        found = SCENARIOS.get(scenario_id)
+        if found is None:
             await respond_json(send, 404, {"error": {"message": "no such scenario"}})
             return
-        await respond_json(send, 200, {"calls": scenario.calls, "requests": scenario.requests})
+        await respond_json(send, 200, {"calls": found.calls, "requests": found.requests})
     elif method == "DELETE":
         SCENARIOS.pop(scenario_id, None)
         await respond_json(send, 200, {"ok": True})

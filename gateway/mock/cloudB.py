@@ -11,17 +11,19 @@ Scripted errors use the same format. The resource's files, batches, fine-tuning 
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import parse_qs
 
-from gateway.http.types import Send
+from gateway.http.types import Message, Send
 from gateway.mock import vendorA, vendorA_batches, vendorA_files, vendorA_fine_tuning, vendorA_responses
-from gateway.mock.kit import MockRequest, respond_json, retry_headers, sse
+from gateway.mock.kit import Handler, MockRequest, respond_json, retry_headers, sse
 
 _CODES = {400: "BadRequest", 401: "401", 403: "Forbidden", 404: "DeploymentNotFound", 408: "Timeout",
           429: "429", 500: "InternalServerError", 503: "ServiceUnavailable"}
 _UNAUTHORIZED = ("Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a "
                  "valid key for an active subscription and use a correct regional API endpoint for your resource.")
-_PROMPT_FILTER = {"choices": [], "created": 0, "id": "", "model": "", "object": "", "prompt_filter_results": [
+_PROMPT_FILTER: dict[str, Any] = {
+    "choices": [], "created": 0, "id": "", "model": "", "object": "", "prompt_filter_results": [
     {"prompt_index": 0, "content_filter_results": {
         "hate": {"filtered": False, "severity": "safe"}, "self_harm": {"filtered": False, "severity": "safe"},
         "sexual": {"filtered": False, "severity": "safe"}, "violence": {"filtered": False, "severity": "safe"}}}]}
@@ -39,7 +41,7 @@ async def error(req: MockRequest, send: Send) -> None:
                        retry_headers(step))
 
 
-def _checked(handler):
+def _checked(handler: Handler) -> Handler:
     async def handle(req: MockRequest, send: Send) -> None:
         if not req.headers.get("api-key"):
             await respond_json(send, 401, azure_error("401", _UNAUTHORIZED))
@@ -64,7 +66,7 @@ async def _chat(req: MockRequest, send: Send) -> None:
         return
     opened = False
 
-    async def send_with_filter_chunk(message: dict) -> None:
+    async def send_with_filter_chunk(message: Message) -> None:
         nonlocal opened
         if message["type"] == "http.response.body" and not opened:
             opened = True

@@ -35,7 +35,7 @@ from urllib.parse import parse_qs
 import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from gateway.http.types import Send
 from gateway.mock.kit import (
@@ -60,7 +60,7 @@ _STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DEN
 _encode = msgspec.json.encode
 
 #: client_email -> (public key, token_uri)
-ACCOUNTS: dict[str, tuple[object, str]] = {}
+ACCOUNTS: dict[str, tuple[rsa.RSAPublicKey, str]] = {}
 ISSUED_TOKENS: set[str] = set()
 ISSUED_COUNT: dict[str, int] = {}
 
@@ -137,6 +137,8 @@ async def register(req: MockRequest, send: Send) -> None:
     doc = req.json()
     try:
         key = serialization.load_pem_public_key(doc["public_key"].encode())
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise ValueError("public_key must be an RSA key")
         ACCOUNTS[doc["client_email"]] = (key, doc["token_uri"])
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         await respond_json(send, 400, {"error": f"bad service account registration: {exc}"})

@@ -38,8 +38,8 @@ from gateway.http.types import Send
 
 _encode = msgspec.json.encode
 DEFAULT_REPLY = (
-    "Hello from the gateway mock upstream: this deterministic reply has exactly twenty words, so every stream has twenty "
-    "content chunks."
+    "Hello from the gateway mock upstream: this deterministic reply has exactly twenty words, so every stream has "
+    "twenty content chunks."
 )
 
 
@@ -81,6 +81,15 @@ SCENARIOS: dict[str, Scenario] = {}
 DEFAULT_STEP = Step()
 
 
+def _empty_match() -> re.Match[str]:
+    match = re.match("", "")
+    assert match is not None
+    return match
+
+
+_NO_MATCH = _empty_match()
+
+
 class MockRequest:
     __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json", "disconnected", "raw_path")
 
@@ -91,7 +100,8 @@ class MockRequest:
         self.headers = headers
         self.body = body
         self.step = step
-        self.match: re.Match | None = None
+        #: the route's match (an empty match until a route is found)
+        self.match: re.Match[str] = _NO_MATCH
         self._json: Any = None
         #: set by the app when the client goes away; stream writers stop at the next part
         self.disconnected = False
@@ -143,7 +153,7 @@ class ClientGone(Exception):
     """The client disconnected while the mock was still streaming."""
 
 
-_current: "contextvars.ContextVar[MockRequest | None]" = contextvars.ContextVar("mock_request", default=None)
+_current: contextvars.ContextVar[MockRequest | None] = contextvars.ContextVar("mock_request", default=None)
 
 
 async def stream_part(send: Send, data: bytes, step: Step | None = None) -> None:

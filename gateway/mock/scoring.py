@@ -12,7 +12,7 @@ Every one of these mocks first checks bearer auth, a JSON object body, known fie
 from __future__ import annotations
 
 import re
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeGuard
 
 import msgspec
 
@@ -71,7 +71,7 @@ def is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def is_str_list(value: Any) -> bool:
+def is_str_list(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 

@@ -266,7 +266,7 @@ async def moderations(req: MockRequest, send: Send) -> None:
     requested = doc.get("model") or "omni-moderation-latest"
     if requested in MODERATION_MODELS:
         model = MODERATION_MODELS[requested]
-    elif requested.startswith("omni-moderation-") or requested.startswith("text-moderation-"):
+    elif requested.startswith(("omni-moderation-", "text-moderation-")):
         model = requested
     else:
         await _invalid(send, f"The model `{requested}` does not exist or you do not have access to it.", "model",

@@ -9,7 +9,7 @@ per-record work and are rarely needed for a request that worked).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -128,6 +128,8 @@ class Derived:
                  "headers", "secrets")
 
     def __init__(self, rec: Any, wall_offset: float, masker: Masker, prices: Prices) -> None:
+        self.headers: dict[str, str] | msgspec.UnsetType
+        self.secrets: list[str]
         self.wall_start = rec.started + wall_offset
         self.upstream_s, self.added_s = timings(rec)
         usage = rec.usage
@@ -166,7 +168,7 @@ def iso_time(ts: float) -> str:
     second = int(ts)
     if _second[0] != second:
         _second[0] = second
-        _second[1] = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        _second[1] = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return "%s.%03dZ" % (_second[1], int((ts - second) * 1000))
 
 

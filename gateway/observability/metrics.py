@@ -101,7 +101,7 @@ def count(metric: Counter, labels: tuple[str, ...] = (), amount: float = 1.0) ->
 
 
 #: observations from observe_loop_lag, waiting for the next flush: labels -> bucket sums (fixed size)
-_pending_lag: dict[tuple[str, ...], "_HistogramSum"] = {}
+_pending_lag: dict[tuple[str, ...], _HistogramSum] = {}
 _LOOP_LAG_BOUNDS = LOOP_LAG_BUCKETS + (float("inf"),)
 
 
@@ -168,7 +168,8 @@ class MetricsAggregator:
         provider = rec.provider or ""
         model = self.model_label(rec.model)
         counts = self._counts
-        key = (REQUESTS, (endpoint, provider, model, str(rec.status), rec.cache_status or ""))
+        key: tuple[Any, tuple[str, ...]] = (
+            REQUESTS, (endpoint, provider, model, str(rec.status), rec.cache_status or ""))
         counts[key] = counts.get(key, 0.0) + 1.0
         pair = (endpoint, provider)
         observe = self.observe
@@ -243,7 +244,7 @@ def render() -> bytes:
     """The text exposition of every metric (all workers' in multiprocess mode). Reads files: call off the loop."""
     if MULTIPROC_DIR:
         registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=MULTIPROC_DIR)
+        MultiProcessCollector(registry, path=MULTIPROC_DIR)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
     assert _REGISTRY is not None
     return generate_latest(_REGISTRY)

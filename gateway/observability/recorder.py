@@ -13,6 +13,7 @@ import asyncio
 import sys
 import time
 from collections import deque
+from functools import partial
 from typing import Any
 
 from gateway.observability import metrics
@@ -87,7 +88,7 @@ class ObservabilityRecorder(Recorder):
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), 10.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._task.cancel()
         if self._queue:
             await self.drain()
@@ -107,7 +108,7 @@ class ObservabilityRecorder(Recorder):
         while True:
             try:
                 await asyncio.wait_for(wake.wait(), self._interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             wake.clear()
             try:
@@ -157,8 +158,7 @@ class ObservabilityRecorder(Recorder):
                                           rec.total_s * 1000, added_ms, d.tokens_in, d.tokens_out, d.cost))
                 aggregator.add_record(rec, d.upstream_s, d.added_s, d.tokens_in, d.tokens_out, d.cost)
                 if exporter is not None:
-                    secrets = d.secrets
-                    exporter.add(request_spans(rec, d, lambda text: masker.scrub(text, secrets)))
+                    exporter.add(request_spans(rec, d, partial(masker.scrub, secrets=d.secrets)))
             except Exception as exc:  # noqa: BLE001 - one odd record must not lose the batch
                 metrics.count(metrics.LOGS_DROPPED, ("build_failed",))
                 self._warn("build", exc)

@@ -18,7 +18,7 @@ import hashlib
 import sys
 from collections import deque
 from random import getrandbits
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 import msgspec
@@ -79,7 +79,7 @@ def _nanos(seconds: float) -> str:
     return str(int(seconds * 1_000_000_000))
 
 
-def request_spans(rec: Any, d: Any, scrub) -> list[dict]:
+def request_spans(rec: Any, d: Any, scrub: Callable[[str], str]) -> list[dict]:
     """The request span, and a client span for the answering upstream attempt when there was one.
 
     ``d`` is the record's ``entry.Derived``; ``scrub`` hides secrets in free text (the error message).
@@ -198,7 +198,7 @@ class OtlpExporter:
         while not self._closing:
             try:
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             while self._queue and not self._closing:
@@ -217,7 +217,7 @@ class OtlpExporter:
                                           headers={"content-type": "application/json"}) as response:
                 await response.read()
                 ok = 200 <= response.status < 300
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             ok = False
             self._warn(f"{exc.__class__.__name__}: {exc}")
         if ok:
@@ -238,7 +238,7 @@ class OtlpExporter:
             self._wake.set()
         try:
             await asyncio.wait_for(self._finish(), self.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             metrics.count(metrics.SPANS_DROPPED, ("export_failed",), len(self._queue))
             self._queue.clear()
         finally:

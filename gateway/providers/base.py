@@ -150,8 +150,8 @@ class ProviderAdapter(abc.ABC):
                 f"provider '{self.name}' does not support the {endpoint} endpoint", param="provider"
             )
 
-    async def close(self) -> None:
-        """Release anything the adapter holds (token caches...)."""
+    async def close(self) -> None:  # noqa: B027 - an optional hook: most adapters hold nothing
+        """Release anything the adapter holds."""
 
 
 # --- shared helpers -------------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def upstream_error(
         elif env is not None and env.message:
             message = env.message
         if not message:
-            message = f"{provider} returned HTTP {status}: {snippet(body)}" if body else f"{provider} returned HTTP {status}"
+            message = f"{provider} returned HTTP {status}" + (f": {snippet(body)}" if body else "")
     if status < 400 or status > 599:
         status = 502
     return UpstreamError(
@@ -236,10 +236,11 @@ def upstream_error(
 class InBandErrorHolder:
     """Stream-transformer mixin: an in-band error met after other events of the same upstream read is held back,
     so those events reach the client first (and, before the first event, decide the status); it is raised at the
-    next ``feed()`` or ``close()``. Subclasses declare a ``held_error`` slot, call ``raise_held`` first in
+    next ``feed()`` or ``close()``. Subclasses set ``held_error = None`` when built, call ``raise_held`` first in
     ``feed``/``close``, and either implement ``_convert(events, out)`` (used by ``_events``) or call ``hold``."""
 
-    __slots__ = ()
+    __slots__ = ("held_error",)
+    held_error: GatewayError | None
 
     def hold(self, error: GatewayError, out: list[bytes]) -> list[bytes]:
         if not out:

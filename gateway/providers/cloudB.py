@@ -207,7 +207,7 @@ class CloudBAdapter(VendorAAdapter):
             result.model = model_name
         return result
 
-    def stream(self, call: UpstreamCall) -> "CloudBStream":
+    def stream(self, call: UpstreamCall) -> CloudBStream:
         return CloudBStream(NAME)
 
 

@@ -123,7 +123,7 @@ class CohereAdapter(RetrievalAdapter):
         answer = self.decode(_rerank_decoder, body, "not a rerank answer")
         units = answer.meta.billed_units if answer.meta else None
         search_units = units.search_units if units and units.search_units is not None else 0
-        scored = [(item.index, item.relevance_score, None) for item in answer.results]
+        scored: list[tuple[int, float, str | None]] = [(i.index, i.relevance_score, None) for i in answer.results]
         return rerank_result(call, scored, answer.id, search_units)
 
     def embed_answer(self, call: UpstreamCall, body: bytes) -> UpstreamResult:

@@ -28,8 +28,8 @@ from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import (
     EMBEDDINGS,
     RERANK,
-    StreamTransformer,
     ProviderAdapter,
+    StreamTransformer,
     UpstreamCall,
     UpstreamRequest,
     UpstreamResult,

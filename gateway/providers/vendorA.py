@@ -119,7 +119,7 @@ class VendorAAdapter(ProviderAdapter):
             raise upstream_error(self.name, 502, body, headers)
         return UpstreamResult(body, env.usage, env.model)
 
-    def stream(self, call: UpstreamCall) -> "VendorAStream":
+    def stream(self, call: UpstreamCall) -> VendorAStream:
         return VendorAStream(self.name)
 
 
@@ -135,8 +135,7 @@ class VendorAStream(InBandErrorHolder):
     (empty ``choices``) is read but not relayed, and the ``"usage":null`` members are dropped from the others.
     """
 
-    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "held_error", "aligned",
-                 "strip_usage")
+    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "aligned", "strip_usage")
 
     def __init__(self, provider: str) -> None:
         sse = _speedups.sse

@@ -46,7 +46,7 @@ _EXHAUSTED = (b"x-gateway-fallback-exhausted", b"true")
 
 
 def _exhausted(error: GatewayError) -> bool:
-    return bool(error.headers) and _EXHAUSTED in error.headers
+    return error.headers is not None and _EXHAUSTED in error.headers
 
 
 def _target_name(node: Node) -> str:
@@ -69,7 +69,7 @@ class Router:
         breaker: CircuitBreaker,
         retry_after_max_ms: int,
         default_timeout_ms: int | None = None,
-        sleep=asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.breaker = breaker
         self.default_timeout_ms = default_timeout_ms

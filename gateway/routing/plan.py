@@ -43,7 +43,7 @@ class Node:
         #: a lone target with no retry, breaker or request_timeout of its own: one plain attempt
         self.direct = False
 
-    def pick_weighted(self) -> "Node":
+    def pick_weighted(self) -> Node:
         """A child drawn by weight (weight 0 is never drawn)."""
         if self.total_weight <= 0:
             raise InvalidRequest(f"{self.path}: every target has weight 0", param=f"{self.path}.targets")

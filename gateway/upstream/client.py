@@ -20,8 +20,6 @@ Messages say what happened in plain words (never a library's exception class nam
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 from yarl import URL
 
@@ -31,6 +29,7 @@ from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
 from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
+
 
 class UpstreamClient:
     """Sends UpstreamRequests; the caller reads (or streams) and releases the response."""
@@ -109,7 +108,7 @@ class UpstreamClient:
                 proxy=proxy.url if proxy else None, proxy_auth=proxy.auth if proxy else None)
         except aiohttp.ConnectionTimeoutError:
             raise UpstreamTimeout(f"timed out connecting to upstream {host}" + _via(proxy)) from None
-        except (aiohttp.SocketTimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.SocketTimeoutError):
             raise UpstreamTimeout(f"timed out waiting for upstream {host} to answer (read timeout)") from None
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, HostBlocked):
@@ -161,7 +160,7 @@ async def read_response_body(resp: aiohttp.ClientResponse, host: str = "") -> by
     """The whole upstream body, with read failures mapped to 504/502."""
     try:
         return await resp.read()
-    except (aiohttp.SocketTimeoutError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.SocketTimeoutError):
         raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
     except aiohttp.ClientError as exc:
         raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc

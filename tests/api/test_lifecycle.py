@@ -60,7 +60,7 @@ def test_first_start_without_admin_key_generates_one_and_prints_it_once(tmp_path
         deadline = time.monotonic() + 10
         while "generated admin key" not in first.output() and time.monotonic() < deadline:
             time.sleep(0.1)
-        line = next(l for l in first.output().splitlines() if "generated admin key" in l)
+        line = next(text for text in first.output().splitlines() if "generated admin key" in text)
         key = line.rsplit(" ", 1)[1]
         ok = request("GET", f"{first.url}/v1/nothing", headers={"x-gateway-api-key": key})
         assert ok.status == 404  # authenticated route lookup, not 401

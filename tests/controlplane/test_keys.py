@@ -86,7 +86,6 @@ def test_random_keys_do_not_delay_a_relayed_stream_while_a_writer_holds_the_key_
             with lock:
                 statuses[resp.status] = statuses.get(resp.status, 0) + 1
 
-        load_started = time.perf_counter()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(unknown_key, range(2000)))
         load_ended = time.perf_counter()

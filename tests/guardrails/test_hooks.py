@@ -7,8 +7,8 @@ import json
 import pytest
 
 from gateway.config.validate import ConfigParser
-from gateway.http.errors import ConfigError
 from gateway.guardrails.hooks import CompiledHook, SavedRef, compile_phase
+from gateway.http.errors import ConfigError
 
 KEY = {"provider": "vendorA", "api_key": "sk"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -12,7 +12,7 @@ from gateway.mock.schema_sample import SAMPLE_STRING, sample
 
 class Address(BaseModel):
     street: str
-    zip_code: Optional[int] = None
+    zip_code: int | None = None
 
 
 class Person(BaseModel):
@@ -23,7 +23,7 @@ class Person(BaseModel):
     role: Literal["owner", "guest"]
     tags: list[str]
     home: Address
-    friends: list["Person"] = []
+    friends: list[Person] = []
 
 
 def test_a_pydantic_model_schema_gives_a_valid_instance():

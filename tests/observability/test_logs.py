@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -131,7 +131,7 @@ def test_filters_and_paging(gateway, mock):
     now = time.time()
     assert len(logs(gateway, f"?trace_id={trace}&from={now - 120:.3f}&to={now + 5:.3f}").json()["data"]) == 6
     assert logs(gateway, f"?trace_id={trace}&from={now + 3600:.0f}").json()["data"] == []
-    past = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
     assert logs(gateway, f"?trace_id={trace}&to={past}").json()["data"] == []
     assert len(logs(gateway, f"?trace_id={trace}&from={past}").json()["data"]) == 6
     # without filters the newest requests of the workspace come first

@@ -15,7 +15,7 @@ async def test_a_blocked_loop_shows_up_as_lag():
     try:
         await asyncio.sleep(0.2)
         idle = list(seen)
-        time.sleep(0.3)  # a blocking call on the loop: the timer cannot fire meanwhile
+        time.sleep(0.3)  # noqa: ASYNC251 - a blocking call on the loop on purpose: the timer cannot fire meanwhile
         await asyncio.sleep(0.12)
     finally:
         monitor.stop()

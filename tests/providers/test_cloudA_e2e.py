@@ -78,7 +78,7 @@ def test_non_streamed_chat_is_signed_verified_and_mapped(gateway, mock):
 class _Capture(http.server.BaseHTTPRequestHandler):
     lines: list[str] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's naming)
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         _Capture.lines.append(f"{self.command} {self.path} {self.headers.get('host')}")
         body = msgspec.json.encode({"output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
@@ -261,7 +261,7 @@ def test_a_follow_up_without_tools_after_a_tool_round_works(gateway, mock):
 class _NotAws(http.server.BaseHTTPRequestHandler):
     """A proxy in front of the service: errors that are not AWS-shaped."""
 
-    def do_POST(self):  # noqa: N802 (http.server's naming)
+    def do_POST(self):  # http.server's naming
         self.rfile.read(int(self.headers.get("content-length", 0)))
         if "/json/" in self.path:
             body, kind = b'{"error": {"message": "proxy: no healthy upstream for bedrock"}}', "application/json"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import msgspec
 from pydantic import BaseModel
@@ -17,9 +17,9 @@ class Leaf(BaseModel):
 class Tree(BaseModel):
     name: str
     leaf: Leaf
-    maybe: Optional[Leaf] = None
+    maybe: Leaf | None = None
     kind: Literal["oak"]
-    children: list["Tree"] = []
+    children: list[Tree] = []
 
 
 def keys(schema) -> set[str]:

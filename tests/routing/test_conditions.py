@@ -213,7 +213,8 @@ def test_first_match_of_no_conditions_is_minus_one(cond: ModuleType) -> None:
 
 
 def test_first_match_catch_all_after_specific(cond: ModuleType) -> None:
-    compiled = [cond.compile_query({"params.model": "a"}), cond.compile_query({}), cond.compile_query({"params.model": "b"})]
+    compiled = [cond.compile_query({"params.model": "a"}), cond.compile_query({}),
+                cond.compile_query({"params.model": "b"})]
     assert cond.first_match(compiled, {}, {"model": "b"}) == 1
     assert cond.first_match(compiled, {}, {"model": "a"}) == 0
 
@@ -254,7 +255,8 @@ ERRORS = [
     ("in-not-list", {"params.model": {"$in": "gpt-x"}}, "params.model.$in", "$in takes an array"),
     ("nin-not-list", {"metadata.plan": {"$nin": {"a": 1}}}, "metadata.plan.$nin", "$nin takes an array"),
     ("regex-not-string", {"params.model": {"$regex": 5}}, "params.model.$regex", "string pattern"),
-    ("regex-invalid", {"$or": [{"params.model": {"$regex": "gpt-("}}]}, "$or[0].params.model.$regex", "regular expression"),
+    ("regex-invalid", {"$or": [{"params.model": {"$regex": "gpt-("}}]}, "$or[0].params.model.$regex",
+     "regular expression"),
     (
         "too-deep",
         _deep_query(pure_conditions.MAX_DEPTH + 1),

@@ -34,7 +34,8 @@ def test_utf8_text_still_passes(gateway, mock, gw_headers):
 
 
 @pytest.mark.parametrize("seed", [2**63, -(2**63) - 1, 10**30])
-@pytest.mark.parametrize("endpoint, body", [("chat/completions", CHAT), ("completions", {"model": "m", "prompt": "hi"})])
+@pytest.mark.parametrize("endpoint, body", [("chat/completions", CHAT),
+                                            ("completions", {"model": "m", "prompt": "hi"})])
 def test_seed_outside_signed_64_bits_is_a_400_naming_it(gateway, mock, gw_headers, seed, endpoint, body):
     base = mock.scenario()
     resp = post(f"{gateway.url}/v1/{endpoint}", {**body, "seed": seed}, gw_headers(base + "/v1"))

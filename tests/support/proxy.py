@@ -24,7 +24,7 @@ class ForwardProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "ForwardProxy":
+    def start(self) -> ForwardProxy:
         self._thread.start()
         self.run(self._listen())
         return self

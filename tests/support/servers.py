@@ -82,7 +82,7 @@ def start(args: list[str], env_extra: dict[str, str] | None = None, port: int | 
                 except OSError:
                     pass
                 time.sleep(0.05)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any start failure: stop the process, report its output
         server.stop()
         raise RuntimeError(f"could not start {cmd}:\n{server.output()}") from None
     return server

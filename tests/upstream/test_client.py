@@ -36,7 +36,7 @@ class KeepAliveUpstream:
         self.requests = 0
         self.port = 0
 
-    async def start(self) -> "KeepAliveUpstream":
+    async def start(self) -> KeepAliveUpstream:
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
         self.server = server

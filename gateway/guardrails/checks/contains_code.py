@@ -12,7 +12,7 @@ import re
 
 import msgspec
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, inverted, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, inverted, join_path
 from gateway.guardrails.text import Subject
 
 #: canonical language -> the fence tags that mean it

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, inverted, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, inverted, join_path
 from gateway.guardrails.text import Subject
 
 

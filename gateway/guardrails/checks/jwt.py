@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, join_path
 from gateway.guardrails.checks.jwt_keys import (
     ALGORITHMS,
     VerifyingKey,
@@ -78,7 +78,7 @@ class Jwt(Check):
             except ValueError as exc:
                 raise ParamError(join_path(path, "jwks"), str(exc)) from None
         self.io = params.jwksUri is not None
-        if self.io:
+        if params.jwksUri is not None:
             from gateway.http.errors import InvalidRequest
             from gateway.upstream.ssrf import check_url
 
@@ -174,7 +174,7 @@ class Jwt(Check):
             return Verdict(False, "the token's issuer does not match")
         if self.audience:
             aud = claims.get("aud")
-            held = {aud} if isinstance(aud, str) else set(a for a in aud if isinstance(a, str)) \
+            held = {aud} if isinstance(aud, str) else {a for a in aud if isinstance(a, str)} \
                 if isinstance(aud, list) else set()
             if not held & self.audience:
                 return Verdict(False, "the token's audience does not match")

@@ -23,7 +23,8 @@ _SHA = {"256": (hashes.SHA256, hashlib.sha256), "384": (hashes.SHA384, hashlib.s
         "512": (hashes.SHA512, hashlib.sha512)}
 _CURVES = {"ES256": ("P-256", ec.SECP256R1, 32), "ES384": ("P-384", ec.SECP384R1, 48),
            "ES512": ("P-521", ec.SECP521R1, 66)}
-_JWK_CURVES = {"P-256": ec.SECP256R1, "P-384": ec.SECP384R1, "P-521": ec.SECP521R1}
+_JWK_CURVES: dict[str, type[ec.EllipticCurve]] = {"P-256": ec.SECP256R1, "P-384": ec.SECP384R1,
+                                                  "P-521": ec.SECP521R1}
 
 ALGORITHMS: tuple[str, ...] = tuple(f"{family}{bits}" for family in ("HS", "RS", "PS", "ES") for bits in _SHA)
 
@@ -69,7 +70,7 @@ def key_from_pem(pem: str) -> VerifyingKey:
     if b"CERTIFICATE" in data:
         from cryptography import x509
 
-        public = x509.load_pem_x509_certificate(data).public_key()
+        public: Any = x509.load_pem_x509_certificate(data).public_key()
     else:
         public = serialization.load_pem_public_key(data)
     if isinstance(public, rsa.RSAPublicKey):

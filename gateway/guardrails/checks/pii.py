@@ -24,7 +24,7 @@ import ipaddress
 import re
 from typing import Literal
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, join_path
 from gateway.guardrails.text import Subject
 
 Category = Literal["email", "phone", "creditCard", "ipAddress"]

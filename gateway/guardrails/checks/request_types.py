@@ -7,7 +7,7 @@ one is required. Endpoint names: ``chat``, ``completions``, ``embeddings``, ``mo
 
 from __future__ import annotations
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, join_path
 from gateway.guardrails.text import Subject
 
 REQUEST_TYPES = ("chat", "completions", "embeddings", "moderations", "rerank")

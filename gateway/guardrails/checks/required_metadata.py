@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, inverted, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, inverted, join_path
 from gateway.guardrails.text import Subject
 from gateway.routing.conditions import QueryError, compile_guarded_regex
 

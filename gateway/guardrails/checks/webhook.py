@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from gateway.guardrails.checks.base import Check, Params, ParamError, Verdict, join_path
+from gateway.guardrails.checks.base import Check, ParamError, Params, Verdict, join_path
 from gateway.guardrails.text import Subject
 from gateway.guardrails.webhook import HttpCheckError, webhook_payload
 

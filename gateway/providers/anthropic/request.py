@@ -269,7 +269,7 @@ def _tools(req: ChatRequest, output: OutputTool | None
 
 
 def _thinking_on(thinking: dict[str, Any] | None) -> bool:
-    return bool(thinking) and thinking.get("type") != "disabled"
+    return thinking is not None and bool(thinking) and thinking.get("type") != "disabled"
 
 
 def _stop(stop: str | list[str] | None) -> list[str] | UnsetType:

@@ -14,6 +14,7 @@ import time
 import msgspec
 
 from gateway import _speedups
+from gateway.http.errors import GatewayError
 from gateway.providers.anthropic.response import (
     PROVIDER,
     AMessage,
@@ -23,7 +24,6 @@ from gateway.providers.anthropic.response import (
     finish_reason,
     stream_error,
 )
-from gateway.http.errors import GatewayError
 from gateway.providers.base import InBandErrorHolder, malformed, snippet
 from gateway.schema.common import Usage
 
@@ -63,7 +63,7 @@ class AnthropicStream(InBandErrorHolder):
 
     __slots__ = ("splitter", "chat", "strict", "include_usage", "model", "created", "usage", "tokens",
                  "started", "stopped", "stop_reason", "tools", "tool_count", "_head", "_text_head", "_meta", "_seen",
-                 "held_error", "output_tool", "outputs")
+                 "output_tool", "outputs")
 
     def __init__(self, chat: bool, strict: bool, include_usage: bool, model: str | None,
                  output_tool: str | None = None) -> None:

@@ -233,8 +233,8 @@ def _tool_config(request: ChatRequest, called: list[str], has_tool_blocks: bool,
     if output is not None:
         specs.append({"toolSpec": {"name": output.name, "description": output.description,
                                    "inputSchema": {"json": output.schema}}})
-        choice = {"tool": {"name": output.name}} if output.forced else {"any": {}}
-        return {"tools": specs, "toolChoice": choice}
+        forced = {"tool": {"name": output.name}} if output.forced else {"any": {}}
+        return {"tools": specs, "toolChoice": forced}
     if not specs:
         return None
     if not definitions:

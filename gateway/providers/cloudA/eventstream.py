@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Iterable, Mapping
 
 TRUE, FALSE, BYTE, SHORT, INTEGER, LONG, BYTES, STRING, TIMESTAMP, UUID = range(10)
@@ -250,7 +250,7 @@ def encode_header(name: str, value: Any) -> bytes:
     elif isinstance(value, uuid.UUID):
         return head + bytes((UUID,)) + value.bytes
     elif isinstance(value, datetime):
-        stamp = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        stamp = value if value.tzinfo else value.replace(tzinfo=UTC)
         return head + _int_header(TIMESTAMP, _i64, int(stamp.timestamp() * 1000), -(2 ** 63), 2 ** 63 - 1, name)
     else:
         raise EventStreamError(f"header {name!r} has an unsupported value type {type(value).__name__}")

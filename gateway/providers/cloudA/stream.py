@@ -24,6 +24,7 @@ is a 502 naming the provider.
 from __future__ import annotations
 
 import time
+
 import msgspec
 
 from gateway import _speedups
@@ -107,7 +108,7 @@ class ConverseStream(InBandErrorHolder):
     """One stream's transformer: ``feed`` raw upstream bytes, get encoded SSE events."""
 
     __slots__ = ("provider", "model", "include_usage", "reasoning", "usage", "id", "created", "decoder",
-                 "tools", "stopped", "held_error", "role_pending", "_head", "_encode_event", "output_tool", "outputs")
+                 "tools", "stopped", "role_pending", "_head", "_encode_event", "output_tool", "outputs")
 
     def __init__(self, provider: str, model: str, include_usage: bool, reasoning: bool,
                  output_tool: str | None = None) -> None:

@@ -42,7 +42,7 @@ class GeminiStream(InBandErrorHolder):
     """One stream's state: the chunk prefix, which candidates have started and finished, tool-call counters."""
 
     __slots__ = ("splitter", "_encode_event", "usage", "model", "include_usage", "thoughts", "prefix",
-                 "started", "finished", "calls", "usage_meta", "held_error")
+                 "started", "finished", "calls", "usage_meta")
 
     def __init__(self, model: str | None, include_usage: bool, thoughts: bool) -> None:
         sse = _speedups.sse
@@ -84,6 +84,7 @@ class GeminiStream(InBandErrorHolder):
         return self.prefix
 
     def _chunk(self, choices: list[dict[str, Any]]) -> bytes:
+        assert self.prefix is not None  # _start came first
         return self._encode_event(self.prefix + _encode(choices) + b"}")
 
     def _convert(self, events: list, out: list[bytes]) -> None:
@@ -128,10 +129,10 @@ class GeminiStream(InBandErrorHolder):
                 if not part.thought:
                     texts.append(part.text)
                 elif self.thoughts:
-                    delta = {"thinking": part.text}
+                    thought = {"thinking": part.text}
                     if part.thought_signature:
-                        delta["signature"] = part.thought_signature
-                    blocks.append({"index": 0, "delta": delta})
+                        thought["signature"] = part.thought_signature
+                    blocks.append({"index": 0, "delta": thought})
         out: list[bytes] = []
         if texts or calls or blocks:
             delta: dict[str, Any] = {}
