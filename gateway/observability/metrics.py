@@ -18,9 +18,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from gateway.bounded_cache import BoundedCache
-from gateway.observability.multiproc import ENV as MULTIPROC_ENV
+from gateway.observability import multiproc
 
-MULTIPROC_DIR = os.environ.get(MULTIPROC_ENV) or None
+MULTIPROC_DIR = multiproc.directory()
 if MULTIPROC_DIR:
     os.makedirs(MULTIPROC_DIR, exist_ok=True)
 #: where the metric families register: nowhere in multiprocess mode (the collector reads the files instead)

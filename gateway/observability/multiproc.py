@@ -1,7 +1,9 @@
 """The Prometheus multiprocess directory: made fresh by ``gateway serve`` before workers start, removed at exit.
 
 Kept apart from ``metrics.py`` on purpose: ``PROMETHEUS_MULTIPROC_DIR`` must be in the environment before
-prometheus_client is first imported in a worker, so the serving process must not import it.
+prometheus_client is first imported in a worker, so the serving process must not import it. That variable is
+prometheus_client's own contract (the library reads it), not a gateway setting: this module is the one place of the
+gateway that reads or writes it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from pathlib import Path
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 _PREFIX = "serve-"
+
+
+def directory() -> str | None:
+    """The multiprocess directory this process's metrics live in (None: a single process, no directory)."""
+    return os.environ.get(ENV) or None
 
 
 def prepare(base: Path) -> tuple[str, bool]:
