@@ -53,7 +53,7 @@ class Caller:
         raise NotFound(f"no workspace '{requested}'", param="workspace_id")
 
 
-def query_values(scope: dict) -> dict[str, str]:
+def query_values(scope: Scope) -> dict[str, str]:
     """The query string as name -> value (the last of repeated names wins)."""
     raw = scope.get("query_string") or b""
     return dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True)) if raw else {}
@@ -63,7 +63,7 @@ def _bearer_or_key(ctx: RequestContext) -> str | None:
     return ctx.api_key or ctx.bearer
 
 
-async def authorize(runtime: Runtime, scope: dict, *, admin: bool = True) -> Caller:
+async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True) -> Caller:
     """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member."""
     ctx = build_context(scope["headers"])
     key = _bearer_or_key(ctx)

@@ -9,7 +9,7 @@ is the same 404 as a missing id. Ids are ``<prefix><uuid4>``; policies use a bar
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 import msgspec
@@ -38,7 +38,7 @@ _encode = msgspec.json.encode
 
 def now_iso() -> str:
     """The current time as ISO 8601 UTC with milliseconds (``2026-11-23T16:54:16.123Z``)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def store_unavailable(exc: StateStoreError) -> ServiceUnavailable:

@@ -104,11 +104,11 @@ class StateStore(abc.ABC):
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self) -> None:  # noqa: B027 - an optional hook: the in-process store opens nothing
         """Open connections and start the health probe. A networked store that cannot reach its server still
         starts (``healthy`` false) and connects when the server comes back."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - an optional hook: the in-process store holds nothing
         """Stop the probe and close connections; no call may follow."""
 
     # -- key-value with TTL ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import OrderedDict, deque
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from gateway.state.base import (
     ADMITTED,
@@ -39,11 +39,11 @@ class _Expiring:
             return None
         return item
 
-    def get(self, key: object):
+    def get(self, key: object) -> Any:
         item = self.entry(key)
         return None if item is None else item[1]
 
-    def put(self, key: object, value, ttl_ms: int | None) -> None:
+    def put(self, key: object, value: Any, ttl_ms: int | None) -> None:
         if key not in self.data:
             self._make_room()
         self.data[key] = [None if ttl_ms is None else self.clock() + ttl_ms / 1000, value]
@@ -208,6 +208,7 @@ class MemoryStateStore(StateStore):
             else:
                 entry[1] += item.amount
         if reservation_id is not None:
+            assert ttl_ms is not None  # check_reserve: a reservation id comes with its ttl
             self._reservations[(scope, reservation_id)] = [(item.key, item.amount) for item in items]
             heapq.heappush(self._expiries, (self.clock() + ttl_ms / 1000, scope, reservation_id))
         return ADMITTED

@@ -42,10 +42,10 @@ from gateway.state.base import (
     Record,
     SettleOutcome,
     StateStore,
-    check_reserve,
-    check_settle,
     StateStoreError,
     StateStoreUnavailable,
+    check_reserve,
+    check_settle,
 )
 
 log = logging.getLogger("gateway.state")
@@ -110,7 +110,7 @@ class RedisStateStore(StateStore):
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def _make_client(self) -> Any:
-        common = {"socket_timeout": self.timeout_s, "socket_connect_timeout": self.timeout_s,
+        common: dict[str, Any] = {"socket_timeout": self.timeout_s, "socket_connect_timeout": self.timeout_s,
                   "retry": Retry(NoBackoff(), 0)}
         if self.cluster:
             nodes, username, password, tls = parse_cluster_url(self.url)
@@ -182,7 +182,7 @@ class RedisStateStore(StateStore):
                 if attempt + 1 < attempts:
                     continue
                 self._down(operation, exc)
-            except (RedisTimeoutError, OSError, asyncio.TimeoutError, ClusterError, RedisClusterException) as exc:
+            except (TimeoutError, RedisTimeoutError, OSError, ClusterError, RedisClusterException) as exc:
                 self._down(operation, exc)
             except RedisError as exc:
                 count_state_store_error(self.backend, operation)
@@ -270,7 +270,7 @@ class RedisStateStore(StateStore):
         keys = [base + "r", base + "rd", base + "s:" + reservation_id] + [base + "c:" + i.key for i in items]
         answer = await self._run("settle", "SETTLE", keys, [base, reservation_id, SETTLED_KEEP_MS, *actual],
                                  retry_safe=True)
-        return answer.decode()  # type: ignore[return-value]
+        return answer.decode()
 
     async def usage(self, scope: str, keys: Sequence[str]) -> list[int]:
         base = self._budget_base(scope)

@@ -20,17 +20,18 @@ import time
 from typing import Any, Callable, Sequence
 
 from gateway.observability.metrics import count_state_store_error
-from gateway.state import sqlite_cache, sqlite_ops as ops
+from gateway.state import sqlite_cache
+from gateway.state import sqlite_ops as ops
 from gateway.state.base import (
     Admission,
     BudgetItem,
     Record,
     SettleOutcome,
     StateStore,
-    check_reserve,
-    check_settle,
     StateStoreError,
     StateStoreUnavailable,
+    check_reserve,
+    check_settle,
 )
 
 log = logging.getLogger("gateway.state")
@@ -165,7 +166,7 @@ class SQLiteStateStore(StateStore):
             try:
                 now = self._now()
                 await self._state.call(ops.purge, now)
-                await self._cache.call(lambda _, n: self._space.purge(n), now)
+                await self._cache.call(self._space_purge, now)
                 self.healthy = True
             except sqlite3.Error as exc:
                 if self.healthy:
@@ -212,11 +213,18 @@ class SQLiteStateStore(StateStore):
     async def cache_set(self, key: str, value: bytes, ttl_ms: int) -> None:
         await self._cached("cache_set", self._space_set, key, value, ttl_ms, self._now())
 
+    def _opened_space(self) -> sqlite_cache.CacheSpace:
+        assert self._space is not None, "start() was not awaited"
+        return self._space
+
     def _space_get(self, _: sqlite3.Connection, key: str, now: int) -> bytes | None:
-        return self._space.get(key, now)
+        return self._opened_space().get(key, now)
 
     def _space_set(self, _: sqlite3.Connection, key: str, value: bytes, ttl_ms: int, now: int) -> None:
-        self._space.set(key, value, ttl_ms, now)
+        self._opened_space().set(key, value, ttl_ms, now)
+
+    def _space_purge(self, _: sqlite3.Connection, now: int) -> None:
+        self._opened_space().purge(now)
 
     async def _cached(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:

@@ -188,6 +188,7 @@ def reserve(conn: sqlite3.Connection, scope: str, items: Sequence[BudgetItem], r
                 "ELSE excluded.expires END",
                 (scope, item.key, item.amount, now + item.key_ttl_ms, now, now))
         if rid is not None:
+            assert ttl_ms is not None  # check_reserve: a reservation id comes with its ttl
             amounts = _encode_amounts([(item.key, item.amount) for item in items])
             conn.execute("INSERT INTO reservations (scope, id, expires, amounts) VALUES (?, ?, ?, ?)",
                          (scope, rid, now + ttl_ms, amounts))

@@ -66,7 +66,7 @@ class RecordWatcher:
         for callback in list(self._subscribers):
             try:
                 callback()
-            except Exception:  # noqa: BLE001 - one bad subscriber must not starve the others
+            except Exception:  # one bad subscriber must not starve the others
                 log.exception("record watcher: a subscriber failed")
 
     async def _run(self) -> None:

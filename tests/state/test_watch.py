@@ -13,7 +13,7 @@ from gateway.state.watch import RecordWatcher
 from tests.support.redis_servers import delete_prefix, random_prefix, test_redis_url
 
 
-async def wait_for(predicate, timeout: float = 5.0) -> bool:
+async def wait_for(predicate, timeout: float = 5.0) -> bool:  # noqa: ASYNC109 - polls a plain predicate
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -80,7 +80,7 @@ class RedisProcess:
         self.proc: subprocess.Popen | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisProcess":
+    def start(self) -> RedisProcess:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", self.dir, *self.extra],
@@ -109,7 +109,7 @@ class RedisCluster:
                                    "--cluster-config-file", f"nodes-{uuid.uuid4().hex[:8]}.conf") for _ in range(3)]
         self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
-    def start(self) -> "RedisCluster":
+    def start(self) -> RedisCluster:
         for node in self.nodes:
             node.start()
         addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
