@@ -11,6 +11,13 @@ from gateway.cache.similarity import MARGIN, NO_MATCH, quantise
 
 __all__ = ["MARGIN", "NO_MATCH", "best_match", "quantise"]
 
+# A build from older sources must not pass for this twin: its public names must be the pure module's.
+from gateway.cache import similarity as _pure
+
+if __all__ != _pure.__all__:
+    raise ImportError("gateway._speedups.similarity is stale: __all__ differs from the pure module")
+del _pure
+
 
 cdef inline int _dot_i8(const signed char* a, const signed char* b, Py_ssize_t n) noexcept nogil:
     cdef int acc = 0

@@ -56,7 +56,8 @@ def median_ms(model, text, n=60):
 out = {}
 for threads in (1, 2):
     model = MiniLmModel(intra_op_threads=threads)
-    out[f"onnxruntime_threads_{threads}"] = {"short_ms": median_ms(model, SHORT), "128_tokens_ms": median_ms(model, LONG),
+    out[f"onnxruntime_threads_{threads}"] = {"short_ms": median_ms(model, SHORT),
+                                             "128_tokens_ms": median_ms(model, LONG),
                                              "tokens_long": len(model.tokenizer.encode(LONG))}
 async def pool(threads):
     embedder = LocalEmbedder(threads=threads, queue=256, timeout_s=60)

@@ -2,7 +2,8 @@
 
 ``corpus(n)`` embeds ``n`` template prompts (tests/support/prompts.py) with the packaged model, and up to 1,000
 queries: 500 rewordings of stored prompts (which should hit) and 500 new prompts from the same templates
-(neighbours that differ by a value, the hard case); half of ``n`` of each for a small corpus. Embedding 100,000 prompts takes several minutes on 2 cores; later runs load
+(neighbours that differ by a value, the hard case); half of ``n`` of each for a small corpus. Embedding 100,000
+prompts takes several minutes on 2 cores; later runs load
 the vectors from ``.benchmarks/semantic-corpus-<n>-<digest>.npz``.
 
     python bench/micro/semantic_corpus.py 100000     # make (or check) the cached corpus ahead of a benchmark run

@@ -107,10 +107,10 @@ class LocalEmbedder:
         future.add_done_callback(lambda _f: _call_soon(loop, self._finished))
         try:
             vector = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.stats.timed_out += 1
             return None
-        except Exception:  # noqa: BLE001 - a failed embedding is a MISS, never an error for the request
+        except Exception:  # a failed embedding is a MISS, never an error for the request
             self.stats.failed += 1
             log.exception("embedding failed")
             return None
@@ -133,7 +133,7 @@ class LocalEmbedder:
                 try:
                     self._model = self._factory() if self._factory else _load_packaged(self._intra_op_threads)
                     self.stats.loaded = True
-                except Exception:  # noqa: BLE001
+                except Exception:  # a model that fails to load turns semantic lookups off, not the worker
                     self.stats.load_failed = True
                     log.exception("the local embedding model failed to load; semantic lookups are skipped")
             return self._model

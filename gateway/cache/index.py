@@ -296,7 +296,7 @@ class PartitionedIndex:
     def __init__(self, dim: int = 384, *, cell_size: int = DEFAULT_CELL_SIZE, probe: int = DEFAULT_PROBE,
                  kernels: ModuleType | None = None) -> None:
         self.dim = dim
-        self._options = {"cell_size": cell_size, "probe": probe, "kernels": kernels}
+        self._options: dict[str, Any] = {"cell_size": cell_size, "probe": probe, "kernels": kernels}
         self._indexes: dict[Hashable, SimilarityIndex] = {}
         self._partition_of: dict[Hashable, Hashable] = {}
 

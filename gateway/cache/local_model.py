@@ -13,7 +13,8 @@ numpy and onnxruntime are imported here only, when a model is loaded: a worker t
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 from gateway.cache.numeric import numpy
 from gateway.cache.wordpiece import MAX_TOKENS, WordPieceTokenizer
@@ -87,7 +88,7 @@ class MiniLmModel:
         return out
 
 
-def _sha256(path) -> str:  # noqa: ANN001
+def _sha256(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -95,7 +96,7 @@ def _sha256(path) -> str:  # noqa: ANN001
     return digest.hexdigest()
 
 
-def _unit(np, vector):  # noqa: ANN001, ANN202 - numpy is imported lazily
+def _unit(np: Any, vector: Any) -> Any:  # numpy is imported lazily: its types too
     vector = vector.astype(np.float32, copy=False)
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector

@@ -3,7 +3,8 @@
 Stored vectors are unit vectors kept as int8 codes with one float scale each (``vector ≈ codes * scale``, scale =
 largest magnitude / 127): 384 bytes + 4 instead of 1,536. A query is scored against them asymmetrically: the
 float32 query · the stored codes × the stored scale, so only the stored side is quantised. Measured on 10 million
-pairs of embedded prompts: at most 0.0026 off the float32 cosine (int8 · int8: at most 0.0031). The compiled twin (``_speedups/similarity.pyx``) first scores the int8 query codes
+pairs of embedded prompts: at most 0.0026 off the float32 cosine (int8 · int8: at most 0.0031). The compiled twin
+(``_speedups/similarity.pyx``) first scores the int8 query codes
 against the int8 stored codes and rescores asymmetrically only the rows within ``MARGIN`` of the threshold;
 both answer the same row.
 
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.cache.numeric import numpy
+
+__all__ = ["MARGIN", "NO_MATCH", "best_match", "quantise"]
 
 #: the compiled twin rescores rows whose int8 · int8 score is within this of the threshold (16x the largest int8
 #: error measured on embedded text)

@@ -4,9 +4,9 @@ Facts it follows (the model's own tokenizer configuration: ``BertNormalizer`` wi
 stripped, ``BertPreTokenizer``, ``WordPiece`` with ``[UNK]``, ``##`` continuations and 100 characters at most per
 word, a ``[CLS] … [SEP]`` template, 128 tokens at most):
 
-- Clean-up: NUL, U+FFFD and every control, format, private-use or surrogate character (categories Cc, Cf, Co, Cs) except tab, newline and
-  carriage return are dropped; remaining whitespace (category Zs, line and paragraph separators, tab, newline,
-  carriage return) becomes a space.
+- Clean-up: NUL, U+FFFD and every control, format, private-use or surrogate character (categories Cc, Cf, Co,
+  Cs) except tab, newline and carriage return are dropped; remaining whitespace (category Zs, line and paragraph
+  separators, tab, newline, carriage return) becomes a space.
 - CJK ideographs (the unified blocks, extensions A–E and the compatibility blocks) get a space on each side.
 - Accents are stripped (NFD, then combining marks, category Mn, dropped) and the text is lower-cased character
   by character (a capital sigma always becomes σ, never the word-final ς that ``str.lower`` would choose).

@@ -17,7 +17,7 @@ DIM = 16
 
 
 def twins() -> list[ModuleType]:
-    return [pure_similarity] if _speedups.NO_EXTENSIONS else [pure_similarity, compiled_twin("similarity")]
+    return [pure_similarity] if _speedups.no_extensions() else [pure_similarity, compiled_twin("similarity")]
 
 
 @pytest.fixture(params=["pure", "compiled"])
@@ -108,7 +108,7 @@ def test_twins_expose_the_same_public_names() -> None:
 
 def test_picker_serves_a_working_twin() -> None:
     module = _speedups.pick("similarity")
-    assert _speedups.ACTIVE["similarity"] == ("pure" if _speedups.NO_EXTENSIONS else "compiled")
+    assert _speedups.ACTIVE["similarity"] == ("pure" if _speedups.no_extensions() else "compiled")
     assert search(module, [cell([basis(1)])], basis(1), 0.9)[:2] == (0, 0)
 
 
