@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from procs import ADMIN_KEY, Stack, cpu_seconds, worker_pids  # noqa: E402
+from procs import ADMIN_KEY, Stack, cpu_seconds, worker_pids
 
 CHAT = "/v1/chat/completions"
 

@@ -62,6 +62,7 @@ class FileRoutes:
         if names_provider(ctx):
             target = jobs.forwarder.target(ctx, FILES)
             upload = await receive_upload(scope, receive, limit, None, jobs.spool_dir, spool=True)
+            assert upload.spool is not None  # spool=True: the file part is spooled
             try:
                 check_purpose(upload.fields)
                 expires_after_s(upload.fields)

@@ -34,7 +34,7 @@ def output_ids(batch_id: str) -> tuple[str, str]:
 
 
 class _OutFile:
-    def __init__(self, runner: "BatchRunner", file_id: str, filename: str) -> None:
+    def __init__(self, runner: BatchRunner, file_id: str, filename: str) -> None:
         self.runner = runner
         self.file_id = file_id
         self.filename = filename
@@ -53,6 +53,7 @@ class _OutFile:
 
     async def _flush(self) -> None:
         if self.pending:
+            assert self.writer is not None  # add() opened it
             await self.writer.write(b"".join(self.pending))
             self.pending.clear()
             self.size = 0
@@ -70,9 +71,9 @@ class _OutFile:
             await self.writer.abort()
 
 
-async def write_outputs(runner: "BatchRunner", final: str) -> tuple[str | None, str | None]:
+async def write_outputs(runner: BatchRunner, final: str) -> tuple[str | None, str | None]:
     """Write the output and error files of ``runner``'s batch; returns their ids (None for an empty one)."""
-    batch = runner.batch
+    batch = runner.current()
     out_id, err_id = output_ids(runner.id)
     output = _OutFile(runner, out_id, f"{runner.id}_output.jsonl")
     errors = _OutFile(runner, err_id, f"{runner.id}_errors.jsonl")

@@ -91,7 +91,7 @@ class _WithUsage(msgspec.Struct, gc=False):
 
 
 class _ResultUsage(msgspec.Struct, gc=False):
-    response: "_ResponseBody | None" = None
+    response: _ResponseBody | None = None
 
 
 class _ResponseBody(msgspec.Struct, gc=False):

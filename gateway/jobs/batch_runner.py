@@ -99,6 +99,11 @@ class BatchRunner:
             self.stop_reason = reason
         self._stopped.set()
 
+    def current(self) -> Batch:
+        """The batch being run (loaded when the run starts)."""
+        assert self.batch is not None, "the batch is loaded when the run starts"
+        return self.batch
+
     async def run(self) -> None:
         keeper = asyncio.create_task(self._keep(), name=f"batch-lease-{self.id}")
         try:
@@ -152,7 +157,7 @@ class BatchRunner:
 
     async def _validate(self, fresh: bool) -> bool:
         """Check every line (recording bad ones); False when the batch failed instead."""
-        batch = self.batch
+        batch = self.current()
         checker = LineChecker(batch.endpoint, self.deps.parsers[batch.endpoint])
         errors: list[BatchError] = []
         total = 0
@@ -238,7 +243,7 @@ class BatchRunner:
     # -- lines -----------------------------------------------------------------------------------------------
 
     async def _run_lines(self) -> None:
-        batch = self.batch
+        batch = self.current()
         slots = asyncio.Semaphore(self.settings.batch_concurrency)
         running: set[asyncio.Task] = set()
         keep = keep_until(batch)
@@ -371,7 +376,7 @@ class BatchRunner:
                     record.batch.cancelling_at = record.batch.cancelling_at or cancel_at
                 self.batch = record.batch
                 return await (self.store.finish(record) if finish else self.store.save(record))
-            except Exception as exc:  # noqa: BLE001 - the store's 503 while it is unreachable
+            except Exception as exc:  # the store's 503 while it is unreachable
                 if self.stop_reason == STOP_LEASE or not _unavailable(exc):
                     raise
                 await asyncio.sleep(1.0)
@@ -399,7 +404,7 @@ class BatchRunner:
                     return
 
     async def _watch(self) -> None:
-        batch = self.batch
+        batch = self.current()
         if self.stop_reason is None:
             if await self.store.cancel_requested(self.id):
                 self.stop(STOP_CANCEL)

@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import socket
+from functools import partial
 
 from gateway.http.errors import GatewayError
 from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
@@ -42,18 +43,20 @@ class BatchScheduler:
 
     async def _loop(self) -> None:
         interval = self.deps.settings.batch_poll_ms / 1000
+        wake = self._wake
+        assert wake is not None  # start() made it
         while True:
             try:
                 await self.scan()
             except (StateStoreError, GatewayError) as exc:
                 log.debug("batch scan skipped: %s", exc)
-            except Exception:  # noqa: BLE001 - the scheduler must outlive any one bad pass
+            except Exception:  # the scheduler must outlive any one bad pass
                 log.exception("batch scan failed")
             try:
-                await asyncio.wait_for(self._wake.wait(), interval)
+                await asyncio.wait_for(wake.wait(), interval)
             except TimeoutError:
                 pass
-            self._wake.clear()
+            wake.clear()
 
     async def scan(self) -> None:
         batches = self.deps.batches
@@ -65,7 +68,7 @@ class BatchScheduler:
             runner = BatchRunner(self.deps, batch_id, self.holder)
             task = asyncio.create_task(runner.run(), name=f"batch-{batch_id}")
             self.running[batch_id] = task
-            task.add_done_callback(lambda done, key=batch_id: self._ended(key, done))
+            task.add_done_callback(partial(self._ended, batch_id))
 
     def _ended(self, batch_id: str, task: asyncio.Task) -> None:
         self.running.pop(batch_id, None)

@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import builtins
 import time
+from typing import Awaitable, TypeVar
 
 import msgspec
 
@@ -57,6 +59,8 @@ def result_key(batch_id: str, line: int) -> str:
 
 def _counts_key(batch_id: str) -> str:
     return f"batch:{batch_id}:counts"
+
+T = TypeVar("T")
 
 
 def _cancel_key(batch_id: str) -> str:
@@ -108,7 +112,7 @@ class BatchStore:
         await self._call(self.store.delete(_counts_key(record.id)))
         return record
 
-    async def active_ids(self) -> list[str]:
+    async def active_ids(self) -> builtins.list[str]:
         return [r.id for r in await self.store.record_list(ACTIVE_KIND)]
 
     async def reading(self, workspace: str, file_id: str) -> str | None:
@@ -150,7 +154,7 @@ class BatchStore:
         raw = await self.store.get(_cancel_key(batch_id))
         return int(raw) if raw else None
 
-    async def _call(self, awaitable):
+    async def _call(self, awaitable: Awaitable[T]) -> T:
         try:
             return await awaitable
         except StateStoreError as exc:

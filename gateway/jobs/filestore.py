@@ -20,7 +20,7 @@ import asyncio
 import os
 import secrets
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, BinaryIO
 
 from gateway.settings import Settings, data_path
 from gateway.state.base import StateStore
@@ -68,15 +68,16 @@ class _DirectoryWriter(FileWriter):
     def __init__(self, final: Path) -> None:
         self.final = final
         self.part = final.with_name(f".{final.name}.{secrets.token_hex(4)}.part")
-        self.handle = None
+        self.handle: BinaryIO | None = None
         self.size = 0
         self.pending: list[bytes] = []
         self.pending_size = 0
 
     def _open_and_write(self, data: bytes) -> None:
-        if self.handle is None:
-            self.handle = open(self.part, "wb")
-        self.handle.write(data)
+        handle = self.handle
+        if handle is None:
+            handle = self.handle = open(self.part, "wb")  # kept open across writes, closed in _finish
+        handle.write(data)
 
     async def write(self, data: bytes) -> None:
         self.size += len(data)
@@ -92,9 +93,10 @@ class _DirectoryWriter(FileWriter):
         await asyncio.to_thread(self._open_and_write, data)
 
     def _finish(self) -> None:
-        if self.handle is None:
-            self.handle = open(self.part, "wb")
-        self.handle.close()
+        handle = self.handle
+        if handle is None:
+            handle = self.handle = open(self.part, "wb")  # an empty file: opened to be closed
+        handle.close()
         os.replace(self.part, self.final)
 
     async def commit(self) -> int:

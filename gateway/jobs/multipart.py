@@ -12,8 +12,6 @@ memory stays bounded whatever the part's size. Malformed input raises ``Multipar
 
 from __future__ import annotations
 
-from typing import Union
-
 MAX_HEADER_BYTES = 16 * 1024
 
 
@@ -39,7 +37,7 @@ class PartEnd:
 
 
 PART_END = PartEnd()
-Event = Union[PartStart, bytes, PartEnd]
+Event = PartStart | bytes | PartEnd
 
 
 def boundary_of(content_type: str) -> str:

@@ -14,8 +14,8 @@ import string
 import time
 from urllib.parse import parse_qs
 
-from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
 from gateway.http.types import Send
+from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
 from gateway.mock.kit import MockRequest, respond, respond_json
 
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
@@ -86,7 +86,7 @@ async def create(req: MockRequest, send: Send) -> None:
                 filename = event.filename
         elif event is PART_END:
             current = None
-        elif current is not None:
+        elif current is not None and isinstance(event, bytes):
             fields[current] += event
     purpose = fields.get("purpose", b"").decode()
     if "file" not in fields or filename is None:

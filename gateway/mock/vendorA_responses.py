@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from typing import Any
 from urllib.parse import parse_qs
 
 from gateway.http.types import Send
@@ -27,7 +28,7 @@ RESPONSES: dict[str, dict] = {}
 INPUT_ITEMS: dict[str, list[dict]] = {}
 
 
-def _items(value) -> list[dict]:
+def _items(value: Any) -> list[dict]:
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     items = []

@@ -79,7 +79,7 @@ class Harness:
                                               headers=[("x-gateway-api-key", "k")]))
         return batch.id
 
-    async def run(self, batch_id: str, holder: str = "h1", timeout: float = 30) -> Batch:
+    async def run(self, batch_id: str, holder: str = "h1", timeout: float = 30) -> Batch:  # noqa: ASYNC109
         assert await self.store.lease(lease_key(batch_id), holder, self.settings.batch_lease_ms)
         await asyncio.wait_for(BatchRunner(self.deps, batch_id, holder).run(), timeout)
         return (await self.batches.get("default", batch_id)).batch
@@ -91,7 +91,7 @@ class Harness:
         return [msgspec.json.decode(line) for line in data.splitlines()]
 
 
-async def wait_for(check, timeout: float = 20.0) -> None:
+async def wait_for(check, timeout: float = 20.0) -> None:  # noqa: ASYNC109 - polls an async check
     deadline = time.monotonic() + timeout
     while not await check():
         assert time.monotonic() < deadline, "condition not met in time"
