@@ -31,9 +31,9 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.observability.aggregates import report  # noqa: E402
-from gateway.observability.rollups import WINDOWS, RequestStats, RollupStore  # noqa: E402
-from gateway.observability.logstore import LogStore  # noqa: E402
+from gateway.observability.aggregates import report
+from gateway.observability.logstore import LogStore
+from gateway.observability.rollups import WINDOWS, RequestStats, RollupStore
 
 BATCH = 512
 MODELS = {"vendorA": ["gpt-4o", "gpt-4o-mini", "o3-mini"], "anthropic": ["claude-3-5-sonnet", "claude-3-5-haiku"],

@@ -23,7 +23,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from procs import Stack  # noqa: E402
+from procs import Stack
 
 CHAT = msgspec.json.encode({"model": "gpt-bench", "messages": [{"role": "user", "content": "hi"}]})
 

@@ -14,6 +14,7 @@ from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
 from gateway.observability.aggregates import report
 from gateway.observability.rollups import WINDOWS, RollupStore
 
@@ -23,7 +24,8 @@ _encode = msgspec.json.encode
 
 def parse_query(query_string: bytes) -> tuple[str, str | None, str | None]:
     """(window, provider, model) of the query; 400 naming a bad one."""
-    window, narrow = DEFAULT_WINDOW, {"provider": None, "model": None}
+    window = DEFAULT_WINDOW
+    narrow: dict[str, str | None] = {"provider": None, "model": None}
     for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
         if name == "window":
             if raw not in WINDOWS:
@@ -40,7 +42,7 @@ class AggregatesEndpoint:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.runtime, scope)
         window, provider, model = parse_query(scope.get("query_string") or b"")
         rollups: RollupStore | None = getattr(self.runtime.recorder, "rollups", None)

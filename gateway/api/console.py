@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.api.runtime import Runtime
 from gateway.http.respond import send_bytes
+from gateway.http.types import Receive, Scope, Send
 
 CONTENT_SECURITY_POLICY = (
     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -48,7 +49,7 @@ class StaticFile:
         self.headers = [(b"content-type", content_type), (b"cache-control", b"no-cache"), (b"etag", self.etag),
                         *SECURITY_HEADERS]
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         for name, value in scope["headers"]:
             if name.lower() == b"if-none-match" and self.etag in value:
                 await send_bytes(send, 304, b"", [(b"etag", self.etag), *SECURITY_HEADERS])
@@ -56,7 +57,7 @@ class StaticFile:
         await send_bytes(send, 200, self.body, self.headers)
 
 
-async def _to_page(scope: dict, receive, send) -> None:
+async def _to_page(scope: Scope, receive: Receive, send: Send) -> None:
     """``/console/`` -> ``/console`` (relative, so a gateway served under a path prefix keeps it)."""
     await send_bytes(send, 308, b"", [(b"location", b"../console"), *SECURITY_HEADERS])
 

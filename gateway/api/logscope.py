@@ -9,6 +9,7 @@ from gateway.api.inference import authenticate
 from gateway.api.runtime import Runtime
 from gateway.http.context import build_context
 from gateway.http.errors import Forbidden, InvalidRequest
+from gateway.http.types import Scope
 
 
 class LogScope:
@@ -24,7 +25,7 @@ class LogScope:
         return self.every_workspace or workspace == self.workspace
 
 
-async def log_scope(runtime: Runtime, scope: dict) -> LogScope:
+async def log_scope(runtime: Runtime, scope: Scope) -> LogScope:
     """Authenticate the caller (401 without a known key) and work out what it may read; a ``workspace`` query
     parameter narrows an admin's view and is a 403 from any other key when it names another workspace."""
     ctx = build_context(scope["headers"])

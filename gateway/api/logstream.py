@@ -25,6 +25,7 @@ from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
+from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
 
@@ -62,7 +63,7 @@ class LogStreamEndpoint:
             self.tail = LogTail(store.path)
         return self.tail
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.runtime, scope)
         query = scope.get("query_string") or b""
         flt = parse_filter(query)
@@ -107,11 +108,11 @@ class LogStreamEndpoint:
         return b"".join(event_frame(row_id, doc) for row_id, doc in reversed(rows))
 
     @staticmethod
-    async def _pump(send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event) -> None:
+    async def _pump(send: Send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             try:
                 await asyncio.wait_for(subscriber.wake.wait(), HEARTBEAT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 chunk = _KEEP_ALIVE
             else:
                 subscriber.wake.clear()
@@ -122,11 +123,11 @@ class LogStreamEndpoint:
                 continue
             try:
                 await asyncio.wait_for(send_chunk(send, chunk), SEND_TIMEOUT_S)
-            except (asyncio.TimeoutError, OSError, RuntimeError):
+            except (TimeoutError, OSError, RuntimeError):
                 return  # a stuck or vanished console: drop it
         try:  # the worker is stopping: end the response so the server can finish
             await asyncio.wait_for(end_stream(send), SEND_TIMEOUT_S)
-        except (asyncio.TimeoutError, OSError, RuntimeError):
+        except (TimeoutError, OSError, RuntimeError):
             pass
 
 
@@ -135,7 +136,7 @@ async def _wake_on(event: asyncio.Event, subscriber: Subscriber) -> None:
     subscriber.wake.set()
 
 
-async def _watch_disconnect(receive, gone: asyncio.Event, subscriber: Subscriber) -> None:
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event, subscriber: Subscriber) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

@@ -17,6 +17,7 @@ from gateway.config.validate import ConfigParser, decode_config
 from gateway.http.body import read_request_body
 from gateway.http.context import build_context
 from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
 from gateway.routing.describe import TargetTree, describe
 from gateway.routing.plan import Planner
 
@@ -34,7 +35,7 @@ class ValidateConfigEndpoint:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def __call__(self, scope: dict, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         await authenticate(runtime, build_context(scope["headers"]))
         body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)

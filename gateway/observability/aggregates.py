@@ -114,7 +114,7 @@ def _series(rows: WindowRows, slots: list[int], res: int, now: float, total: _Ac
     """One value per slot (adding every slot's histograms into ``total``'s)."""
     last = len(slots) - 1
     index = {slot: i for i, slot in enumerate(slots)}
-    counts = [[0, 0, 0, 0, 0.0] for _ in slots]  # requests, 5xx, 4xx, tokens, cost
+    counts: list[list[Any]] = [[0, 0, 0, 0, 0.0] for _ in slots]  # requests, 5xx, 4xx, tokens, cost
     for slot, *values in rows.slot_counts:
         into = counts[index.get(slot, last)]  # a slot ahead of this clock (another worker's) counts in the last
         for j, value in enumerate(values):

@@ -22,8 +22,8 @@ from gateway.observability.entry import Derived, build_entry, encode_entry
 from gateway.observability.linesink import LineSink
 from gateway.observability.logstore import LogStore
 from gateway.observability.masking import Masker
-from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.record import Recorder, RequestRecord
+from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.tracing import OtlpExporter, request_spans
 from gateway.settings import Settings, data_path
 

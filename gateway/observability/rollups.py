@@ -25,7 +25,7 @@ import time
 from bisect import bisect_left
 from itertools import accumulate
 from operator import add
-from typing import Iterable
+from typing import Any, Iterable
 
 import msgspec
 
@@ -296,7 +296,8 @@ class RollupStore:
              model: str | None = None) -> WindowRows:
         """Resolution ``res`` from slot ``since`` on, for one workspace (None: every workspace, summed), narrowed
         to one provider and/or model when given."""
-        where, args = "", [res, since]
+        where = ""
+        args: list[Any] = [res, since]
         for column, value in (("workspace", workspace), ("provider", provider), ("model", model)):
             if value is not None:
                 where += f" AND {column} = ?"

@@ -42,7 +42,7 @@ class TargetTree(msgspec.Struct, omit_defaults=True):
     fallback_on: list[int] | None = None
     when: list[str] | None = None
     default: bool | None = None
-    targets: list["TargetTree"] | None = None
+    targets: list[TargetTree] | None = None
 
 
 def _value(name: str, value: Any) -> Any:

@@ -27,7 +27,7 @@ async def test_a_stop_signal_sets_the_event_and_reaches_the_previous_handler():
 async def test_a_default_action_is_left_alone():
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        StopNotice().event
+        StopNotice().event  # noqa: B018 - the property is what is tested: reading it installs nothing
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -11,8 +11,17 @@ from hypothesis import strategies as st
 
 from gateway.observability.aggregates import report
 from gateway.observability.rollups import (
-    BUCKETS_PER_OCTAVE, MAX_BUCKET, RequestStats, RollupStore, add_into, bucket, bucket_value, decode_hist,
-    encode_hist, new_hist, quantile,
+    BUCKETS_PER_OCTAVE,
+    MAX_BUCKET,
+    RequestStats,
+    RollupStore,
+    add_into,
+    bucket,
+    bucket_value,
+    decode_hist,
+    encode_hist,
+    new_hist,
+    quantile,
 )
 
 NOW = 1_800_000_000.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import socket
 import time
 from urllib.parse import urlsplit
 
@@ -36,7 +35,7 @@ class EventStream:
                 sock.settimeout(remaining)
             try:
                 raw = self.response.readline()
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 return None
             if not raw:
                 self.ended = True
