@@ -14,7 +14,7 @@ __all__ = ["MARGIN", "NO_MATCH", "best_match", "quantise"]
 # A build from older sources must not pass for this twin: its public names must be the pure module's.
 from gateway.cache import similarity as _pure
 
-if __all__ != _pure.__all__:
+if __all__ != getattr(_pure, "__all__", None):
     raise ImportError("gateway._speedups.similarity is stale: __all__ differs from the pure module")
 del _pure
 

@@ -10,11 +10,13 @@ import logging
 
 from gateway import _speedups
 from gateway import settings as settings_module
+from gateway.api.console import mount_console
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
 from gateway.api.inference import Pipeline
 from gateway.api.jobs import mount_jobs
 from gateway.api.logs import LogsEndpoint
 from gateway.api.metrics import MetricsEndpoint
+from gateway.api.policies import PolicyRoutes
 from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import send_error
@@ -47,11 +49,7 @@ class GatewayApp:
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
-            from gateway.api.console import mount_console
-
             mount_console(self, runtime)
-        from gateway.api.policies import PolicyRoutes
-
         for method, path, handler in PolicyRoutes(runtime).routes():
             self.add(method, path, handler)
         self.add("GET", "/metrics", MetricsEndpoint(runtime))

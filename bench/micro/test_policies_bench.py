@@ -20,12 +20,12 @@ import pytest
 import uvloop
 
 from gateway.config.schema import Config
+from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy, UsageLimitPolicy
 from gateway.http.context import build_context
 from gateway.observability.record import RequestRecord
 from gateway.policies.gate import PolicyGate
 from gateway.policies.settle import actual_amounts
-from gateway.config.validate import ConfigParser
 from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
 from gateway.schema.common import Usage

@@ -22,6 +22,7 @@ from gateway.api.runtime import Runtime
 from gateway.controlplane import policies as rules
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.http.errors import NotFound
+from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.policies.usage import created, policy_view
 from gateway.schema.common import BodyDecoder
 from gateway.state.base import StateStoreError
@@ -40,7 +41,7 @@ class _KindRoutes:
         self.update_record = update
         self.filters = filters
 
-    def routes(self) -> list[tuple[str, str, object]]:
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
         one = self.path + "/{policy_id}"
         return [("POST", self.path, self.create), ("GET", self.path, self.list), ("GET", one, self.get),
                 ("PUT", one, self.update), ("DELETE", one, self.archive)]
@@ -67,7 +68,7 @@ class _KindRoutes:
         self.runtime.policies.invalidate()
         await self.runtime.policies.refresh()
 
-    async def create(self, scope: dict, receive: Any, send: Any) -> None:
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         body = await read_json(scope, receive, self.decoder)
         record = self.new(body, self._workspace(caller, body), caller.key.organisation)
@@ -75,7 +76,7 @@ class _KindRoutes:
         await self._applied()
         await send_record(send, created(record))
 
-    async def list(self, scope: dict, receive: Any, send: Any) -> None:
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         records = await self.repo.list(caller.workspace)
         for field, choices in self.filters:
@@ -87,19 +88,19 @@ class _KindRoutes:
         data = await asyncio.gather(*(self._view(r) for r in page(records, size, current)))
         await send_list(send, data, len(records))
 
-    async def get(self, scope: dict, receive: Any, send: Any) -> None:
+    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         await send_record(send, await self._view(record))
 
-    async def update(self, scope: dict, receive: Any, send: Any) -> None:
+    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         body = await read_json(scope, receive, self.decoder)
         record = await self.repo.get(self._workspace(caller, body), scope["path_params"]["policy_id"])
         record = await self._stored(self.update_record(record, body))
         await send_record(send, await self._view(record))
 
-    async def archive(self, scope: dict, receive: Any, send: Any) -> None:
+    async def archive(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         if record.status != "archived":
@@ -119,5 +120,5 @@ class PolicyRoutes:
                         (("status", rules.STATUSES), ("type", rules.RATE_TYPES), ("unit", rules.RATE_UNITS))),
         )
 
-    def routes(self) -> list[tuple[str, str, object]]:
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [route for kind in self.kinds for route in kind.routes()]

@@ -63,7 +63,9 @@ class Runtime:
     def _key_id(self, api_key: str | None) -> str | None:
         """The id of an authenticated gateway key (what the ``api_key`` policy key matches); a key stored without
         one is named by its masked form, ``sha256:<16 hex>`` as in the logs."""
-        record = self.keys.known(api_key) if api_key else None
+        if not api_key:
+            return None
+        record = self.keys.known(api_key)
         if record is None:
             return None
         return record.key_id or "sha256:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]

@@ -12,7 +12,7 @@ number otherwise); ``alert_threshold`` >= 0 and below ``credit_limit``; ``period
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -33,6 +33,7 @@ RATE_TYPES = ("requests", "tokens")
 RATE_UNITS = ("rpm", "rph", "rpd")
 
 Unset = msgspec.UnsetType
+T = TypeVar("T")
 UNSET = msgspec.UNSET
 Name = Annotated[str, msgspec.Meta(max_length=255)]
 Values = str | list[str]
@@ -187,14 +188,20 @@ def _check_usage(policy: UsageLimitPolicy) -> UsageLimitPolicy:
     return msgspec.structs.replace(policy, credit_limit=limit)
 
 
+def _given(value: T | Unset) -> T:
+    """A field ``_required`` has already checked is present."""
+    assert value is not UNSET
+    return value
+
+
 def new_usage_limit(body: UsageLimitBody, workspace: str, organisation: str) -> UsageLimitPolicy:
     _required(body, ("conditions", "group_by", "type", "credit_limit"))
     policy = UsageLimitPolicy(
         workspace_id=workspace, organisation_id=organisation,
         name="" if body.name is UNSET else body.name,
-        type=body.type, status="active" if body.status is UNSET else body.status,
-        conditions=check_conditions(body.conditions), group_by=check_group_by(body.group_by),
-        credit_limit=body.credit_limit,
+        type=_given(body.type), status="active" if body.status is UNSET else body.status,
+        conditions=check_conditions(_given(body.conditions)), group_by=check_group_by(_given(body.group_by)),
+        credit_limit=_given(body.credit_limit),
         alert_threshold=None if body.alert_threshold is UNSET else body.alert_threshold,
         periodic_reset=None if body.periodic_reset is UNSET else body.periodic_reset,
         periodic_reset_days=None if body.periodic_reset_days is UNSET else body.periodic_reset_days,
@@ -246,9 +253,9 @@ def new_rate_limit(body: RateLimitBody, workspace: str, organisation: str) -> Ra
     return RateLimitPolicy(
         workspace_id=workspace, organisation_id=organisation,
         name="" if body.name is UNSET else body.name,
-        type=body.type, unit=body.unit, value=_whole(body.value, "value"),
+        type=_given(body.type), unit=_given(body.unit), value=_whole(_given(body.value), "value"),
         status="active" if body.status is UNSET else body.status,
-        conditions=check_conditions(body.conditions), group_by=check_group_by(body.group_by),
+        conditions=check_conditions(_given(body.conditions)), group_by=check_group_by(_given(body.group_by)),
     )
 
 

@@ -139,7 +139,8 @@ class PolicyGate:
         finally:
             self._loading = None
         grouped: dict[str, list[CompiledPolicy]] = {}
-        for record in [*rate, *usage]:
+        records: list[UsageLimitPolicy | RateLimitPolicy] = [*rate, *usage]
+        for record in records:
             if record.status == "active":
                 grouped.setdefault(record.workspace_id, []).append(CompiledPolicy(record))
         self.by_workspace = {ws: WorkspacePolicies(items) for ws, items in grouped.items()}

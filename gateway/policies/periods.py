@@ -14,7 +14,7 @@ read-then-reset at a boundary) and the old counter simply expires.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 SECOND_MS = 1000
 DAY_MS = 86_400_000
@@ -54,7 +54,7 @@ CUMULATIVE = Period("all", None, None)
 
 
 def _month_start(year: int, month: int) -> int:
-    return int(datetime(year, month, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime(year, month, 1, tzinfo=UTC).timestamp() * 1000)
 
 
 def period(reset: str | None, days: int | None, since_ms: int, now_ms: int) -> Period:
@@ -64,7 +64,7 @@ def period(reset: str | None, days: int | None, since_ms: int, now_ms: int) -> P
         monday = day - (day + 3) % 7  # 1970-01-01 was a Thursday
         return Period(f"w{monday}", monday * DAY_MS, (monday + 7) * DAY_MS)
     if reset == "monthly":
-        at = datetime.fromtimestamp(now_ms / 1000, timezone.utc)
+        at = datetime.fromtimestamp(now_ms / 1000, UTC)
         start = _month_start(at.year, at.month)
         end = _month_start(at.year + 1, 1) if at.month == 12 else _month_start(at.year, at.month + 1)
         return Period(f"m{at.year:04d}{at.month:02d}", start, end)
@@ -87,7 +87,7 @@ def iso(ms: int | None) -> str | None:
     """Epoch ms as ISO 8601 UTC (``2026-12-01T00:00:00.000Z``); None stays None."""
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso_ms(text: str) -> int:

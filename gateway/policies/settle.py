@@ -76,7 +76,8 @@ def actual_amounts(hold: Hold, record: Any, prices: Prices) -> list[int]:
         if policy.measure == REQUESTS:
             out.append(item.amount)
         elif usage is not None:
-            out.append(total if policy.measure == TOKENS else prices.cost_micros(record.provider, record.model, tin, tout))
+            out.append(total if policy.measure == TOKENS
+                       else prices.cost_micros(record.provider, record.model, tin, tout))
         else:
             out.append(item.amount if answered else 0)
     return out
@@ -106,7 +107,7 @@ class Settler:
         if self.queue is not None:
             try:
                 await asyncio.wait_for(self.queue.join(), drain_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("policy settlement: %d items left unsettled at shutdown", self.queue.qsize())
         for task in self._tasks:
             task.cancel()
@@ -153,7 +154,7 @@ class Settler:
                 await job(*args)
             except StateStoreError:
                 pass  # counted by the store; a lost settle is released when its reservation expires
-            except Exception:  # noqa: BLE001 - one bad item must not stop settlement
+            except Exception:  # one bad item must not stop settlement
                 log.exception("policy settlement failed")
             finally:
                 queue.task_done()

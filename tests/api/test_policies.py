@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import tempfile
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -50,7 +50,7 @@ def test_create_answers_the_id_and_object_and_get_shows_usage_and_reset_times(gw
     assert got["last_reset_at"] is None
     reset = datetime.fromisoformat(got["next_usage_reset_at"].replace("Z", "+00:00"))
     assert (reset.day, reset.hour, reset.minute, reset.second) == (1, 0, 0, 0)
-    assert reset > datetime.now(timezone.utc)
+    assert reset > datetime.now(UTC)
 
 
 def test_rate_limit_create_and_list_items_carry_the_listed_fields(gw):
@@ -163,7 +163,7 @@ def test_periodic_reset_days_is_accepted_and_resets_at_utc_midnight(gw):
     got = get(gw, USAGE, policy_id)
     assert got["periodic_reset_days"] == 3 and got["periodic_reset"] is None
     assert got["next_usage_reset_at"].endswith("T00:00:00.000Z")
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     days = (datetime.fromisoformat(got["next_usage_reset_at"][:10]).date() - today).days
     assert days == 3
 

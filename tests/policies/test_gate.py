@@ -10,21 +10,35 @@ import msgspec
 import pytest
 
 from gateway.config.schema import Config
+from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
 from gateway.http.context import build_context
 from gateway.http.errors import RateLimited
 from gateway.mock.kit import count_tokens
 from gateway.observability.cost import Prices
 from gateway.policies.gate import PolicyGate
-from gateway.config.validate import ConfigParser
 from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
 from tests.observability.test_metrics import wait_for
 from tests.support.http import request, stream_events
-from tests.support.policies import (ADMIN, RATE, USAGE, chat, chat_headers, concurrently, create, get, rate_limit,
-                                    same_day, statuses, tag, usage_limit, wait_until)
+from tests.support.policies import (
+    ADMIN,
+    RATE,
+    USAGE,
+    chat,
+    chat_headers,
+    concurrently,
+    create,
+    get,
+    rate_limit,
+    same_day,
+    statuses,
+    tag,
+    usage_limit,
+    wait_until,
+)
 
 
 def test_a_rate_limit_admits_exactly_n_concurrent_requests(gateway, mock):

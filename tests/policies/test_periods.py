@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +11,7 @@ from gateway.policies import periods
 
 
 def ms(text: str) -> int:
-    return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def test_rate_windows_are_aligned_to_the_clock():

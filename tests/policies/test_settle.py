@@ -38,7 +38,8 @@ def test_actual_amounts_follow_the_answer():
     hold = hold_for(policies, [1, 500, 90])
     usage = Usage(prompt_tokens=10, completion_tokens=20, total_tokens=30)
     prices = Prices()
-    assert actual_amounts(hold, finished(usage=usage), prices) == [1, 30, prices.cost_micros("vendorA", "gpt-4o-mini", 10, 20)]
+    expected_cost = prices.cost_micros("vendorA", "gpt-4o-mini", 10, 20)
+    assert actual_amounts(hold, finished(usage=usage), prices) == [1, 30, expected_cost]
     # no usage reported: an answered request keeps its reservation, a failed one counts no tokens
     assert actual_amounts(hold, finished(), prices) == [1, 500, 90]
     assert actual_amounts(hold, finished(status=499, ttft=0.1), prices) == [1, 500, 90]
