@@ -10,13 +10,18 @@ import logging
 
 from gateway import _speedups
 from gateway import settings as settings_module
+from gateway.api.configs import ConfigRoutes
 from gateway.api.console import mount_console
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
 from gateway.api.inference import Pipeline
 from gateway.api.jobs import mount_jobs
+from gateway.api.keys import KeyRoutes
 from gateway.api.logs import LogsEndpoint
 from gateway.api.metrics import MetricsEndpoint
+from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
+from gateway.api.prompts import PromptRoutes
+from gateway.api.providers import ProviderRoutes
 from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import send_error
@@ -50,8 +55,11 @@ class GatewayApp:
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
             mount_console(self, runtime)
-        for method, path, handler in PolicyRoutes(runtime).routes():
-            self.add(method, path, handler)
+        for group in (PolicyRoutes, KeyRoutes, ProviderRoutes, ConfigRoutes, PromptRoutes, ModelRoutes):
+            for method, path, handler in group(runtime).routes():
+                self.add(method, path, handler)
+        self.add("POST", "/v1/prompts/{prompt_id}/completions",
+                 Pipeline(runtime, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
         self.add("GET", "/metrics", MetricsEndpoint(runtime))
         self.add("GET", "/health", HealthEndpoint(runtime))
         self.add("GET", "/ready", ReadyEndpoint(runtime))

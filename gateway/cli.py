@@ -1,5 +1,5 @@
-"""Command line: ``gateway serve`` (one flag per non-secret setting, generated from ``Settings``) and
-``gateway mock-upstream``."""
+"""Command line: ``gateway serve`` (one flag per non-secret setting, generated from ``Settings``), ``gateway keys``
+and ``gateway mock-upstream``."""
 
 from __future__ import annotations
 
@@ -40,14 +40,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gateway: bad setting: {exc}", file=sys.stderr)
         return 2
-    from gateway.controlplane.keys import ensure_admin_key
-
-    key = ensure_admin_key(settings)
-    if key is not None:
-        print(f"gateway: generated admin key (shown once, store it now): {key}", flush=True)
     from gateway.observability import multiproc
 
     metrics_dir, owned = multiproc.prepare(settings_module.data_path(settings, "metrics"))
+    # after prepare: the store modules import prometheus_client, which must see the multiprocess directory
+    from gateway.controlplane.keys_command import bootstrap_admin_key
+
+    key = bootstrap_admin_key(settings)
+    if key is not None:
+        print(f"gateway: generated admin key (shown once, store it now): {key}", flush=True)
     settings_module.hand_to_workers(settings)
     print(
         f"gateway {__version__}: serving on http://{settings.host}:{settings.port}/v1 "
@@ -69,6 +70,17 @@ def cmd_mock(args: argparse.Namespace) -> int:
     print(f"gateway mock-upstream: serving on http://{args.host}:{args.port}", flush=True)
     _serve_granian("gateway.mock.app:app", args.host, args.port, args.workers, 2048, "warning")
     return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from gateway.controlplane.keys_command import run
+
+    try:
+        settings = settings_module.load()
+    except ValueError as exc:
+        print(f"gateway: bad setting: {exc}", file=sys.stderr)
+        return 2
+    return run(args, settings)
 
 
 _METAVARS = {int: "INTEGER", float: "NUMBER", tuple: "A,B,..."}
@@ -108,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_setting_flags(serve)
     serve.set_defaults(func=cmd_serve)
+    from gateway.controlplane.keys_command import add_parser as add_keys_parser
+
+    add_keys_parser(sub)
+    sub.choices["keys"].set_defaults(func=cmd_keys)
     mock = sub.add_parser("mock-upstream", help="serve the faithful local provider mock")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=9797)

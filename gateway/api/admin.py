@@ -1,9 +1,10 @@
 """What every control-plane route shares: the caller's key and workspace, JSON bodies, query values, list answers.
 
 Admin routes take an ``admin`` gateway key (``x-gateway-api-key`` or ``Authorization: Bearer``); a ``member`` key
-gets 403. A caller acts in its key's workspace. The bootstrap admin key (``root``) may name another workspace
-(``workspace_id`` in the query or body); any other key naming a workspace not its own gets the same 404 as a
-missing record, so one workspace never learns what another holds.
+gets 403. Routes members may use (prompt render, models) name the scope they need instead. A caller acts in its
+key's workspace. The bootstrap admin key (``root``) may name another workspace (``workspace_id`` in the query or
+body); any other key naming a workspace not its own gets the same 404 as a missing record, so one workspace never
+learns what another holds.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from urllib.parse import parse_qsl
 import msgspec
 
 from gateway.api.runtime import Runtime
-from gateway.controlplane.keys import KeyRecord
+from gateway.controlplane.keys import KeyRecord, missing_scope
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
@@ -63,8 +64,9 @@ def _bearer_or_key(ctx: RequestContext) -> str | None:
     return ctx.api_key or ctx.bearer
 
 
-async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True) -> Caller:
-    """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member."""
+async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs: str | None = None) -> Caller:
+    """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member,
+    or when the key lacks the scope ``needs``."""
     ctx = build_context(scope["headers"])
     key = _bearer_or_key(ctx)
     if not key:
@@ -75,6 +77,8 @@ async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True) -> Ca
     if admin and record.role != "admin":
         raise Forbidden("this route needs an admin gateway key; this key's role is member",
                         param="x-gateway-api-key")
+    if needs is not None and needs not in record.scopes:
+        raise missing_scope(needs)
     ctx.workspace = record.workspace
     return Caller(ctx, record, query_values(scope))
 

@@ -1,8 +1,9 @@
 """The inference pipeline shared by chat, completions, embeddings, moderations and rerank.
 
-context -> auth -> body (decoded once) -> config -> routing tree -> attempts (adapter builds, upstream client sends,
-adapter turns the answer back) -> JSON or SSE out with the x-gateway-* response headers. A stream's first event is
-read before the status is committed, so an in-band error becomes a real status that retries and fallbacks act on.
+context -> auth -> body -> config (a prompt template rendered into the body when the config or the route names
+one) -> body decoded once -> routing tree -> attempts (adapter builds, upstream client sends, adapter turns the
+answer back) -> JSON or SSE out with the x-gateway-* response headers. A stream's first event is read before the
+status is committed, so an in-band error becomes a real status that retries and fallbacks act on.
 
 Usage is counted on every path: a vendorA-wire upstream streaming chat or completions is always asked for its usage
 chunk (``stream_options.include_usage``), which is stripped again before it reaches a client that did not ask for
@@ -19,7 +20,10 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 import msgspec
 
+from gateway.api import prompted
 from gateway.api.runtime import Runtime
+from gateway.controlplane.directory import RecordsNeeded
+from gateway.controlplane.keys import KeyRecord, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import (
@@ -113,8 +117,9 @@ def stream_broke(exc: BaseException, provider: str, when: str = "before the stre
                                extra={"provider": provider})
 
 
-async def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
-    """Set ``ctx.workspace`` from the gateway key; 401 when it is missing or unknown (never blocks the loop)."""
+async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None = None) -> KeyRecord:
+    """The caller's key record (its workspace set on ``ctx``): 401 without a known ``x-gateway-api-key``, 403 when
+    ``scope`` is given and the key lacks it. Never blocks the event loop."""
     key = ctx.api_key
     if not key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
@@ -122,8 +127,11 @@ async def authenticate(runtime: Runtime, ctx: RequestContext) -> None:
     if record is None:
         record = await runtime.keys.lookup(key)
         if record is None:
-            raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
+            raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
+    if scope is not None and scope not in record.scopes:
+        raise missing_scope(scope)
     ctx.workspace = record.workspace
+    return record
 
 
 _RETRY_COUNTS = [str(n).encode() for n in range(16)]
@@ -144,10 +152,14 @@ def response_headers(ctx: RequestContext, state: RunState | None, provider: str 
 class Pipeline:
     """One endpoint's handler: ``endpoint`` name and the body parser for it."""
 
-    def __init__(self, runtime: Runtime, endpoint: str, parse: Callable[[bytes], Any]) -> None:
+    def __init__(self, runtime: Runtime, endpoint: str, parse: Callable[[bytes], Any], prompt_route: bool = False,
+                 scope: str = "inference") -> None:
         self.runtime = runtime
         self.endpoint = endpoint
         self.parse = parse
+        #: ``POST /v1/prompts/{prompt_id}/completions``: the body is a render body for that prompt
+        self.prompt_route = prompt_route
+        self.scope = scope
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
@@ -158,14 +170,27 @@ class Pipeline:
         try:
             ctx = build_context(scope["headers"])
             record.trace_id = ctx.trace_id
-            await authenticate(runtime, ctx)
-            record.workspace = ctx.workspace
+            key = runtime.keys.known(ctx.api_key) if ctx.api_key else None
+            if key is None or not key.can_infer or self.prompt_route:
+                key = await authenticate(runtime, ctx, self.scope)
+            ctx.workspace = record.workspace = key.workspace
             body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
+            records = runtime.records
+            resolver = runtime.resolver
+            if self.prompt_route:
+                body, config = await prompted.route_inputs(resolver, records, ctx, body,
+                                                           scope["path_params"]["prompt_id"])
+            else:
+                try:
+                    config = resolver.resolve(ctx, records)
+                except RecordsNeeded:
+                    config = await prompted.resolve(resolver, records, ctx)
+                if config.prompt_id is not None:
+                    body, config = await prompted.config_prompt(resolver, records, ctx, body, config, self.endpoint)
             request = self.parse(body)
             stream = bool(getattr(request, "stream", False))
             record.stream = stream
             record.model = getattr(request, "model", None)
-            config = runtime.resolver.resolve(ctx)
             node = runtime.planner.plan(config)
             if runtime.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
                 record.budget = await runtime.policies.admit(ctx, request, len(body), node)

@@ -60,8 +60,9 @@ class Jobs:
         await self.scheduler.close()
 
     async def caller(self, scope: Scope) -> Caller:
-        """The authenticated caller; a bearer that served as the gateway key is dropped from the context."""
-        caller = await authorize(self.runtime, scope, admin=False)
+        """The authenticated caller (its key needs the ``inference`` scope); a bearer that served as the gateway key
+        is dropped from the context."""
+        caller = await authorize(self.runtime, scope, admin=False, needs="inference")
         if not caller.ctx.api_key:
             caller.ctx.api_key = caller.ctx.bearer
             caller.ctx.bearer = None

@@ -1,5 +1,6 @@
-"""Whose request logs a key may read: an admin key every workspace (or the one ``workspace=`` names), any other
-key only its own workspace. One rule for ``/v1/logs``, ``/v1/logs/stream`` and ``/v1/logs/aggregates``."""
+"""Whose request logs a key may read: the root admin key every workspace (or the one ``workspace=`` names), any
+other key only its own workspace, and only with the ``logs.read`` scope. One rule for ``/v1/logs``,
+``/v1/logs/stream`` and ``/v1/logs/aggregates``."""
 
 from __future__ import annotations
 
@@ -26,13 +27,12 @@ class LogScope:
 
 
 async def log_scope(runtime: Runtime, scope: Scope) -> LogScope:
-    """Authenticate the caller (401 without a known key) and work out what it may read; a ``workspace`` query
-    parameter narrows an admin's view and is a 403 from any other key when it names another workspace."""
+    """Authenticate the caller (401 without a known key, 403 without ``logs.read``) and work out what it may read;
+    a ``workspace`` query parameter narrows the root key's view and is a 403 from any other key when it names
+    another workspace."""
     ctx = build_context(scope["headers"])
-    await authenticate(runtime, ctx)
-    key = ctx.api_key or ""
-    record = runtime.keys.known(key) or await runtime.keys.lookup(key)  # cached by authenticate
-    admin = record is not None and record.role == "admin"
+    record = await authenticate(runtime, ctx, "logs.read")
+    root = record.root
     asked: str | None = None
     for name, value in parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True):
         if name == "workspace":
@@ -40,9 +40,9 @@ async def log_scope(runtime: Runtime, scope: Scope) -> LogScope:
                 raise InvalidRequest("workspace must not be empty", param="workspace")
             asked = value
     if asked is not None:
-        if not admin and asked != ctx.workspace:
+        if not root and asked != ctx.workspace:
             raise Forbidden("this key reads only its own workspace's logs", param="workspace")
         return LogScope(asked, False)
-    if admin:
+    if root:
         return LogScope(None, True)
     return LogScope(ctx.workspace, False)

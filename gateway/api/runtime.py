@@ -11,7 +11,9 @@ from typing import Callable
 
 from gateway.config.resolve import ConfigResolver
 from gateway.config.validate import ConfigParser
-from gateway.controlplane.keys import KeyStore
+from gateway.controlplane.directory import RecordCache
+from gateway.controlplane.keys import ApiKeys, KeyStore
+from gateway.controlplane.secrets import SecretBox, open_box
 from gateway.observability.cost import Prices
 from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.record import Recorder
@@ -20,7 +22,7 @@ from gateway.providers.registry import ProviderRegistry
 from gateway.routing.breaker import CircuitBreaker
 from gateway.routing.execute import Router
 from gateway.routing.plan import Planner
-from gateway.settings import Settings
+from gateway.settings import Settings, data_path
 from gateway.state.base import StateStore
 from gateway.state.select import open_store
 from gateway.state.watch import RecordWatcher
@@ -34,7 +36,12 @@ class Runtime:
         self.store = store or open_store(settings)
         #: polls the store's records version; per-worker caches subscribe to drop entries when records change
         self.watcher = RecordWatcher(self.store, settings.state_watch_interval_ms)
-        self.keys = KeyStore(settings)
+        self.api_keys = ApiKeys(self.store)
+        #: gateway keys and the records the request path reads (slugs, saved configs, prompts), per worker
+        self.keys = KeyStore(self.api_keys, settings.admin_key)
+        self.records = RecordCache(self.store, self._open_box)
+        self.watcher.subscribe(self.keys.invalidate)
+        self.watcher.subscribe(self.records.invalidate)
         self.configs = ConfigParser()
         self.resolver = ConfigResolver(self.configs)
         self.planner = Planner(self.configs)
@@ -69,6 +76,14 @@ class Runtime:
         if record is None:
             return None
         return record.key_id or "sha256:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
+    def _open_box(self) -> SecretBox:
+        return open_box(self.settings.secret_key, data_path(self.settings))
+
+    def records_changed(self) -> None:
+        """This worker wrote records: forget cached ones now (other workers hear it from the records watcher)."""
+        self.keys.invalidate()
+        self.records.invalidate()
 
     async def start(self) -> None:
         await self.store.start()

@@ -1,15 +1,20 @@
 """The four ways of identifying a provider -> one validated Config.
 
 1. ``x-gateway-provider`` + ``Authorization: Bearer`` (the token becomes the provider's own auth);
-2. ``x-gateway-provider: @slug`` or the legacy ``x-gateway-virtual-key`` (provider slugs: control plane);
-3. ``x-gateway-config``: a JSON config (starts with ``{``) or a saved config's id (control plane);
+2. ``x-gateway-provider: @slug`` or the legacy ``x-gateway-virtual-key`` (a provider slug of the caller's
+   workspace: its provider and credentials; header values fill what the slug leaves unset);
+3. ``x-gateway-config``: a JSON config (starts with ``{``) or a saved config's id (of the caller's workspace);
 4. ``x-gateway-custom-host`` + ``x-gateway-provider`` + bearer.
 
 Header values fill what a JSON config leaves unset at its root (provider, api_key from the bearer, custom_host,
-cloud headers) before it is validated, so ``{"provider": "vendorA"}`` can take its key from ``Authorization``.
-A config made from headers alone is validated by the same rules (known provider, custom host form, one of the
-required-key groups), its faults named by header.
-Configs are cached by their text and the header values that completed them.
+cloud headers, virtual key) before it is validated, so ``{"provider": "vendorA"}`` can take its key from
+``Authorization``. A config made from headers alone is validated by the same rules (known provider, custom host
+form, one of the required-key groups), its faults named by header. Configs are cached by their text and the header
+values that completed them; slug references in them are then expanded per workspace
+(``gateway.config.references``).
+
+Records (slugs, saved configs) come from the worker's ``RecordCache`` by dict lookup; on a miss it raises
+``RecordsNeeded`` and the caller awaits ``records.fetch`` and calls again.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from typing import Any
 import msgspec
 
 from gateway.bounded_cache import BoundedCache
+from gateway.config.references import ConfigReferences
 from gateway.config.schema import Config
 from gateway.config.validate import ConfigParser, decode_config
+from gateway.controlplane.directory import RecordCache
 from gateway.http.context import RequestContext
 from gateway.http.errors import ConfigError, InvalidRequest
 
@@ -48,10 +55,13 @@ def _header_values(ctx: RequestContext) -> dict[str, Any]:
         values["provider"] = ctx.provider
     if ctx.bearer:
         values["api_key"] = ctx.bearer
-    for attr, field in _HEADER_FIELDS:
-        value = getattr(ctx, attr)
-        if value:
-            values[field] = value
+    if ctx.custom_host:
+        values["custom_host"] = ctx.custom_host
+    if ctx.has_cloud_headers:
+        for attr, field in _HEADER_FIELDS[1:]:
+            value = getattr(ctx, attr)
+            if value:
+                values[field] = value
     return values
 
 
@@ -59,43 +69,52 @@ def _header_values(ctx: RequestContext) -> dict[str, Any]:
 _HEADER_PARAMS = {"provider": "x-gateway-provider", "custom_host": "x-gateway-custom-host"}
 
 
-def _check_slug(provider: str) -> None:
-    if provider.startswith("@"):
-        raise InvalidRequest(f"unknown provider slug '{provider}'", param="x-gateway-provider")
+def _slug(value: str) -> str:
+    return value[1:] if value.startswith("@") else value
 
 
 class ConfigResolver:
     """A request's config from its headers, through ``parser``; remembers the configs built from header values and
-    the JSON configs completed by them. One per worker runtime."""
+    the JSON configs completed by them, and expands slug references (``refs``). One per worker runtime."""
 
     def __init__(self, parser: ConfigParser) -> None:
         self.parser = parser
         self._parse = parser.parse
+        self.refs = ConfigReferences()
+        self._plain = self.refs.plain
         self._header_configs: BoundedCache[tuple[Any, ...], Config] = BoundedCache(CACHE_MAX)
         self._merged: BoundedCache[tuple[Any, ...], Config] = BoundedCache(CACHE_MAX)
 
-    def resolve(self, ctx: RequestContext) -> Config:
-        """The request's config; 400 when no way of identifying a provider is given or the given one is invalid."""
+    def resolve(self, ctx: RequestContext, records: RecordCache | None = None) -> Config:
+        """The request's config; 400 when no way of identifying a provider is given or the given one is invalid.
+        Raises RecordsNeeded when ``records`` lacks a slug or saved config the request names."""
         if ctx.config:
             text = ctx.config.strip()
-            if not text.startswith("{"):
-                raise InvalidRequest(f"unknown saved config '{text}'", param="x-gateway-config")
+            source: str | bytes = text if text.startswith("{") else self._saved_config(ctx, records, text)
             values = _header_values(ctx)
+            if ctx.virtual_key:
+                values["virtual_key"] = ctx.virtual_key
             if not values:
-                return self._parse(text)
-            merged_key = (text, tuple(values.items()))
-            merged = self._merged.get(merged_key)
-            if merged is None:
-                config = decode_config(text)
-                unset = {k: v for k, v in values.items() if getattr(config, k) is None}
-                if "provider" in unset:
-                    _check_slug(unset["provider"])
-                merged = self.parser.validate(msgspec.structs.replace(config, **unset) if unset else config)
-                self._merged[merged_key] = merged
-            return merged
-        if ctx.provider:
-            _check_slug(ctx.provider)
-            key: tuple[Any, ...] = (ctx.provider, ctx.bearer, ctx.custom_host)
+                config = self._parse(source)
+            else:
+                merged_key = (source, tuple(values.items()))
+                merged = self._merged.get(merged_key)
+                if merged is None:
+                    decoded = decode_config(source)
+                    unset = {k: v for k, v in values.items() if getattr(decoded, k) is None}
+                    if "virtual_key" in unset and (decoded.provider is not None or "provider" in unset):
+                        del unset["virtual_key"]
+                    merged = self._merged.put(merged_key, self.parser.validate(
+                        msgspec.structs.replace(decoded, **unset) if unset else decoded))
+                config = merged
+            if records is None or self._plain(config):  # the usual config names no slug: one dict lookup
+                return config
+            return self.refs.expand(config, ctx.workspace or "", records)
+        provider = ctx.provider
+        if provider:
+            if provider[0] == "@":
+                return self._from_slug(ctx, records, provider[1:], "x-gateway-provider")
+            key: tuple[Any, ...] = (provider, ctx.bearer, ctx.custom_host)
             if ctx.has_cloud_headers:
                 key += tuple(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:])
             built = self._header_configs.get(key)
@@ -103,12 +122,41 @@ class ConfigResolver:
                 built = self._header_configs.put(key, self._validated_header_config(Config(**_header_values(ctx))))
             return built
         if ctx.virtual_key:
-            raise InvalidRequest(f"unknown virtual key '{ctx.virtual_key}'", param="x-gateway-virtual-key")
+            return self._from_slug(ctx, records, _slug(ctx.virtual_key), "x-gateway-virtual-key")
         raise InvalidRequest(
-            "no provider given: send x-gateway-provider with an Authorization bearer token, x-gateway-config, "
-            "or x-gateway-custom-host with x-gateway-provider",
+            "no provider given: send x-gateway-provider with an Authorization bearer token, x-gateway-provider: "
+            "@slug, x-gateway-config, or x-gateway-custom-host with x-gateway-provider",
             param="x-gateway-provider",
         )
+
+    @staticmethod
+    def _saved_config(ctx: RequestContext, records: RecordCache | None, id: str) -> bytes:
+        saved = records.saved_config(ctx.workspace or "", id) if records is not None else None
+        if saved is None:
+            raise InvalidRequest(f"unknown saved config '{id}'", param="x-gateway-config")
+        return saved
+
+    @staticmethod
+    def _from_slug(ctx: RequestContext, records: RecordCache | None, name: str, param: str) -> Config:
+        """The config of a slug named by a header, completed by the other header values (cached per
+        combination until the records change)."""
+        if records is None:
+            raise InvalidRequest(f"unknown provider slug '@{name}'", param=param)
+        key: tuple[Any, ...] = ("header-slug", ctx.workspace, name, ctx.bearer, ctx.custom_host)
+        if ctx.has_cloud_headers:
+            key += tuple(getattr(ctx, a) for a, _ in _HEADER_FIELDS[1:])
+        config = records.derived.get(key)
+        if config is not None:
+            return config
+        slug = records.slug(ctx.workspace or "", name)
+        if slug is None:
+            raise InvalidRequest(f"unknown provider slug '@{name}'", param=param)
+        values = _header_values(ctx)
+        values.pop("provider", None)
+        unset = {k: v for k, v in values.items() if getattr(slug, k) is None}
+        config = msgspec.structs.replace(slug, **unset) if unset else slug
+        records.keep(key, config)
+        return config
 
     def _validated_header_config(self, config: Config) -> Config:
         """A config built from headers obeys the same rules as a JSON one; messages name the headers (``param``

@@ -1,8 +1,19 @@
-"""Gateway keys: stored hashed in SQLite under the data directory, looked up off the event loop with caches.
+"""Gateway keys: records in the state store (secrets kept only as SHA-256 hashes), roles, scopes and rotation.
 
-``GATEWAY_ADMIN_KEY`` is always accepted as an admin key of the default workspace. When it is unset and no key is
-stored, ``ensure_admin_key`` (run once by ``gateway serve`` before workers start) generates one, stores its hash and
-returns it so the CLI prints it once.
+A key belongs to one workspace and organisation and has a role: ``admin`` (every route) or ``member`` (the data
+plane only: 403 on every admin route). Its scopes say which data-plane features it may use (``SCOPES``); a key
+created without scopes gets its role's defaults (``DEFAULT_SCOPES``). Two records per key: the key itself
+(``api_key``, by id, listed per workspace) and its principal (``api_key_secret``, by the secret's hash: what a
+request's lookup reads, one record get). Revoking deletes both; the per-worker cache (``KeyStore``) forgets every
+answer when the records change, so a revoked key is refused within a second everywhere.
+
+Rotation: ``rotation_period`` (days 1..365; ``weekly`` = 7, ``monthly`` = 30) sets ``rotation_due`` to the last
+rotation (or creation) plus the period. Rotating (``POST /v1/api-keys/{id}/rotate``) issues a new secret at once:
+the old one stops working, the id, role and scopes stay, and ``rotation_due`` starts again. A key past its
+``rotation_due`` keeps working; the date is a reminder that ``GET /v1/api-keys`` shows.
+
+The bootstrap admin key (``GATEWAY_ADMIN_KEY``, or the one ``gateway serve`` generates when no root key exists) is
+``root``: an organisation-wide admin that may act on any workspace by naming ``workspace_id``.
 """
 
 from __future__ import annotations
@@ -11,29 +22,100 @@ import asyncio
 import hashlib
 import hmac
 import secrets
-import sqlite3
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
 
 from gateway.bounded_cache import BoundedCache
-from gateway.http.errors import ServiceUnavailable
-from gateway.settings import Settings, data_path
+from gateway.controlplane.records import (
+    DEFAULT_ORGANISATION,
+    DEFAULT_WORKSPACE,
+    Entity,
+    Repository,
+    now_iso,
+    store_unavailable,
+)
+from gateway.http.errors import Forbidden, InvalidRequest, ServiceUnavailable
+from gateway.state.base import StateStore, StateStoreError
 
-DEFAULT_WORKSPACE = "default"
+KEY_KIND = "api_key"
+SECRET_KIND = "api_key_secret"
+ROLES = ("admin", "member")
+
+#: every scope and what it allows (admin routes need the admin role whatever the scopes)
+SCOPES: dict[str, str] = {
+    "inference": "the inference endpoints (chat completions, completions, embeddings, moderations, rerank) and "
+                 "files, batches, fine-tuning jobs and stored responses",
+    "prompts.run": "render prompt templates and run them (POST /v1/prompts/{id}/render and /completions)",
+    "models.read": "list the models reachable from the workspace (GET /v1/models)",
+    "logs.read": "read the workspace's request logs (GET /v1/logs)",
+    "guardrails.invoke": "run guardrail checks directly, outside a request's config",
+    "agents.invoke": "call agents through the gateway",
+}
+DEFAULT_SCOPES: dict[str, tuple[str, ...]] = {
+    "admin": tuple(SCOPES),
+    "member": ("inference", "prompts.run", "models.read", "logs.read"),
+}
+ROTATION_WORDS = {"weekly": 7, "monthly": 30}
+SECRET_PREFIX = "gw-"
 NEGATIVE_TTL_S = 2.0
 NEGATIVE_MAX = 10_000
 POSITIVE_MAX = 100_000
-LOOKUP_THREADS = 2
 LOOKUP_PENDING_MAX = 256
 LOOKUP_WAIT_S = 1.0
-LOOKUP_BUSY_TIMEOUT_S = 0.5
-#: after SQLite said "locked", lookups answer 503 at once for this long instead of queueing behind the lock
+#: after the store failed a lookup, lookups answer 503 at once for this long instead of queueing behind it
 BUSY_BACKOFF_S = 1.0
 
 
-def key_hash(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+def missing_scope(scope: str) -> Forbidden:
+    """The 403 for a key that lacks ``scope``."""
+    return Forbidden(f"this gateway key lacks the scope '{scope}'", param="x-gateway-api-key", code="missing_scope")
+
+
+def key_hash(secret: str) -> str:
+    """The stored form of a secret (random 256-bit secrets need no slow hash)."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+class ApiKey(Entity, kw_only=True):
+    """A gateway key as stored. ``key_hash`` never leaves the gateway (``public`` drops it)."""
+
+    object: str = "api_key"
+    name: str
+    role: str
+    scopes: list[str]
+    rotation_period: int | None = None
+    rotation_due: str | None = None
+    last_rotated_at: str | None = None
+    root: bool = False
+    #: the first characters of the secret, to tell keys apart in lists
+    key_prefix: str = ""
+    key_hash: str = ""
+
+    def public(self, secret: str | None = None) -> dict[str, Any]:
+        """The record as the API answers it; ``secret`` (shown once, at creation and rotation) as ``key``."""
+        doc = msgspec.to_builtins(self)
+        del doc["key_hash"]
+        if secret is not None:
+            doc["key"] = secret
+        return doc
+
+
+class Principal(msgspec.Struct, frozen=True, gc=False):
+    """What a request's key lookup needs, stored under the secret's hash."""
+
+    key_id: str
+    workspace_id: str
+    organisation_id: str
+    role: str
+    scopes: tuple[str, ...]
+    root: bool = False
 
 
 class KeyRecord:
@@ -41,162 +123,260 @@ class KeyRecord:
 
     ``root`` marks the bootstrap admin key (``GATEWAY_ADMIN_KEY`` or the generated one): an organisation-wide
     admin that may act on any workspace by naming it; every other key acts in its own workspace only.
+    ``can_infer`` is ``"inference" in scopes``, read by every inference request.
     """
 
-    __slots__ = ("workspace", "role", "organisation", "key_id", "root", "scopes")
+    __slots__ = ("workspace", "role", "organisation", "key_id", "root", "scopes", "can_infer")
 
-    def __init__(self, workspace: str, role: str, organisation: str = "default", key_id: str = "",
-                 root: bool = False, scopes: frozenset[str] = frozenset()) -> None:
+    def __init__(self, workspace: str, role: str, organisation: str = DEFAULT_ORGANISATION, key_id: str = "",
+                 root: bool = False, scopes: frozenset[str] | None = None) -> None:
         self.workspace = workspace
         self.role = role
         self.organisation = organisation
         self.key_id = key_id
         self.root = root
-        self.scopes = scopes
+        self.scopes = frozenset(DEFAULT_SCOPES[role]) if scopes is None else scopes
+        self.can_infer = "inference" in self.scopes
+
+    @classmethod
+    def of(cls, principal: Principal) -> KeyRecord:
+        return cls(principal.workspace_id, principal.role, principal.organisation_id, principal.key_id,
+                   principal.root, frozenset(principal.scopes))
 
 
-def _connect(settings: Settings) -> sqlite3.Connection:
-    conn = sqlite3.connect(data_path(settings, "gateway.db"), timeout=5.0, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS gateway_keys ("
-        " hash TEXT PRIMARY KEY, workspace TEXT NOT NULL, role TEXT NOT NULL, created_at REAL NOT NULL)"
-    )
-    return conn
+# --- validation of what a caller asks for ----------------------------------------------------------------------
 
 
-def ensure_admin_key(settings: Settings) -> str | None:
-    """Generate and store an admin key when none is configured or stored; return it (else None)."""
-    if settings.admin_key:
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise InvalidRequest(f"role must be one of {', '.join(ROLES)}, got {role!r}", param="role")
+    return role
+
+
+def check_scopes(scopes: list[str] | None, role: str) -> list[str]:
+    """The key's scopes: the role's defaults when None, else each a known scope (400 naming ``scopes[i]``)."""
+    if scopes is None:
+        return list(DEFAULT_SCOPES[role])
+    out: list[str] = []
+    for i, scope in enumerate(scopes):
+        if scope not in SCOPES:
+            raise InvalidRequest(f"unknown scope {scope!r}; scopes are: {', '.join(SCOPES)}", param=f"scopes[{i}]")
+        if scope not in out:
+            out.append(scope)
+    return out
+
+
+def rotation_days(value: int | str | None) -> int | None:
+    """``rotation_period`` as days: an integer 1..365, or ``weekly`` (7) / ``monthly`` (30)."""
+    if value is None:
         return None
-    conn = _connect(settings)
+    if isinstance(value, str):
+        days = ROTATION_WORDS.get(value.strip().lower())
+        if days is None:
+            raise InvalidRequest(
+                f"rotation_period must be 1..365 days, 'weekly' or 'monthly', got {value!r}", param="rotation_period"
+            )
+        return days
+    if isinstance(value, bool) or not 1 <= value <= 365:
+        raise InvalidRequest(f"rotation_period must be 1..365 days, got {value!r}", param="rotation_period")
+    return value
+
+
+def _due(start_iso: str, days: int | None) -> str | None:
+    if days is None:
+        return None
+    start = datetime.fromisoformat(start_iso.replace("Z", "+00:00"))
+    return (start + timedelta(days=days)).astimezone(UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+# --- the keys repository ---------------------------------------------------------------------------------------
+
+_principal_decoder = msgspec.json.Decoder(Principal)
+
+
+class ApiKeys:
+    """Create, list, read, rotate and revoke gateway keys; find the principal of a secret."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.repo: Repository[ApiKey] = Repository(store, KEY_KIND, ApiKey, "gk-", "api key")
+
+    async def create(self, *, name: str, role: str, workspace: str = DEFAULT_WORKSPACE,
+                     organisation: str = DEFAULT_ORGANISATION, scopes: list[str] | None = None,
+                     rotation_period: int | str | None = None, root: bool = False,
+                     secret: str | None = None) -> tuple[ApiKey, str]:
+        """A new key and its secret (returned only here; ``secret`` imports a given one instead of generating it).
+        Validates role, scopes and rotation_period."""
+        if not name or len(name) > 255:
+            raise InvalidRequest("name must be 1..255 characters", param="name")
+        role = check_role(role)
+        days = rotation_days(rotation_period)
+        secret = secret or new_secret()
+        stamp = now_iso()
+        record = ApiKey(name=name, role=role, scopes=check_scopes(scopes, role), workspace_id=workspace,
+                        organisation_id=organisation, rotation_period=days, rotation_due=_due(stamp, days),
+                        last_rotated_at=stamp, root=root, key_prefix=secret[:10], key_hash=key_hash(secret),
+                        created_at=stamp)
+        record = await self.repo.create(record)
+        await self._put_principal(record)
+        return record, secret
+
+    async def _put_principal(self, record: ApiKey) -> None:
+        principal = Principal(record.id, record.workspace_id, record.organisation_id, record.role,
+                              tuple(record.scopes), record.root)
+        try:
+            await self.store.record_put(SECRET_KIND, record.key_hash, record.workspace_id,
+                                        msgspec.json.encode(principal))
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+    async def _drop_principal(self, hash_: str) -> None:
+        try:
+            await self.store.record_delete(SECRET_KIND, hash_)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+    async def list(self, workspace: str | None) -> list[ApiKey]:
+        return await self.repo.list(workspace)
+
+    async def get(self, workspace: str, id: str) -> ApiKey:
+        return await self.repo.get(workspace, id)
+
+    async def revoke(self, workspace: str, id: str) -> ApiKey:
+        """Delete the key: its secret is refused from then on (within a second on every worker)."""
+        record = await self.repo.get(workspace, id)
+        await self._drop_principal(record.key_hash)
+        return await self.repo.delete(workspace, id)
+
+    async def rotate(self, workspace: str, id: str) -> tuple[ApiKey, str]:
+        """A new secret for the key; the old one stops working."""
+        record = await self.repo.get(workspace, id)
+        secret = new_secret()
+        stamp = now_iso()
+        old_hash = record.key_hash
+        record = msgspec.structs.replace(record, key_hash=key_hash(secret), key_prefix=secret[:10],
+                                         last_rotated_at=stamp, rotation_due=_due(stamp, record.rotation_period))
+        await self._put_principal(record)
+        record = await self.repo.replace(record)
+        await self._drop_principal(old_hash)
+        return record, secret
+
+    async def principal(self, secret: str) -> KeyRecord | None:
+        """Who ``secret`` is, from the store (None for an unknown or revoked key)."""
+        found = await self.store.record_get(SECRET_KIND, key_hash(secret))
+        return None if found is None else KeyRecord.of(_principal_decoder.decode(found.doc))
+
+    async def has_root(self) -> bool:
+        return any(k.root for k in await self.repo.list(DEFAULT_WORKSPACE))
+
+
+BOOTSTRAP_LOCK = "controlplane:bootstrap-admin"
+
+
+async def ensure_admin_key(store: StateStore, admin_key: str | None) -> str | None:
+    """Generate and store a root admin key when ``admin_key`` (GATEWAY_ADMIN_KEY) is unset and no root key
+    exists; return its secret (else None). A short lock keeps two instances starting together from both making
+    one."""
+    if admin_key:
+        return None
+    if not await store.set_if_absent(BOOTSTRAP_LOCK, b"1", ttl_ms=30_000):
+        return None
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute("SELECT 1 FROM gateway_keys WHERE role = 'admin' LIMIT 1").fetchone()
-        if row is not None:
-            conn.execute("COMMIT")
+        keys = ApiKeys(store)
+        if await keys.has_root():
             return None
-        key = "gw-admin-" + secrets.token_urlsafe(32)
-        conn.execute(
-            "INSERT INTO gateway_keys (hash, workspace, role, created_at) VALUES (?, ?, 'admin', ?)",
-            (key_hash(key), DEFAULT_WORKSPACE, time.time()),
-        )
-        conn.execute("COMMIT")
-        return key
+        _, secret = await keys.create(name="bootstrap admin key", role="admin", root=True)
+        return secret
     finally:
-        conn.close()
+        await store.delete(BOOTSTRAP_LOCK)
 
 
 class KeyStore:
-    """Answers "which workspace and role does this key have?" without ever blocking the event loop.
+    """The per-worker answer to "who is this key?", never blocking the event loop.
 
-    ``known`` answers from memory (the admin key, keys seen before). ``lookup`` also asks SQLite, in a small
-    thread pool: the same key asked for by several requests at once is one query; at most LOOKUP_PENDING_MAX
-    queries wait at a time and a request waits at most LOOKUP_WAIT_S (SQLite's own busy timeout is
-    LOOKUP_BUSY_TIMEOUT_S). A writer holding the key table therefore costs an unknown key a 503 (retry shortly)
-    and never stalls anything else; once SQLite has said "locked", lookups answer 503 at once for BUSY_BACKOFF_S.
-    Keys found stay cached for the process life, keys not found for NEGATIVE_TTL_S (both bounded).
+    ``known`` answers from memory (the admin key, keys seen since the records last changed): the request path's
+    dict lookup. ``lookup`` also asks the state store: the same key asked for by several requests at once is one
+    read; at most ``LOOKUP_PENDING_MAX`` reads wait at a time and a request waits at most ``LOOKUP_WAIT_S``; once
+    the store has failed, lookups answer 503 at once for ``BUSY_BACKOFF_S``. So a slow or unreachable store costs
+    an unknown key a 503 (retry shortly) and never stalls anything else, while keys already known keep working.
+    Unknown keys are remembered for ``NEGATIVE_TTL_S`` (guessing costs one read per guess and window).
+    ``invalidate`` (called by the records watcher, and by this worker's own writes) forgets every answer; a read
+    that raced with it answers its request but is not remembered.
     """
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._admin = settings.admin_key.encode("utf-8") if settings.admin_key else None
+    def __init__(self, keys: ApiKeys, admin_key: str | None) -> None:
+        self.keys = keys
+        self._admin = admin_key.encode("utf-8") if admin_key else None
+        self._admin_record = KeyRecord(DEFAULT_WORKSPACE, "admin", key_id="admin", root=True)
         self._known: BoundedCache[str, KeyRecord] = BoundedCache(POSITIVE_MAX)
         self._unknown: BoundedCache[str, float] = BoundedCache(NEGATIVE_MAX)
         self._pending: dict[str, asyncio.Future] = {}
-        self._pool: ThreadPoolExecutor | None = None
-        self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
-        self._conns_lock = threading.Lock()
         self._busy_until = 0.0
+        self._generation = 0
 
-    def known(self, key: str) -> KeyRecord | None:
+    def known(self, secret: str) -> KeyRecord | None:
         """The key's record when memory already says (the admin key, a key found before); else None."""
-        record = self._known.get(key)
+        record = self._known.get(secret)
         if record is not None:
             return record
-        if self._admin is not None and hmac.compare_digest(_raw(key), self._admin):
-            record = KeyRecord(DEFAULT_WORKSPACE, "admin", key_id="admin", root=True)
-            self._remember(key, record)
-            return record
+        if self._admin is not None and hmac.compare_digest(secret.encode("utf-8", "surrogatepass"), self._admin):
+            self._remember(secret, self._admin_record)
+            return self._admin_record
         return None
 
-    async def lookup(self, key: str) -> KeyRecord | None:
-        """The key's record, or None for an unknown key; ServiceUnavailable (503) when the store is busy."""
-        record = self.known(key)
+    async def lookup(self, secret: str) -> KeyRecord | None:
+        """The key's record, or None for an unknown or revoked key; 503 while the store cannot answer in time."""
+        record = self.known(secret)
         if record is not None:
             return record
         now = time.monotonic()
-        if self._unknown.get(key, 0.0) > now:
+        if self._unknown.get(secret, 0.0) > now:
             return None
-        pending = self._pending.get(key)
+        pending = self._pending.get(secret)
         if pending is None:
             if self._busy_until > now:
-                raise _busy("the gateway key store is busy")
+                raise _busy("the state store did not answer a moment ago")
             if len(self._pending) >= LOOKUP_PENDING_MAX:
                 raise _busy("too many gateway key lookups are waiting")
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="gateway-keys")
-            pending = asyncio.get_running_loop().run_in_executor(self._pool, self._from_db, key)
-            self._pending[key] = pending
-            pending.add_done_callback(lambda done: self._settled(key, done))
+            pending = asyncio.ensure_future(self._read(secret, self._generation))
+            self._pending[secret] = pending
+            pending.add_done_callback(lambda done: self._settled(secret, done))
         try:
-            record = await asyncio.wait_for(asyncio.shield(pending), LOOKUP_WAIT_S)
-        except (TimeoutError, sqlite3.Error):
-            raise _busy("the gateway key store is busy") from None
-        if record is None:
-            self._unknown[key] = time.monotonic() + NEGATIVE_TTL_S
-            return None
-        self._remember(key, record)
-        return record
+            return await asyncio.wait_for(asyncio.shield(pending), LOOKUP_WAIT_S)
+        except (TimeoutError, StateStoreError):
+            raise _busy("the state store is slow or unreachable") from None
 
-    def _settled(self, key: str, done: asyncio.Future) -> None:
-        self._pending.pop(key, None)
-        if not done.cancelled():
-            done.exception()  # read here too: every waiter may have given up on it
-
-    def _remember(self, key: str, record: KeyRecord) -> None:
-        self._known[key] = record
-
-    def _from_db(self, key: str) -> KeyRecord | None:
-        """In a pool thread: one indexed read on that thread's own connection."""
-        if self._busy_until > time.monotonic():
-            raise sqlite3.OperationalError("database is locked")  # queued behind a lock just seen: fail fast
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(data_path(self.settings, "gateway.db"), timeout=LOOKUP_BUSY_TIMEOUT_S,
-                                   isolation_level=None, check_same_thread=False)
-            with self._conns_lock:
-                self._conns.append(conn)
-            self._local.conn = conn
+    async def _read(self, secret: str, generation: int) -> KeyRecord | None:
         try:
-            row = conn.execute("SELECT workspace, role FROM gateway_keys WHERE hash = ?", (key_hash(key),)).fetchone()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return None  # nothing was ever stored
+            record = await self.keys.principal(secret)
+        except StateStoreError:
             self._busy_until = time.monotonic() + BUSY_BACKOFF_S
             raise
-        return KeyRecord(row[0], row[1], key_id="admin", root=True) if row else None
+        if generation == self._generation:  # not when the records changed while reading: the answer may be stale
+            if record is None:
+                self._unknown[secret] = time.monotonic() + NEGATIVE_TTL_S
+            else:
+                self._remember(secret, record)
+        return record
+
+    def _settled(self, secret: str, done: asyncio.Future) -> None:
+        self._pending.pop(secret, None)
+        if not done.cancelled():
+            done.exception()  # retrieved here too: every waiter may have given up on it
+
+    def _remember(self, secret: str, record: KeyRecord) -> None:
+        self._known[secret] = record
+
+    def invalidate(self) -> None:
+        """Forget every answer (the records changed somewhere)."""
+        self._generation += 1
+        self._known = BoundedCache(POSITIVE_MAX)
+        self._unknown = BoundedCache(NEGATIVE_MAX)
+        self._busy_until = 0.0
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-        with self._conns_lock:
-            conns, self._conns = self._conns, []
-        for conn in conns:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
-
-
-def _raw(key: str) -> bytes:
-    """The key's bytes as they came in the header (header values are decoded as latin-1)."""
-    try:
-        return key.encode("latin-1")
-    except UnicodeEncodeError:
-        return key.encode("utf-8", "surrogatepass")
+        self.invalidate()
 
 
 def _busy(why: str) -> ServiceUnavailable:

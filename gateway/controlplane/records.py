@@ -4,6 +4,9 @@ A record is a msgspec Struct deriving from ``Entity`` (id, workspace_id, organis
 last_updated_at as ISO 8601 UTC). It is stored as its JSON document under ``(kind, id)`` with the owning workspace,
 so a list is one ``record_list`` and a workspace never sees another's records: a lookup by id in the wrong workspace
 is the same 404 as a missing id. Ids are ``<prefix><uuid4>``; policies use a bare UUID (empty prefix).
+
+Records whose id the user chooses (provider slugs) are ``scoped``: unique within their workspace only, so they are
+stored under ``<workspace>/<id>`` and a second workspace may use the same name.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from gateway.http.errors import NotFound, ServiceUnavailable
+from gateway.http.errors import Conflict, NotFound, ServiceUnavailable
 from gateway.state.base import StateStore, StateStoreError
 
 DEFAULT_ORGANISATION = "default"
@@ -50,27 +53,35 @@ class Repository(Generic[E]):
     """Create, read, list, replace and delete records of one kind; ``what`` names them in 404 messages."""
 
     def __init__(self, store: StateStore, kind: str, type_: type[E], id_prefix: str, what: str,
-                 id_param: str = "id") -> None:
+                 id_param: str = "id", scoped: bool = False) -> None:
         self.store = store
         self.kind = kind
         self.type = type_
         self.id_prefix = id_prefix
         self.what = what
         self.id_param = id_param
+        self.scoped = scoped
         self._decoder = msgspec.json.Decoder(type_)
 
     def new_id(self) -> str:
         return f"{self.id_prefix}{uuid.uuid4()}"
 
+    def storage_id(self, workspace: str, id: str) -> str:
+        """Where the record ``id`` of ``workspace`` is stored (``<workspace>/<id>`` for scoped kinds)."""
+        return f"{workspace}/{id}" if self.scoped else id
+
     def _decode(self, doc: bytes) -> E:
         return self._decoder.decode(doc)
 
     async def create(self, record: E) -> E:
-        """Store a new record: its id (unless set), created_at and last_updated_at are filled in."""
+        """Store a new record: its id (unless set), created_at and last_updated_at are filled in. A scoped record
+        whose id its workspace already uses is a 409."""
         stamp = now_iso()
         record = msgspec.structs.replace(
             record, id=record.id or self.new_id(), created_at=record.created_at or stamp, last_updated_at=stamp
         )
+        if self.scoped and await self._fetch(self.storage_id(record.workspace_id, record.id)) is not None:
+            raise Conflict(f"{self.what} '{record.id}' already exists in this workspace", param=self.id_param)
         await self._put(record)
         return record
 
@@ -82,22 +93,32 @@ class Repository(Generic[E]):
 
     async def _put(self, record: E) -> None:
         try:
-            await self.store.record_put(self.kind, record.id, record.workspace_id, _encode(record))
+            await self.store.record_put(self.kind, self.storage_id(record.workspace_id, record.id),
+                                        record.workspace_id, _encode(record))
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
 
-    async def find(self, id: str) -> E | None:
-        """The record with this id in any workspace, or None (for lookups that are not a caller's request)."""
+    async def _fetch(self, storage_id: str) -> E | None:
         try:
-            found = await self.store.record_get(self.kind, id)
+            found = await self.store.record_get(self.kind, storage_id)
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
         return None if found is None else self._decode(found.doc)
 
+    async def find(self, id: str) -> E | None:
+        """The record with this id in any workspace, or None (for lookups that are not a caller's request; not
+        for scoped kinds, whose ids are unique only within a workspace)."""
+        return await self._fetch(id)
+
+    async def lookup(self, workspace: str, id: str) -> E | None:
+        """The record ``id`` of ``workspace``, or None when it is missing or belongs elsewhere."""
+        record = await self._fetch(self.storage_id(workspace, id))
+        return None if record is None or record.workspace_id != workspace else record
+
     async def get(self, workspace: str, id: str) -> E:
         """The record ``id`` of ``workspace``; 404 naming the id when it is missing or belongs elsewhere."""
-        record = await self.find(id)
-        if record is None or record.workspace_id != workspace:
+        record = await self.lookup(workspace, id)
+        if record is None:
             raise NotFound(f"no {self.what} with id '{id}'", param=self.id_param)
         return record
 
@@ -115,7 +136,7 @@ class Repository(Generic[E]):
         """Delete the record ``id`` of ``workspace`` and return it; 404 as ``get``."""
         record = await self.get(workspace, id)
         try:
-            await self.store.record_delete(self.kind, id)
+            await self.store.record_delete(self.kind, self.storage_id(workspace, id))
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
         return record

@@ -22,6 +22,7 @@ Stop = str | Annotated[list[str], msgspec.Meta(max_length=4)]
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _MISSING = re.compile(r"missing required field `([^`]+)`")
+_UNKNOWN = re.compile(r"contains unknown field `([^`]+)`")
 
 
 def field_path(msgspec_path: str) -> str:
@@ -40,6 +41,10 @@ def validation_error(exc: msgspec.MsgspecError, what: str = "body") -> InvalidRe
     if missing:
         field = f"{path}.{missing.group(1)}" if path else missing.group(1)
         return InvalidRequest(f"{field} is required", param=field)
+    unknown = _UNKNOWN.search(message)
+    if unknown:
+        field = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
+        return InvalidRequest(f"unknown field {field}", param=field)
     if not isinstance(exc, msgspec.ValidationError) and not path:
         return InvalidRequest(f"request {what} is not valid JSON: {message}", param=None)
     if not path:

@@ -1,0 +1,71 @@
+"""Saved-config routes: ``/v1/configs`` create and list, ``/v1/configs/{config_id}`` get, update and delete.
+
+``POST`` ``{name, config}`` validates the config as a request's config is validated (a fault is a 400 whose
+``param`` is ``config.<JSON path>``) and answers 201 with the record and its ``id``; ``x-gateway-config: <id>``
+then uses it. ``PUT`` takes ``name`` and/or ``config`` (validated the same way); every worker uses the new config
+within a second.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.runtime import Runtime
+from gateway.controlplane import configs
+from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.schema.common import BodyDecoder
+
+_body = BodyDecoder(configs.ConfigBody)
+
+
+class ConfigRoutes:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.repo = runtime.records.configs
+
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
+        return [
+            ("POST", "/v1/configs", self.create),
+            ("GET", "/v1/configs", self.list),
+            ("GET", "/v1/configs/{config_id}", self.get),
+            ("PUT", "/v1/configs/{config_id}", self.update),
+            ("DELETE", "/v1/configs/{config_id}", self.delete),
+        ]
+
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        body = await read_json(scope, receive, _body)
+        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+        fields = configs.create_fields(body, self.runtime.configs)
+        record = configs.SavedConfig(workspace_id=workspace, organisation_id=caller.key.organisation, **fields)
+        record = await self.repo.create(record)
+        self.runtime.records_changed()
+        await send_record(send, record, 201)
+
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        records = await self.repo.list(caller.workspace)
+        size = int_query(caller.query, "page_size", 0, 0)
+        current = int_query(caller.query, "current_page", 0, 0)
+        await send_list(send, page(records, size, current), len(records))
+
+    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        await send_record(send, await self.repo.get(caller.workspace, scope["path_params"]["config_id"]))
+
+    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        body = await read_json(scope, receive, _body)
+        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+        record = await self.repo.get(workspace, scope["path_params"]["config_id"])
+        changes = configs.update_fields(body, self.runtime.configs)
+        record = await self.repo.replace(msgspec.structs.replace(record, **changes))
+        self.runtime.records_changed()
+        await send_record(send, record)
+
+    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.repo.delete(caller.workspace, scope["path_params"]["config_id"])
+        self.runtime.records_changed()
+        await send_record(send, {"id": record.id, "object": "config", "deleted": True})

@@ -1,0 +1,77 @@
+"""Gateway-key routes: ``/v1/api-keys`` create and list, ``/v1/api-keys/{key_id}`` get and revoke, and rotate.
+
+``POST /v1/api-keys`` ``{name, role?, workspace_id?, scopes?, rotation_period?}`` answers 201 with the record and
+``key``, the secret (shown only here and by rotate). ``role`` defaults to ``member``; a workspace that no record
+names yet is created by naming it (the root key only: other admins act in their own workspace). Deleting a key
+revokes it: every worker and instance refuses it within a second.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.runtime import Runtime
+from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.schema.common import BodyDecoder
+
+
+class KeyBody(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    role: str = "member"
+    workspace_id: str | None = None
+    scopes: list[str] | None = None
+    rotation_period: int | str | None = None
+
+
+_body = BodyDecoder(KeyBody)
+
+
+class KeyRoutes:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.keys = runtime.api_keys
+
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
+        return [
+            ("POST", "/v1/api-keys", self.create),
+            ("GET", "/v1/api-keys", self.list),
+            ("GET", "/v1/api-keys/{key_id}", self.get),
+            ("DELETE", "/v1/api-keys/{key_id}", self.revoke),
+            ("POST", "/v1/api-keys/{key_id}/rotate", self.rotate),
+        ]
+
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        body = await read_json(scope, receive, _body)
+        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+        record, secret = await self.keys.create(
+            name=body.name, role=body.role, workspace=workspace, organisation=caller.key.organisation,
+            scopes=body.scopes, rotation_period=body.rotation_period,
+        )
+        self.runtime.records_changed()
+        await send_record(send, record.public(secret), 201)
+
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        records = await self.keys.list(caller.workspace)
+        size = int_query(caller.query, "page_size", 0, 0)
+        current = int_query(caller.query, "current_page", 0, 0)
+        await send_list(send, [r.public() for r in page(records, size, current)], len(records))
+
+    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.keys.get(caller.workspace, scope["path_params"]["key_id"])
+        await send_record(send, record.public())
+
+    async def revoke(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.keys.revoke(caller.workspace, scope["path_params"]["key_id"])
+        self.runtime.records_changed()
+        await send_record(send, {"id": record.id, "object": "api_key", "deleted": True})
+
+    async def rotate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"])
+        self.runtime.records_changed()
+        await send_record(send, record.public(secret))

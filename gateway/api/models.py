@@ -1,0 +1,73 @@
+"""``GET /v1/models``: the models reachable through the workspace's provider slugs and the request's own provider.
+
+Sources: every provider slug of the caller's workspace, plus the provider the request identifies the way an
+inference request does (``x-gateway-provider`` and bearer, ``x-gateway-config``...), when it does. Query:
+``provider`` (a provider name, or a slug with or without ``@``), ``search`` (a case-insensitive part of the model
+id), ``page_size`` (default: all) and ``current_page`` (from 0). Answers ``{"object": "list", "data": [...],
+"total": n, "total_count": n, "errors": [...]}`` where both totals count the models after filtering (before
+paging), and ``errors`` names each source whose list could not be read. Needs the ``models.read`` scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.api import prompted
+from gateway.api.admin import authorize, int_query, page, send_list
+from gateway.api.runtime import Runtime
+from gateway.config.inherit import Inheritance
+from gateway.config.schema import Config
+from gateway.controlplane import providers
+from gateway.controlplane.models import ModelCatalog, Source
+from gateway.controlplane.secrets import SecretError
+from gateway.http.types import ASGIApp, Receive, Scope, Send
+
+
+def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = None) -> list[Config]:
+    node = inheritance.effective(parent, config) if parent is not None else config
+    if not config.targets:
+        return [node] if node.provider else []
+    return [leaf for target in config.targets for leaf in _leaves(inheritance, target, node)]
+
+
+class ModelRoutes:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.catalog = ModelCatalog(runtime.client)
+
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
+        return [("GET", "/v1/models", self.list)]
+
+    async def _sources(self, caller: Any) -> tuple[list[Source], list[dict[str, Any]]]:
+        records = self.runtime.records
+        sources: list[Source] = []
+        errors: list[dict[str, Any]] = []
+        for record in await records.slugs.list(caller.workspace):
+            try:
+                sources.append(Source(f"@{record.slug}", record.slug, providers.slug_config(records.box, record)))
+            except SecretError as exc:
+                errors.append({"source": f"@{record.slug}", "message": str(exc)})
+        ctx = caller.ctx
+        if ctx.provider or ctx.config or ctx.virtual_key:
+            ctx.workspace = caller.workspace
+            config = await prompted.resolve(self.runtime.resolver, records, ctx)
+            for leaf in _leaves(self.runtime.configs.inheritance, config):
+                sources.append(Source(leaf.provider or "", None, leaf))
+        return sources, errors
+
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope, admin=False, needs="models.read")
+        query = caller.query
+        size = int_query(query, "page_size", 0, 0)
+        current = int_query(query, "current_page", 0, 0)
+        sources, errors = await self._sources(caller)
+        models, failed = await self.catalog.models(sources)
+        wanted = query.get("provider")
+        if wanted:
+            slug = wanted[1:] if wanted.startswith("@") else wanted
+            models = [m for m in models if m["provider"] == wanted or m["slug"] == slug]
+        search = query.get("search", "").lower()
+        if search:
+            models = [m for m in models if search in m["id"].lower()]
+        total = len(models)
+        await send_list(send, page(models, size, current), total, total_count=total, errors=errors + failed)

@@ -1,0 +1,147 @@
+"""The per-worker read side of the control plane for the request path: provider slugs, saved configs and prompts.
+
+Requests read records through dict lookups only. A lookup that misses raises ``RecordsNeeded`` naming what to
+load; the caller awaits ``fetch`` (store reads, never on the event loop's time beyond the await; concurrent misses
+of one record share one read) and asks again. Answers, "no such record" included, stay cached until
+``invalidate``, which the records watcher calls when any record changes anywhere (so an update reaches every
+worker within a second) and which every local write calls at once. Values derived from records (expanded configs,
+slug configs completed by headers) live in ``derived`` and go with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Hashable
+
+from gateway.bounded_cache import BoundedCache
+from gateway.config.schema import Config
+from gateway.controlplane import configs, prompts, providers
+from gateway.controlplane.records import Repository, store_unavailable
+from gateway.controlplane.secrets import SecretBox, SecretError
+from gateway.http.errors import GatewayError
+from gateway.state.base import StateStore, StateStoreError
+
+SLUG = "slug"
+CONFIG = "config"
+PROMPT = "prompt"
+_MAX_ENTRIES = 10_000
+_MAX_DERIVED = 4096
+
+
+class RecordsNeeded(Exception):
+    """A request needs records this worker has not loaded: ``wants`` is a list of (kind, workspace, id)."""
+
+    def __init__(self, wants: list[tuple[str, str, str]]) -> None:
+        super().__init__(wants)
+        self.wants = wants
+
+
+class Unusable(GatewayError):
+    """500: a stored record cannot be used (its secrets were sealed under another secret key)."""
+
+    code = "record_unusable"
+
+
+class RecordCache:
+    """Per-worker caches of slugs (as Configs), saved configs (as JSON text) and prompts (compiled)."""
+
+    def __init__(self, store: StateStore, box: Callable[[], SecretBox]) -> None:
+        self.store = store
+        self._open_box = box
+        self._box: SecretBox | None = None
+        self.slugs: Repository[providers.ProviderSlug] = Repository(
+            store, providers.KIND, providers.ProviderSlug, "", "provider slug", "slug", scoped=True)
+        self.configs: Repository[configs.SavedConfig] = Repository(
+            store, configs.KIND, configs.SavedConfig, "pc-", "saved config")
+        self.prompts: Repository[prompts.Prompt] = Repository(
+            store, prompts.KIND, prompts.Prompt, "pp-", "prompt", "prompt_id")
+        self._entries: BoundedCache[tuple[str, str, str], Any] = BoundedCache(_MAX_ENTRIES)
+        self.derived: BoundedCache[Hashable, Any] = BoundedCache(_MAX_DERIVED)
+        self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
+        self.generation = 0
+
+    @property
+    def box(self) -> SecretBox:
+        """The secret box (opened on first use: it may read or create the key file)."""
+        if self._box is None:
+            self._box = self._open_box()
+        return self._box
+
+    # -- the request path: dict lookups ----------------------------------------------------------------------
+
+    def _get(self, kind: str, workspace: str, id: str) -> Any:
+        key = (kind, workspace, id)
+        try:
+            value = self._entries[key]
+        except KeyError:
+            raise RecordsNeeded([key]) from None
+        if isinstance(value, Unusable):
+            raise Unusable(value.message, param=value.param)  # a fresh error: a raised one keeps its traceback
+        return value
+
+    def has(self, kind: str, workspace: str, id: str) -> bool:
+        return (kind, workspace, id) in self._entries
+
+    def slug(self, workspace: str, slug: str) -> Config | None:
+        """The slug's Config (provider and credentials), None when the workspace has no such slug."""
+        return self._get(SLUG, workspace, slug)
+
+    def saved_config(self, workspace: str, id: str) -> bytes | None:
+        """The saved config's JSON text, None when the workspace has no such config."""
+        return self._get(CONFIG, workspace, id)
+
+    def prompt(self, workspace: str, id: str) -> prompts.Template | None:
+        """The prompt's compiled template, None when the workspace has no such prompt."""
+        return self._get(PROMPT, workspace, id)
+
+    def keep(self, key: Hashable, value: Any) -> None:
+        """Store a derived value (bounded: the oldest go first)."""
+        self.derived[key] = value
+
+    # -- loading ---------------------------------------------------------------------------------------------
+
+    async def fetch(self, needed: RecordsNeeded) -> None:
+        """Load what ``needed`` names (a missing record is remembered as None); 503 when the store is down."""
+        for key in needed.wants:
+            if key in self._entries:
+                continue
+            waiting = self._inflight.get(key)
+            if waiting is not None:
+                await asyncio.shield(waiting)
+                continue
+            future = asyncio.get_running_loop().create_future()
+            self._inflight[key] = future
+            generation = self.generation
+            try:
+                value = await self._load(*key)
+                if generation == self.generation:
+                    self._entries[key] = value
+                future.set_result(None)
+            except BaseException as exc:
+                future.set_result(None)
+                if isinstance(exc, StateStoreError):
+                    raise store_unavailable(exc) from None
+                raise
+            finally:
+                self._inflight.pop(key, None)
+
+    async def _load(self, kind: str, workspace: str, id: str) -> Any:
+        if kind == SLUG:
+            record = await self.slugs.lookup(workspace, id)
+            if record is None:
+                return None
+            try:
+                return providers.slug_config(self.box, record)
+            except SecretError as exc:
+                return Unusable(f"provider slug '@{id}' cannot be used: {exc}", param="provider")
+        if kind == CONFIG:
+            saved = await self.configs.lookup(workspace, id)
+            return None if saved is None else bytes(saved.config)
+        prompt = await self.prompts.lookup(workspace, id)
+        return None if prompt is None else prompts.Template(prompt)
+
+    def invalidate(self) -> None:
+        """Forget every record and derived value (records changed somewhere)."""
+        self.generation += 1
+        self._entries = BoundedCache(_MAX_ENTRIES)
+        self.derived = BoundedCache(_MAX_DERIVED)

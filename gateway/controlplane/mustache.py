@@ -1,0 +1,179 @@
+"""The mustache subset prompt templates use: compile once, render with variables, name the required ones.
+
+Supported tags (mustache's own spelling):
+
+- ``{{name}}``: the variable's value; dotted names (``{{user.name}}``) look into objects. Values are not
+  HTML-escaped (prompts are not HTML), so ``{{{name}}}`` and ``{{& name}}`` mean the same as ``{{name}}``.
+  Strings go in as they are, numbers as JSON numbers, ``true``/``false``, ``null`` as nothing, objects and arrays
+  as compact JSON.
+- ``{{#name}}...{{/name}}``: a section. A non-empty list renders the block once per item (the item is the top of
+  the lookup stack; ``{{.}}`` is the item itself); an object renders it once with the object on the stack; any
+  other truthy value renders it once; a missing, false, null, empty string or empty list value renders nothing.
+- ``{{^name}}...{{/name}}``: an inverted section: rendered only when the value is missing or falsy.
+- ``{{! comment}}``: left out.
+
+Whitespace is kept exactly: a tag is replaced where it stands (mustache's trimming of lines that hold only a
+section tag is not done), so a template renders to the same characters whichever way its lines are broken.
+
+Not supported: partials (``{{> x}}``), delimiter changes (``{{=<% %>=}}``), lambdas; those tags are a
+``TemplateError``, as is an unclosed or mismatched section.
+
+Required variables: every variable interpolated outside any section (``{{name}}`` at the top level) must be given:
+``render`` raises ``MissingVariable`` naming the first one missing. Section names and the variables inside
+sections are optional (missing renders nothing), as in mustache.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+import msgspec
+
+_TAG = re.compile(r"\{\{\{\s*(?P<raw>.*?)\s*\}\}\}|\{\{\s*(?P<sigil>[#^/!&]?)\s*(?P<name>.*?)\s*\}\}", re.S)
+_NAME = re.compile(r"^(\.|[^\s{}#^/!&>=.][^\s{}]*)$")
+_encode = msgspec.json.encode
+_MISSING = object()
+
+
+class TemplateError(ValueError):
+    """The template text is not valid mustache (of the supported subset)."""
+
+
+class MissingVariable(KeyError):
+    """A required variable was not given; ``name`` names it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+# A compiled template is a list of nodes: str (literal text), ("var", path, required) or
+# ("section", path, inverted, children).
+Node = Any
+
+
+def _path(name: str) -> tuple[str, ...]:
+    return (".",) if name == "." else tuple(name.split("."))
+
+
+def compile_template(text: str) -> list[Node]:
+    """Parse ``text``; TemplateError says what is wrong and where (character offset)."""
+    root: list[Node] = []
+    stack: list[tuple[str, list[Node], int]] = []
+    out = root
+    pos = 0
+    for match in _TAG.finditer(text):
+        if match.start() > pos:
+            out.append(text[pos:match.start()])
+        pos = match.end()
+        raw, sigil, name = match.group("raw", "sigil", "name")
+        if raw is not None:
+            sigil, name = "&", raw
+        if sigil == "!":
+            continue
+        if name[:1] in (">", "="):
+            raise TemplateError(f"partials and delimiter changes are not supported (at character {match.start()})")
+        if not _NAME.match(name):
+            raise TemplateError(f"invalid tag {match.group(0)!r} at character {match.start()}")
+        if sigil in ("#", "^"):
+            children: list[Node] = []
+            out.append(("section", _path(name), sigil == "^", children))
+            stack.append((name, out, match.start()))
+            out = children
+        elif sigil == "/":
+            if not stack or stack[-1][0] != name:
+                opened = f"; open section is {stack[-1][0]!r}" if stack else ""
+                raise TemplateError(f"closing tag {{{{/{name}}}}} at character {match.start()} has no matching "
+                                    f"opening tag{opened}")
+            _, out, _ = stack.pop()
+        else:
+            out.append(("var", _path(name), not stack))
+    if stack:
+        name, _, start = stack[-1]
+        raise TemplateError(f"section {{{{#{name}}}}} opened at character {start} is never closed")
+    if pos < len(text):
+        out.append(text[pos:])
+    return root
+
+
+def required_variables(nodes: Sequence[Node]) -> list[str]:
+    """The variables a render must be given (top-level interpolations), in order of first use."""
+    names: list[str] = []
+    for node in nodes:
+        if type(node) is tuple and node[0] == "var" and node[2]:
+            name = ".".join(node[1])
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _lookup(stack: list[Any], path: tuple[str, ...]) -> Any:
+    if path == (".",):
+        return stack[-1]
+    head = path[0]
+    for frame in reversed(stack):
+        if isinstance(frame, Mapping) and head in frame:
+            value = frame[head]
+            break
+    else:
+        return _MISSING
+    for part in path[1:]:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        else:
+            return _MISSING
+    return value
+
+
+def _text(value: Any) -> str:
+    if value is None or value is _MISSING:
+        return ""
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return _encode(value).decode()
+
+
+def _falsy(value: Any) -> bool:
+    return value is _MISSING or value is None or value is False or value == "" or (
+        isinstance(value, list) and not value)
+
+
+def _render(nodes: Sequence[Node], stack: list[Any], out: list[str]) -> None:
+    for node in nodes:
+        if type(node) is str:
+            out.append(node)
+            continue
+        if node[0] == "var":
+            value = _lookup(stack, node[1])
+            if value is _MISSING and node[2]:
+                raise MissingVariable(".".join(node[1]))
+            out.append(_text(value))
+            continue
+        _, path, inverted, children = node
+        value = _lookup(stack, path)
+        if inverted:
+            if _falsy(value):
+                _render(children, stack, out)
+        elif _falsy(value):
+            continue
+        elif isinstance(value, list):
+            for item in value:
+                stack.append(item)
+                _render(children, stack, out)
+                stack.pop()
+        else:
+            stack.append(value)
+            _render(children, stack, out)
+            stack.pop()
+
+
+def render(nodes: Sequence[Node], variables: Mapping[str, Any]) -> str:
+    """The template's text with ``variables``; MissingVariable names a required variable that is not given."""
+    out: list[str] = []
+    _render(nodes, [variables], out)
+    return "".join(out)

@@ -1,0 +1,274 @@
+"""Prompt templates: stored per workspace with every version kept, compiled once, rendered into chat requests.
+
+A template is ``{name, model, provider?, messages, hyperparameters?}``: ``messages`` are chat messages whose text
+(``content`` as a string, the ``text`` and ``image_url.url`` of content parts, and ``name``) may use mustache
+variables (``gateway.controlplane.mustache``: the supported subset); ``provider`` is a provider slug of the same
+workspace; ``hyperparameters`` are default chat fields (``Hyperparameters``).
+
+Versions: creation is version 1; every update stores the whole template as the next version and keeps the earlier
+ones (``GET /v1/prompts/{id}/versions``, ``.../versions/{n}``). The prompt itself is always its newest version.
+
+Rendering (``POST /v1/prompts/{id}/render``): the body holds ``variables`` and, at its root, any hyperparameter
+(``Hyperparameters``' fields); the answer's ``data`` is a chat request: ``messages`` rendered, ``model``, and the
+template's hyperparameters with the request's over them. A required variable that is missing is a 400 naming it
+(``variables.<name>``). ``data`` is checked as a chat body (so it can be sent to ``/v1/chat/completions`` as is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateway.controlplane.mustache import MissingVariable, TemplateError, compile_template, render, required_variables
+from gateway.controlplane.records import Entity, store_unavailable
+from gateway.http.errors import InvalidRequest, NotFound
+from gateway.schema.chat import Message, parse_chat
+from gateway.schema.common import BodyDecoder, ChoiceCount, LogitBias, Penalty, Stop, StreamOptions, Temperature, TopP
+from gateway.state.base import StateStore, StateStoreError
+
+KIND = "prompt"
+VERSION_KIND = "prompt_version"
+Unset = msgspec.UnsetType
+UNSET = msgspec.UNSET
+
+
+class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The chat fields a template may default and a render may set (the spec's list, plus tool_choice and
+    function_call)."""
+
+    frequency_penalty: Penalty | None = None
+    logit_bias: LogitBias | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    n: ChoiceCount | None = None
+    presence_penalty: Penalty | None = None
+    response_format: dict[str, Any] | None = None
+    seed: int | None = None
+    stop: Stop | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    thinking: dict[str, Any] | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    user: str | None = None
+    functions: list[dict[str, Any]] | None = None
+    function_call: str | dict[str, Any] | None = None
+
+
+HYPERPARAMETERS: tuple[str, ...] = Hyperparameters.__struct_fields__
+
+
+class RenderBody(Hyperparameters, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``POST /v1/prompts/{id}/render`` and ``/completions``: variables plus hyperparameters."""
+
+    variables: dict[str, Any] = {}
+
+
+class PromptBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /v1/prompts`` (name, model and messages required) and ``PUT /v1/prompts/{id}``."""
+
+    name: str | Unset = UNSET
+    model: str | Unset = UNSET
+    provider: str | None | Unset = UNSET
+    messages: list[dict[str, Any]] | Unset = UNSET
+    hyperparameters: Hyperparameters | None | Unset = UNSET
+    workspace_id: str | None = None
+
+
+class Prompt(Entity, kw_only=True):
+    object: str = "prompt"
+    name: str
+    model: str
+    #: a provider slug of the workspace (stored without ``@``), or None
+    provider: str | None = None
+    messages: list[dict[str, Any]]
+    hyperparameters: dict[str, Any] = {}
+    version: int = 1
+    #: the variables a render must be given
+    variables: list[str] = []
+
+
+render_body = BodyDecoder(RenderBody)
+_hyper_encoder = msgspec.json.Encoder()
+
+
+# --- templates -------------------------------------------------------------------------------------------------
+
+
+class Template:
+    """A prompt compiled: for each message, its text fields as compiled mustache, ready to render."""
+
+    __slots__ = ("prompt", "parts", "required")
+
+    def __init__(self, prompt: Prompt) -> None:
+        self.prompt = prompt
+        self.parts = [_compile_value(m, f"messages[{i}]") for i, m in enumerate(prompt.messages)]
+        required: list[str] = []
+        for part in self.parts:
+            for name in _required(part):
+                if name not in required:
+                    required.append(name)
+        self.required = required
+
+    def messages(self, variables: dict[str, Any]) -> list[Any]:
+        try:
+            return [_render_value(part, variables) for part in self.parts]
+        except MissingVariable as missing:
+            raise InvalidRequest(f"missing variable '{missing.name}': the template needs it",
+                                 param=f"variables.{missing.name}") from None
+
+
+_TEXT_KEYS = frozenset({"content", "text", "name", "url"})
+
+
+def _compile_value(value: Any, path: str, key: str = "") -> Any:
+    """Compile the text fields of a message (content, text parts, names, image urls); keep other values."""
+    if isinstance(value, str):
+        if key not in _TEXT_KEYS:
+            return value
+        try:
+            return ("template", compile_template(value))
+        except TemplateError as exc:
+            raise InvalidRequest(f"{path} is not a valid template: {exc}", param=path) from None
+    if isinstance(value, dict):
+        return {k: _compile_value(v, f"{path}.{k}", k if k != "role" else "") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compile_value(v, f"{path}[{i}]", key) for i, v in enumerate(value)]
+    return value
+
+
+def _required(part: Any) -> list[str]:
+    if isinstance(part, tuple):
+        return required_variables(part[1])
+    if isinstance(part, dict):
+        return [n for v in part.values() for n in _required(v)]
+    if isinstance(part, list):
+        return [n for v in part for n in _required(v)]
+    return []
+
+
+def _render_value(part: Any, variables: dict[str, Any]) -> Any:
+    if isinstance(part, tuple):
+        return render(part[1], variables)
+    if isinstance(part, dict):
+        return {k: _render_value(v, variables) for k, v in part.items()}
+    if isinstance(part, list):
+        return [_render_value(v, variables) for v in part]
+    return part
+
+
+# --- validation of create and update bodies --------------------------------------------------------------------
+
+
+def check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not messages:
+        raise InvalidRequest("messages must hold at least one message", param="messages")
+    for i, message in enumerate(messages):
+        try:
+            msgspec.convert(message, Message)
+        except msgspec.ValidationError as exc:
+            detail = str(exc)
+            where = detail.rsplit("`$.", 1)[-1].rstrip("`") if "`$." in detail else ""
+            param = f"messages[{i}].{where}" if where else f"messages[{i}]"
+            raise InvalidRequest(f"invalid {param}: {detail.split(' - at ')[0]}", param=param) from None
+    return messages
+
+
+def hyperparameters_of(value: Hyperparameters | None) -> dict[str, Any]:
+    return {} if value is None else msgspec.to_builtins(value)
+
+
+def check_request(messages: list[Any], model: str, hyperparameters: dict[str, Any], where: str = "") -> bytes:
+    """The chat body ``{messages, model, **hyperparameters}`` encoded, when it is a valid chat request; else the
+    chat validator's 400 (its ``param`` prefixed with ``where``)."""
+    body = _hyper_encoder.encode({"messages": messages, "model": model, **hyperparameters})
+    try:
+        parse_chat(body)
+    except InvalidRequest as exc:
+        if where and exc.param and exc.param not in ("messages", "model") and not exc.param.startswith("messages"):
+            raise InvalidRequest(exc.message, param=f"{where}{exc.param}") from None
+        raise
+    return body
+
+
+def build(fields: dict[str, Any], workspace: str) -> tuple[Prompt, Template]:
+    """A prompt record (version 1 unless ``fields`` says) and its compiled template, validated."""
+    name = fields.get("name")
+    if not name or len(name) > 255:
+        raise InvalidRequest("name must be 1..255 characters", param="name")
+    model = fields.get("model")
+    if not model:
+        raise InvalidRequest("model is required", param="model")
+    messages = check_messages(fields.get("messages") or [])
+    hyper = fields.get("hyperparameters") or {}
+    prompt = Prompt(name=name, model=model, provider=fields.get("provider"), messages=messages,
+                    hyperparameters=hyper, workspace_id=workspace, version=fields.get("version", 1))
+    template = Template(prompt)
+    check_request(prompt.messages, model, hyper, "hyperparameters.")
+    prompt.variables = template.required
+    template.prompt = prompt
+    return prompt, template
+
+
+def rendered(template: Template, body: RenderBody) -> dict[str, Any]:
+    """The render answer's ``data``: messages, model and the merged hyperparameters (request over template)."""
+    prompt = template.prompt
+    messages = template.messages(body.variables)
+    given = msgspec.to_builtins(body)
+    given.pop("variables", None)
+    data: dict[str, Any] = {"messages": messages, "model": prompt.model}
+    data.update(prompt.hyperparameters)
+    data.update(given)
+    check_request(messages, prompt.model, {k: v for k, v in data.items() if k not in ("messages", "model")})
+    return data
+
+
+# --- storage: the prompt and every version of it ----------------------------------------------------------------
+
+
+class PromptVersions:
+    """Every version of every prompt (kind ``prompt_version``, id ``<prompt id>:<version>``)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self._decoder = msgspec.json.Decoder(Prompt)
+
+    async def put(self, prompt: Prompt) -> None:
+        try:
+            await self.store.record_put(VERSION_KIND, f"{prompt.id}:{prompt.version}", prompt.workspace_id,
+                                        msgspec.json.encode(prompt))
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+    async def list(self, prompt: Prompt) -> list[Prompt]:
+        """The prompt's versions, oldest first."""
+        try:
+            found = await self.store.record_list(VERSION_KIND, prompt.workspace_id)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        prefix = f"{prompt.id}:"
+        versions = [self._decoder.decode(r.doc) for r in found if r.id.startswith(prefix)]
+        versions.sort(key=lambda p: p.version)
+        return versions
+
+    async def get(self, prompt: Prompt, version: int) -> Prompt:
+        try:
+            found = await self.store.record_get(VERSION_KIND, f"{prompt.id}:{version}")
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        if found is None or found.workspace != prompt.workspace_id:
+            raise NotFound(f"prompt '{prompt.id}' has no version {version}", param="version")
+        return self._decoder.decode(found.doc)
+
+    async def delete_all(self, prompt: Prompt) -> None:
+        for version in await self.list(prompt):
+            try:
+                await self.store.record_delete(VERSION_KIND, f"{prompt.id}:{version.version}")
+            except StateStoreError as exc:
+                raise store_unavailable(exc) from None
