@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.controlplane import clear_redis_prefix
+from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, Mock, start_gateway, start_mock
 
 
@@ -60,3 +62,12 @@ def openai_client(gateway, mock):
                       max_retries=0, timeout=60)
 
     return make
+
+
+@pytest.fixture
+def shared_redis():
+    """Settings for gateways that share the test Redis under a key prefix of their own (deleted afterwards) and one
+    secret key (so each opens the provider slugs the other sealed)."""
+    url, prefix = test_redis_url(), random_prefix()
+    yield {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix, "GATEWAY_SECRET_KEY": f"secret-{prefix}"}
+    clear_redis_prefix(url, prefix)

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.support.http import post, request
-from tests.support.policies import ADMIN, RATE, USAGE, add_key, create, get
+from tests.support.keys import add_key
+from tests.support.policies import ADMIN, RATE, USAGE, create, get
 from tests.support.servers import start_gateway
 
 MEMBER_KEY = "member-key-" + uuid.uuid4().hex

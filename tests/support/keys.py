@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import sqlite3
-import time
+import asyncio
 from pathlib import Path
 
-from gateway.controlplane.keys import key_hash
+from gateway.controlplane.keys import ApiKeys
+from gateway.state.sqlite import SQLiteStateStore
 
 
 def add_key(data_dir: str, key: str, workspace: str, role: str = "member") -> None:
-    path = Path(data_dir) / "gateway.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("CREATE TABLE IF NOT EXISTS gateway_keys ("
-                     " hash TEXT PRIMARY KEY, workspace TEXT NOT NULL, role TEXT NOT NULL, created_at REAL NOT NULL)")
-        conn.execute("INSERT OR REPLACE INTO gateway_keys VALUES (?, ?, ?, ?)", (key_hash(key), workspace, role,
-                                                                                   time.time()))
-        conn.commit()
-    finally:
-        conn.close()
+    """Store ``key`` (the secret itself) as a ``role`` key of ``workspace`` in the embedded store of ``data_dir``."""
+    folder = Path(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    async def store_it() -> None:
+        store = SQLiteStateStore(str(folder / "state.db"), str(folder / "cache.db"))
+        await store.start()
+        try:
+            await ApiKeys(store).create(name=f"test {role}", role=role, workspace=workspace, secret=key)
+        finally:
+            await store.close()
+
+    asyncio.run(store_it())

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
-import sqlite3
 import time
 import uuid
-from pathlib import Path
 
 import msgspec
 
@@ -92,19 +90,3 @@ def same_day(run) -> object:
         if time.time() // 86400 == day:
             return result
     raise AssertionError("crossed UTC midnight twice")
-
-
-def add_key(data_dir: str, key: str, workspace: str, role: str) -> None:
-    """Store a gateway key directly (as the key store keeps them) before the gateway starts."""
-    import hashlib
-
-    path = Path(data_dir) / "gateway.db"
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("CREATE TABLE IF NOT EXISTS gateway_keys (hash TEXT PRIMARY KEY, workspace TEXT NOT NULL, "
-                     "role TEXT NOT NULL, created_at REAL NOT NULL)")
-        conn.execute("INSERT INTO gateway_keys VALUES (?, ?, ?, ?)",
-                     (hashlib.sha256(key.encode()).hexdigest(), workspace, role, time.time()))
-        conn.commit()
-    finally:
-        conn.close()

@@ -1,0 +1,66 @@
+"""Control-plane helpers for tests: admin API calls and a fresh workspace (with its own admin key) per test."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable
+
+from tests.support.http import Response, request
+from tests.support.servers import ADMIN_KEY
+
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def api(server: Any, method: str, path: str, body: Any = None, key: str = ADMIN_KEY, **headers: str) -> Response:
+    """A control-plane call with ``key`` as ``x-gateway-api-key`` (JSON body when given)."""
+    all_headers = {"x-gateway-api-key": key, **headers}
+    if body is not None:
+        all_headers["content-type"] = "application/json"
+    return request(method, f"{server.url}{path}", body, all_headers)
+
+
+def new_workspace() -> str:
+    return f"ws-{uuid.uuid4().hex[:10]}"
+
+
+def create_key(server: Any, role: str = "admin", workspace: str | None = None, key: str = ADMIN_KEY,
+               **fields: Any) -> dict:
+    """A new key (the record with its ``key``) in ``workspace`` (a fresh one by default), made by ``key``."""
+    body = {"name": f"test {role}", "role": role, "workspace_id": workspace or new_workspace(), **fields}
+    resp = api(server, "POST", "/v1/api-keys", body, key)
+    assert resp.status == 201, resp.text
+    return resp.json()
+
+
+def chat(server: Any, key: str, base: str | None = None, body: dict | None = None, **headers: str) -> Response:
+    """A chat request with gateway key ``key``; with ``base``, routed to that mock base as vendorA."""
+    all_headers = {"x-gateway-api-key": key, "content-type": "application/json", **headers}
+    if base is not None:
+        all_headers.update({"x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1",
+                            "authorization": "Bearer sk-test"})
+    return request("POST", f"{server.url}/v1/chat/completions", body or CHAT, all_headers)
+
+
+def clear_redis_prefix(url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` (never the whole database: other tests share it)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=prefix + "*", count=500))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def eventually(check: Callable[[], bool], timeout: float = 5.0, every: float = 0.05) -> bool:
+    """Poll ``check`` until it holds (True) or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
