@@ -1,0 +1,170 @@
+"""``/v1/configs`` (saved configs) through the real gateway: validation, use by id, updates on every worker."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import msgspec
+import pytest
+
+from tests.support.controlplane import api, chat, create_key
+from tests.support.servers import start_gateway
+
+#: updates reach every worker within a second; the rest is room for a slow machine
+UPDATE_WITHIN_S = 1.5
+
+
+def target(base: str, **extra) -> dict:
+    return {"provider": "vendorA", "api_key": "sk-saved", "custom_host": base + "/v1", **extra}
+
+
+def save(server, admin: dict, config: dict, name: str = "saved") -> dict:
+    resp = api(server, "POST", "/v1/configs", {"name": name, "config": config}, admin["key"])
+    assert resp.status == 201, resp.text
+    return resp.json()
+
+
+def test_create_get_list_update_delete_and_use_by_id(gateway, mock):
+    admin = create_key(gateway)
+    first, second = mock.scenario(), mock.scenario()
+    config = {"strategy": {"mode": "fallback"}, "targets": [target(first), target(second)]}
+    record = save(gateway, admin, config, "fallback pair")
+    assert record["id"].startswith("pc-") and record["object"] == "config"
+    assert record["config"] == config and record["name"] == "fallback pair"
+    assert record["workspace_id"] == admin["workspace_id"]
+    resp = chat(gateway, admin["key"], **{"x-gateway-config": record["id"]})
+    assert resp.status == 200 and resp.headers["x-gateway-last-used-option-index"] == "config.targets[0]"
+    got = api(gateway, "GET", f"/v1/configs/{record['id']}", key=admin["key"]).json()
+    assert got["config"] == config
+    listed = api(gateway, "GET", "/v1/configs", key=admin["key"]).json()
+    assert listed["total"] == 1 and listed["data"][0]["id"] == record["id"]
+    updated = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": target(second)}, admin["key"])
+    assert updated.status == 200 and updated.json()["name"] == "fallback pair"
+    assert updated.json()["last_updated_at"] >= record["last_updated_at"]
+    resp = chat(gateway, admin["key"], **{"x-gateway-config": record["id"]})
+    assert resp.status == 200 and resp.headers["x-gateway-last-used-option-index"] == "config"
+    assert mock.calls(second)["calls"] == 1
+    deleted = api(gateway, "DELETE", f"/v1/configs/{record['id']}", key=admin["key"])
+    assert deleted.status == 200 and deleted.json() == {"id": record["id"], "object": "config", "deleted": True}
+    resp = chat(gateway, admin["key"], **{"x-gateway-config": record["id"]})
+    assert resp.status == 400 and resp.json()["error"]["param"] == "x-gateway-config"
+    assert api(gateway, "GET", f"/v1/configs/{record['id']}", key=admin["key"]).status == 404
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"config": {"retry": {"attempts": 1}}}, "name"),
+    ({"name": "x"}, "config"),
+    ({"name": "x", "config": None}, "config"),
+    ({"name": "x", "config": {"retry": {"attempts": 99}}}, "config.retry.attempts"),
+    ({"name": "x", "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "vendorA"}]}},
+     "config.targets[0]"),
+    ({"name": "x", "config": {"nonsense": 1}}, "config.nonsense"),
+    ({"name": "x", "config": []}, "config"),
+    ({"name": "", "config": {"retry": {"attempts": 1}}}, "name"),
+])
+def test_invalid_configs_are_400s_with_the_json_path(gateway, body, param):
+    resp = api(gateway, "POST", "/v1/configs", body)
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == param
+
+
+def test_updates_are_validated_too(gateway, mock):
+    admin = create_key(gateway)
+    record = save(gateway, admin, target(mock.scenario()))
+    resp = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": {"cache": {"mode": "never"}}},
+               admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == "config.cache.mode"
+    assert api(gateway, "PUT", f"/v1/configs/{record['id']}", {}, admin["key"]).status == 400
+
+
+def test_header_values_complete_a_saved_config(gateway, mock):
+    admin = create_key(gateway)
+    base = mock.scenario()
+    record = save(gateway, admin, {"provider": "vendorA", "custom_host": base + "/v1"})
+    resp = chat(gateway, admin["key"], **{"x-gateway-config": record["id"], "authorization": "Bearer sk-header"})
+    assert resp.status == 200
+    assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-header"
+
+
+def test_a_saved_config_may_name_slugs(gateway, mock):
+    admin = create_key(gateway)
+    base = mock.scenario()
+    slug = {"slug": "saved-slug", "provider": "vendorA", "api_key": "sk-from-slug", "custom_host": base + "/v1"}
+    assert api(gateway, "POST", "/v1/providers", slug, admin["key"]).status == 201
+    record = save(gateway, admin, {"strategy": {"mode": "single"}, "targets": [{"provider": "@saved-slug"}]})
+    assert chat(gateway, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+    assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-from-slug"
+
+
+def test_another_workspaces_config_is_unknown(gateway, mock):
+    first, second = create_key(gateway), create_key(gateway)
+    record = save(gateway, first, target(mock.scenario()))
+    assert api(gateway, "GET", f"/v1/configs/{record['id']}", key=second["key"]).status == 404
+    assert api(gateway, "PUT", f"/v1/configs/{record['id']}", {"name": "mine"}, second["key"]).status == 404
+    resp = chat(gateway, second["key"], **{"x-gateway-config": record["id"]})
+    assert resp.status == 400 and record["id"] in resp.json()["error"]["message"]
+
+
+def last_target(server, admin: dict, config_id: str) -> set[str]:
+    """Which target answered each of 20 requests on fresh connections (so both workers answer some)."""
+    seen = set()
+    for _ in range(20):
+        resp = chat(server, admin["key"], **{"x-gateway-config": config_id})
+        assert resp.status == 200, resp.text
+        seen.add(resp.headers["x-gateway-last-used-option-index"])
+    return seen
+
+
+def test_an_update_reaches_every_worker_within_a_second(mock):
+    server = start_gateway(workers=2)
+    try:
+        admin = create_key(server)
+        a, b = mock.scenario(), mock.scenario()
+        record = save(server, admin, {"strategy": {"mode": "fallback"}, "targets": [target(a), target(b)]})
+        assert last_target(server, admin, record["id"]) == {"config.targets[0]"}
+        swapped = {"strategy": {"mode": "fallback"}, "targets": [target(b), target(a, weight=1)], "name": "v2"}
+        assert api(server, "PUT", f"/v1/configs/{record['id']}", {"config": swapped}, admin["key"]).status == 200
+        time.sleep(UPDATE_WITHIN_S)
+        assert last_target(server, admin, record["id"]) == {"config.targets[0]"}
+        assert mock.calls(b)["calls"] == 20
+    finally:
+        server.stop()
+
+
+def test_two_instances_on_one_redis_share_saved_configs_and_slugs(mock, shared_redis):
+    first, second = start_gateway(shared_redis), start_gateway(shared_redis)
+    try:
+        admin = create_key(first)
+        a, b = mock.scenario(), mock.scenario()
+        slug = {"slug": "both", "provider": "vendorA", "api_key": "sk-shared-slug", "custom_host": a + "/v1"}
+        assert api(first, "POST", "/v1/providers", slug, admin["key"]).status == 201
+        record = save(first, admin, {"provider": "@both"})
+        assert chat(second, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+        assert mock.calls(a)["requests"][-1]["headers"]["authorization"] == "Bearer sk-shared-slug"
+        config = msgspec.json.encode(target(b)).decode()
+        assert api(first, "PUT", f"/v1/configs/{record['id']}", {"config": msgspec.json.decode(config)},
+                   admin["key"]).status == 200
+        time.sleep(UPDATE_WITHIN_S)
+        assert chat(second, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+        assert mock.calls(b)["calls"] == 1
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_saved_configs_survive_a_restart(mock):
+    data_dir = tempfile.mkdtemp(prefix="gw-configs-")
+    base = mock.scenario()
+    server = start_gateway(data_dir=data_dir)
+    try:
+        admin = create_key(server)
+        record = save(server, admin, target(base))
+    finally:
+        server.stop()
+    server = start_gateway(data_dir=data_dir)
+    try:
+        assert chat(server, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+        assert mock.calls(base)["calls"] == 1
+    finally:
+        server.stop()

@@ -1,0 +1,224 @@
+"""``/v1/prompts`` through the real gateway: templates and versions, render exactly as the spec says, and running a
+template as a chat request (the completions route and a config's prompt_id), streamed and not."""
+
+from __future__ import annotations
+
+import tempfile
+
+import msgspec
+import pytest
+
+from tests.support.controlplane import api, create_key
+from tests.support.http import post, stream_events
+from tests.support.servers import start_gateway
+
+TEMPLATE = {
+    "name": "greeter",
+    "model": "gpt-4o-mini",
+    "messages": [
+        {"role": "system", "content": "You are {{persona}}."},
+        {"role": "user", "content": "Hello {{name}}!{{#topics}} Ask me about {{.}}.{{/topics}}{{^topics}} "
+                                    "Anything.{{/topics}}"},
+    ],
+    "hyperparameters": {"temperature": 0.2, "max_tokens": 50},
+}
+VARIABLES = {"persona": "a pirate", "name": "Ann", "topics": ["maps", "ships"]}
+
+
+@pytest.fixture
+def workspace(gateway, mock):
+    """An admin key, a slug to the mock and a prompt using it, in a fresh workspace."""
+    admin = create_key(gateway)
+    base = mock.scenario()
+    slug = {"slug": "llm", "provider": "vendorA", "api_key": "sk-prompt-slug", "custom_host": base + "/v1"}
+    assert api(gateway, "POST", "/v1/providers", slug, admin["key"]).status == 201
+    resp = api(gateway, "POST", "/v1/prompts", {**TEMPLATE, "provider": "@llm"}, admin["key"])
+    assert resp.status == 201, resp.text
+    return admin, base, resp.json()
+
+
+def run(server, key: str, prompt_id: str, body: dict, **headers: str):
+    return post(f"{server.url}/v1/prompts/{prompt_id}/{'render' if headers.pop('render', '') else 'completions'}",
+                body, {"x-gateway-api-key": key, "content-type": "application/json", **headers})
+
+
+def render(server, key: str, prompt_id: str, body: dict):
+    return run(server, key, prompt_id, body, render="1")
+
+
+def test_create_answers_the_record_with_its_variables(workspace):
+    _, _, prompt = workspace
+    assert prompt["id"].startswith("pp-") and prompt["object"] == "prompt" and prompt["version"] == 1
+    assert prompt["provider"] == "llm" and prompt["model"] == "gpt-4o-mini"
+    assert prompt["messages"] == TEMPLATE["messages"]
+    assert prompt["hyperparameters"] == {"temperature": 0.2, "max_tokens": 50}
+    assert prompt["variables"] == ["persona", "name"]
+
+
+def test_render_merges_request_hyperparameters_over_the_templates(gateway, workspace):
+    admin, _, prompt = workspace
+    resp = render(gateway, admin["key"], prompt["id"], {"variables": VARIABLES, "temperature": 0.9, "seed": 7})
+    assert resp.status == 200, resp.text
+    assert resp.json() == {"success": True, "data": {
+        "messages": [
+            {"role": "system", "content": "You are a pirate."},
+            {"role": "user", "content": "Hello Ann! Ask me about maps. Ask me about ships."},
+        ],
+        "model": "gpt-4o-mini",
+        "temperature": 0.9,
+        "max_tokens": 50,
+        "seed": 7,
+    }}
+    # an inverted section renders when its list is empty; other sections are optional
+    resp = render(gateway, admin["key"], prompt["id"], {"variables": {"persona": "p", "name": "Bo"}})
+    assert resp.json()["data"]["messages"][1]["content"] == "Hello Bo! Anything."
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"variables": {"persona": "p"}}, "variables.name"),
+    ({"variables": VARIABLES, "temperature": 3}, "temperature"),
+    ({"variables": VARIABLES, "colour": "red"}, "colour"),
+    ({"variables": VARIABLES, "stream_options": {"include_usage": True}}, "stream_options"),
+    ({"variables": []}, "variables"),
+])
+def test_render_faults_are_400s_naming_the_field(gateway, workspace, body, param):
+    admin, _, prompt = workspace
+    resp = render(gateway, admin["key"], prompt["id"], body)
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == param
+
+
+def test_updates_keep_every_version(gateway, workspace):
+    admin, _, prompt = workspace
+    path = f"/v1/prompts/{prompt['id']}"
+    resp = api(gateway, "PUT", path, {"messages": [{"role": "user", "content": "Bye {{name}}"}]}, admin["key"])
+    assert resp.status == 200, resp.text
+    assert resp.json()["version"] == 2 and resp.json()["variables"] == ["name"]
+    assert resp.json()["hyperparameters"] == TEMPLATE["hyperparameters"]  # what the update left out is kept
+    versions = api(gateway, "GET", f"{path}/versions", key=admin["key"]).json()
+    assert versions["total"] == 2 and [v["version"] for v in versions["data"]] == [1, 2]
+    first = api(gateway, "GET", f"{path}/versions/1", key=admin["key"]).json()
+    assert first["messages"] == TEMPLATE["messages"] and first["id"] == prompt["id"]
+    assert api(gateway, "GET", f"{path}/versions/3", key=admin["key"]).status == 404
+    assert api(gateway, "GET", f"{path}/versions/x", key=admin["key"]).status == 400
+    data = render(gateway, admin["key"], prompt["id"], {"variables": {"name": "Cy"}}).json()["data"]
+    assert data["messages"] == [{"role": "user", "content": "Bye Cy"}]
+    assert api(gateway, "GET", path, key=admin["key"]).json()["version"] == 2
+    assert api(gateway, "DELETE", path, key=admin["key"]).status == 200
+    assert api(gateway, "GET", path, key=admin["key"]).status == 404
+    assert api(gateway, "GET", f"{path}/versions/1", key=admin["key"]).status == 404
+    assert render(gateway, admin["key"], prompt["id"], {"variables": {"name": "Cy"}}).status == 404
+
+
+@pytest.mark.parametrize("change, param", [
+    ({"messages": []}, "messages"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "user", "content": "{{#open}} never closed"}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "{{/x}}"}]}]}, "messages[0].content[0].text"),
+    ({"provider": "@absent"}, "provider"),
+    ({"hyperparameters": {"temperature": 5}}, "hyperparameters.temperature"),
+    ({"hyperparameters": {"wat": 1}}, "hyperparameters.wat"),
+    ({"name": ""}, "name"),
+    ({"model": ""}, "model"),
+])
+def test_invalid_templates_are_400s_naming_the_field(gateway, change, param):
+    resp = api(gateway, "POST", "/v1/prompts", {**TEMPLATE, **change})
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == param
+
+
+def test_completions_run_the_rendered_template_through_the_templates_slug(gateway, mock, workspace):
+    admin, base, prompt = workspace
+    resp = run(gateway, admin["key"], prompt["id"], {"variables": VARIABLES, "max_tokens": 20})
+    assert resp.status == 200, resp.text
+    assert resp.json()["object"] == "chat.completion"
+    sent = mock.calls(base)["requests"][-1]
+    assert sent["headers"]["authorization"] == "Bearer sk-prompt-slug"
+    body = msgspec.json.decode(sent["body"])
+    assert body["messages"][0] == {"role": "system", "content": "You are a pirate."}
+    assert body["model"] == "gpt-4o-mini" and body["temperature"] == 0.2 and body["max_tokens"] == 20
+
+
+def test_completions_stream(gateway, mock, workspace):
+    admin, _, prompt = workspace
+    status, headers, events = stream_events(
+        f"{gateway.url}/v1/prompts/{prompt['id']}/completions", {"variables": VARIABLES, "stream": True},
+        {"x-gateway-api-key": admin["key"], "content-type": "application/json"})
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    data = list(events)
+    assert data[-1] == b"[DONE]"
+    assert msgspec.json.decode(data[0])["object"] == "chat.completion.chunk"
+
+
+def test_the_requests_own_provider_wins_over_the_templates(gateway, mock, workspace):
+    admin, slug_base, prompt = workspace
+    own = mock.scenario()
+    resp = run(gateway, admin["key"], prompt["id"], {"variables": VARIABLES}, **{
+        "x-gateway-provider": "vendorA", "x-gateway-custom-host": own + "/v1", "authorization": "Bearer sk-own"})
+    assert resp.status == 200
+    assert mock.calls(own)["requests"][-1]["headers"]["authorization"] == "Bearer sk-own"
+    assert mock.calls(slug_base)["calls"] == 0
+
+
+def test_a_configs_prompt_id_runs_the_template_on_chat_completions(gateway, mock, workspace):
+    admin, base, prompt = workspace
+    headers = {"x-gateway-api-key": admin["key"], "content-type": "application/json",
+               "x-gateway-config": msgspec.json.encode({"prompt_id": prompt["id"]}).decode()}
+    resp = post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES, "temperature": 1.5}, headers)
+    assert resp.status == 200, resp.text
+    body = msgspec.json.decode(mock.calls(base)["requests"][-1]["body"])
+    assert body["messages"][1]["content"] == "Hello Ann! Ask me about maps. Ask me about ships."
+    assert body["temperature"] == 1.5
+    # with a provider of its own, the config routes the rendered request there
+    own = mock.scenario()
+    config = {"prompt_id": prompt["id"], "retry": {"attempts": 1}, "provider": "vendorA", "api_key": "sk-c",
+              "custom_host": own + "/v1"}
+    headers["x-gateway-config"] = msgspec.json.encode(config).decode()
+    assert post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES}, headers).status == 200
+    assert mock.calls(own)["calls"] == 1
+    headers["x-gateway-config"] = '{"prompt_id": "pp-unknown"}'
+    resp = post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES}, headers)
+    assert resp.status == 400 and resp.json()["error"]["param"] == "prompt_id"
+    headers["x-gateway-config"] = msgspec.json.encode({"strategy": {"mode": "single"}, "targets": [
+        {"prompt_id": prompt["id"], "provider": "@llm"}]}).decode()
+    resp = post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES}, headers)
+    assert resp.status == 400 and resp.json()["error"]["param"] == "targets[0].prompt_id"
+
+
+def test_member_keys_may_render_and_run_but_not_manage(gateway, workspace):
+    admin, _, prompt = workspace
+    member = create_key(gateway, "member", admin["workspace_id"])
+    assert render(gateway, member["key"], prompt["id"], {"variables": VARIABLES}).status == 200
+    assert run(gateway, member["key"], prompt["id"], {"variables": VARIABLES}).status == 200
+    assert api(gateway, "GET", f"/v1/prompts/{prompt['id']}", key=member["key"]).status == 403
+    assert api(gateway, "POST", "/v1/prompts", TEMPLATE, member["key"]).status == 403
+    narrow = create_key(gateway, "member", admin["workspace_id"], scopes=["inference"])
+    resp = render(gateway, narrow["key"], prompt["id"], {"variables": VARIABLES})
+    assert resp.status == 403 and resp.json()["error"]["code"] == "missing_scope"
+
+
+def test_prompts_are_workspace_scoped(gateway, workspace):
+    _, _, prompt = workspace
+    other = create_key(gateway)
+    assert api(gateway, "GET", f"/v1/prompts/{prompt['id']}", key=other["key"]).status == 404
+    assert render(gateway, other["key"], prompt["id"], {"variables": VARIABLES}).status == 404
+    assert run(gateway, other["key"], prompt["id"], {"variables": VARIABLES}).status == 404
+    assert api(gateway, "GET", "/v1/prompts", key=other["key"]).json()["total"] == 0
+
+
+def test_prompts_survive_a_restart(mock):
+    data_dir = tempfile.mkdtemp(prefix="gw-prompts-")
+    server = start_gateway(data_dir=data_dir)
+    try:
+        admin = create_key(server)
+        prompt = api(server, "POST", "/v1/prompts", TEMPLATE, admin["key"]).json()
+        api(server, "PUT", f"/v1/prompts/{prompt['id']}", {"name": "renamed"}, admin["key"])
+    finally:
+        server.stop()
+    server = start_gateway(data_dir=data_dir)
+    try:
+        got = api(server, "GET", f"/v1/prompts/{prompt['id']}", key=admin["key"]).json()
+        assert got["name"] == "renamed" and got["version"] == 2
+        assert render(server, admin["key"], prompt["id"], {"variables": VARIABLES}).status == 200
+    finally:
+        server.stop()
