@@ -12,6 +12,7 @@ from gateway import _speedups
 from gateway import settings as settings_module
 from gateway.api.configs import ConfigRoutes
 from gateway.api.console import mount_console
+from gateway.api.guardrails import GuardrailRoutes
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
 from gateway.api.inference import Pipeline
 from gateway.api.jobs import mount_jobs
@@ -55,7 +56,8 @@ class GatewayApp:
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
             mount_console(self, runtime)
-        for group in (PolicyRoutes, KeyRoutes, ProviderRoutes, ConfigRoutes, PromptRoutes, ModelRoutes):
+        for group in (PolicyRoutes, KeyRoutes, ProviderRoutes, ConfigRoutes, PromptRoutes, ModelRoutes,
+                      GuardrailRoutes):
             for method, path, handler in group(runtime).routes():
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",

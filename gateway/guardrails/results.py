@@ -65,10 +65,11 @@ class PhaseOutcome:
     ``results``: the synchronous hooks' results; ``verdict``: every one of them passed; ``deny``: one of them
     denies (``denied_by`` is the first); ``feedback``: the feedback records; ``body``: the request body (before)
     or answer JSON (after) with redactions applied, None when nothing was redacted; ``text``: the answer text with
-    redactions applied when the caller gave the text (an assembled stream), else None.
+    redactions applied when the caller gave the text (an assembled stream), else None; ``background``: the tasks
+    of the phase's async hooks, each resolving to its HookResult (None when it failed to run).
     """
 
-    __slots__ = ("phase", "results", "verdict", "deny", "denied_by", "feedback", "body", "text")
+    __slots__ = ("phase", "results", "verdict", "deny", "denied_by", "feedback", "body", "text", "background")
 
     def __init__(self, phase: str) -> None:
         self.phase = phase
@@ -79,6 +80,7 @@ class PhaseOutcome:
         self.feedback: list[FeedbackRecord] = []
         self.body: Any = None
         self.text: str | None = None
+        self.background: list[Any] = []
 
     @property
     def transformed(self) -> bool:

@@ -7,7 +7,8 @@ thread pool (GATEWAY_GUARDRAIL_WORKERS threads, at most GATEWAY_GUARDRAIL_QUEUE 
 process). When that pool is full the check is not run and counts as failed, with an explanation saying so: a guard
 never passes unchecked. ``async: true`` items run in the background (at most GATEWAY_GUARDRAIL_ASYNC_MAX at once per
 worker process; beyond that they are dropped with a warning) and their results go to the ``gateway.guardrails``
-log (or the ``on_background`` callback), never into the response. A check that raises counts as failed.
+log (or the ``on_background`` callback), never into the response; the phase's ``background`` tasks resolve to
+those results for a caller that wants to log them with the request. A check that raises counts as failed.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class GuardrailRunner:
         self._queued = 0
         self._plans: BoundedCache[int, tuple[Config, tuple[PlanItem, ...], tuple[PlanItem, ...]]] = BoundedCache(
             PLAN_CACHE_MAX)
-        self._saved: BoundedCache[tuple[int, str, str, Any], tuple[SavedRef, CompiledHook]] = BoundedCache(
+        self._saved: BoundedCache[tuple[int, str, str], tuple[SavedRef, Any, CompiledHook]] = BoundedCache(
             SAVED_CACHE_MAX)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -92,6 +93,17 @@ class GuardrailRunner:
     async def after(self, config: Config, request: GuardrailRequest, answer: GuardrailAnswer) -> PhaseOutcome:
         """Run ``after_request_hooks`` and ``output_guardrails`` on the answer."""
         return await self.run_phase(self.plan(config, "after"), Subject("after", request, answer))
+
+    async def after_may_change(self, config: Config, request: GuardrailRequest) -> bool:
+        """Whether the node's after-request items can deny or rewrite (redact) the answer: a stream must then be
+        held until its whole answer is seen. Saved guardrails are resolved (cached) to know."""
+        for item in self.plan(config, "after"):
+            hook = await self._resolve(item, request) if isinstance(item, SavedRef) else item
+            if hook.is_async:
+                continue
+            if hook.deny_on_fail or hook.deny_on_success or any(check.redacts for _, check in hook.checks):
+                return True
+        return False
 
     async def close(self) -> None:
         """Cancel background hooks and stop the worker threads."""
@@ -121,16 +133,16 @@ class GuardrailRunner:
         if record is None:
             raise InvalidRequest(f"unknown guardrail {ref.id!r} (no saved guardrail has that id in this workspace)",
                                  param=ref.path)
-        key = (id(ref), request.workspace, record.id, record.updated_at)
+        key = (id(ref), request.workspace, record.id)
         hit = self._saved.get(key)
-        if hit is not None and hit[0] is ref:
-            return hit[1]
+        if hit is not None and hit[0] is ref and (hit[1] is record or hit[1] == record):
+            return hit[2]
         try:
             hook = compile_saved(record, ref)
         except ParamError as exc:
             raise InvalidRequest(f"saved guardrail {ref.id!r} is not valid: {exc.param}: {exc.detail}",
                                  param=ref.path) from None
-        self._saved[key] = (ref, hook)
+        self._saved[key] = (ref, record, hook)
         return hook
 
     # --- running ------------------------------------------------------------------------------------------------
@@ -144,7 +156,9 @@ class GuardrailRunner:
         for item in items:
             hook = await self._resolve(item, subject.request) if isinstance(item, SavedRef) else item
             if hook.is_async:
-                self._spawn(hook, subject)
+                task = self._spawn(hook, subject)
+                if task is not None:
+                    outcome.background.append(task)
             else:
                 hooks.append(hook)
         if not hooks:
@@ -237,25 +251,28 @@ class GuardrailRunner:
 
     # --- async items --------------------------------------------------------------------------------------------
 
-    def _spawn(self, hook: CompiledHook, subject: Subject) -> None:
+    def _spawn(self, hook: CompiledHook, subject: Subject) -> asyncio.Task[HookResult | None] | None:
         if len(self._background) >= self.async_max:
             log.warning("async guardrail %s dropped: %d already running (GATEWAY_GUARDRAIL_ASYNC_MAX)",
                         hook.id, len(self._background))
-            return
+            return None
         task = asyncio.get_running_loop().create_task(self._run_background(hook, subject))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
-    async def _run_background(self, hook: CompiledHook, subject: Subject) -> None:
+    async def _run_background(self, hook: CompiledHook, subject: Subject) -> HookResult | None:
         try:
             row = (await self._run_checks([hook], subject))[0]
             result = _hook_result(hook, row)
             result.async_ = True
             self.on_background(subject.phase, result)
+            return result
         except asyncio.CancelledError:
             raise
-        except Exception:  # nobody awaits this task: log instead of losing the error
+        except Exception:  # nobody needs to await this task: log instead of losing the error
             log.exception("async guardrail %s failed", hook.id)
+            return None
 
 
 def _hook_result(hook: CompiledHook, row: list[CheckResult]) -> HookResult:

@@ -1,10 +1,12 @@
 """Saved guardrails (``/v1/guardrails``): the record, its create/update bodies and their validation, and listing.
 
-A saved guardrail: ``id``, ``name`` (1..128 characters), ``workspace``, ``checks`` (a non-empty array of
-``{"id": "default.<check>", "parameters": {...}}``, each validated like a config's), ``deny`` (deny the request when
-it fails), ``async``, ``on_fail`` / ``on_success`` (``{"feedback": {"value", "weight", "metadata"}, "deny"}``),
-``created_at`` and ``updated_at`` (Unix seconds). A config names it by id (``"input_guardrails": ["gr_..."]``); an
-async guardrail cannot deny. A bad body is a 400 whose ``param`` is the field's path (``checks[0].parameters.rule``).
+A saved guardrail is a control-plane record (``gateway.controlplane.records.Entity``: ``id``, ``workspace_id``,
+``organisation_id``, ``created_at``, ``last_updated_at``) with ``name`` (1..128 characters), ``checks`` (a
+non-empty array of ``{"id": "default.<check>", "parameters": {...}}``, each validated like a config's), ``deny``
+(deny the request when it fails), ``async``, ``on_fail`` / ``on_success`` (``{"feedback": {"value", "weight",
+"metadata"}, "deny"}``). Ids look like ``gr_<uuid>``. A config names it by id (``"input_guardrails": ["gr_..."]``);
+an async guardrail cannot deny. A bad body is a 400 whose ``param`` is the field's path
+(``checks[0].parameters.rule``).
 
 Listing: ``current_page`` (integer >= 0, default 0, the first page is 0), ``page_size`` (1..PAGE_SIZE_MAX, default
 PAGE_SIZE_DEFAULT) and ``ids`` (comma-separated ids; only those are listed). Newest first (``created_at``, then
@@ -13,17 +15,18 @@ PAGE_SIZE_DEFAULT) and ``ids`` (comma-separated ids; only those are listed). New
 
 from __future__ import annotations
 
-import secrets
-import time
 from typing import Any, Iterable, Mapping
 
 import msgspec
 
 from gateway.config.schema import HookOutcome
+from gateway.controlplane.records import DEFAULT_ORGANISATION, Entity
 from gateway.guardrails.checks import ParamError, build_check
 from gateway.guardrails.checks.base import Params, decode_params
 from gateway.http.errors import InvalidRequest
 
+KIND = "guardrail"
+ID_PREFIX = "gr_"
 PAGE_SIZE_DEFAULT = 100
 PAGE_SIZE_MAX = 1000
 NAME_MAX = 128
@@ -39,20 +42,16 @@ class SavedCheck(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fal
     parameters: dict[str, Any] = {}
 
 
-class SavedGuardrail(msgspec.Struct, frozen=True):
-    """A stored guardrail record."""
+class SavedGuardrail(Entity, kw_only=True):
+    """A stored guardrail record (treat as read-only: records are shared through per-worker caches)."""
 
-    id: str
+    object: str = "guardrail"
     name: str
     checks: list[SavedCheck]
-    workspace: str = "default"
     deny: bool = False
     async_: bool = msgspec.field(default=False, name="async")
     on_fail: HookOutcome | None = None
     on_success: HookOutcome | None = None
-    created_at: int = 0
-    updated_at: int = 0
-    object: str = "guardrail"
 
 
 class GuardrailCreate(Params, frozen=True):
@@ -64,7 +63,7 @@ class GuardrailCreate(Params, frozen=True):
     async_: bool = msgspec.field(default=False, name="async")
     on_fail: HookOutcome | None = None
     on_success: HookOutcome | None = None
-    workspace: str | None = None
+    workspace_id: str | None = None
 
 
 class GuardrailUpdate(Params, frozen=True):
@@ -102,8 +101,8 @@ def parse_create(raw: bytes | str | dict[str, Any]) -> GuardrailCreate:
     body = _decode(raw, GuardrailCreate)
     try:
         _validate(body.name, body.checks, body.deny, body.async_, body.on_fail, body.on_success)
-        if body.workspace is not None and not body.workspace:
-            raise ParamError("workspace", "must be a non-empty string")
+        if body.workspace_id is not None and not body.workspace_id:
+            raise ParamError("workspace_id", "must be a non-empty string")
     except ParamError as exc:
         raise _invalid(exc) from None
     return body
@@ -114,18 +113,18 @@ def parse_update(raw: bytes | str | dict[str, Any]) -> GuardrailUpdate:
     return _decode(raw, GuardrailUpdate)
 
 
-def new_guardrail(body: GuardrailCreate, workspace: str, now: int | None = None,
-                  guardrail_id: str | None = None) -> SavedGuardrail:
-    """The record for a validated create body (``workspace`` from the caller's key unless the body names one)."""
-    stamp = int(time.time()) if now is None else now
+def new_guardrail(body: GuardrailCreate, workspace: str, organisation: str = DEFAULT_ORGANISATION,
+                  guardrail_id: str = "", created_at: str = "") -> SavedGuardrail:
+    """The record for a validated create body in ``workspace`` (the caller's; a body's ``workspace_id`` is for the
+    caller to check). The repository fills an empty id and the timestamps when it stores the record."""
     return SavedGuardrail(
-        id=guardrail_id or f"gr_{secrets.token_hex(8)}", name=body.name, checks=body.checks,
-        workspace=body.workspace or workspace, deny=body.deny, async_=body.async_, on_fail=body.on_fail,
-        on_success=body.on_success, created_at=stamp, updated_at=stamp,
+        id=guardrail_id, workspace_id=workspace, organisation_id=organisation, created_at=created_at,
+        name=body.name, checks=body.checks, deny=body.deny, async_=body.async_, on_fail=body.on_fail,
+        on_success=body.on_success,
     )
 
 
-def updated_guardrail(record: SavedGuardrail, update: GuardrailUpdate, now: int | None = None) -> SavedGuardrail:
+def updated_guardrail(record: SavedGuardrail, update: GuardrailUpdate) -> SavedGuardrail:
     """``record`` with the update's fields applied and validated together (400 naming the field)."""
     changes = {name: getattr(update, name) for name in update.__struct_fields__ if getattr(update, name) is not None}
     merged = msgspec.structs.replace(record, **changes)
@@ -133,8 +132,7 @@ def updated_guardrail(record: SavedGuardrail, update: GuardrailUpdate, now: int 
         _validate(merged.name, merged.checks, merged.deny, merged.async_, merged.on_fail, merged.on_success)
     except ParamError as exc:
         raise _invalid(exc) from None
-    stamp = int(time.time()) if now is None else now
-    return msgspec.structs.replace(merged, updated_at=max(stamp, record.updated_at + 1))
+    return merged
 
 
 def _validate(name: str, checks: list[SavedCheck], deny: bool, is_async: bool, on_fail: HookOutcome | None,
@@ -208,7 +206,7 @@ def list_page(records: Iterable[SavedGuardrail], query: ListQuery, workspace: st
     """The page of ``records`` (of ``workspace`` when given) that ``query`` asks for."""
     chosen = [
         r for r in records
-        if (workspace is None or r.workspace == workspace) and (query.ids is None or r.id in query.ids)
+        if (workspace is None or r.workspace_id == workspace) and (query.ids is None or r.id in query.ids)
     ]
     chosen.sort(key=lambda r: r.id, reverse=True)
     chosen.sort(key=lambda r: r.created_at, reverse=True)

@@ -119,6 +119,8 @@ class LogEntry(msgspec.Struct):
     request_headers: Any = msgspec.UNSET
     request_body: Any = msgspec.UNSET
     response_body: Any = msgspec.UNSET
+    #: the hooks' and guardrails' results (async ones too) and the feedback they recorded, when any ran
+    hook_results: Any = msgspec.UNSET
 
 
 class Derived:
@@ -186,7 +188,16 @@ def build_entry(rec: Any, d: Derived, masker: Masker) -> LogEntry:
         rec.metadata, error, d.headers,
         _body(rec.request_body, masker, d.secrets) if rec.request_body is not None else msgspec.UNSET,
         _body(rec.response_body, masker, d.secrets) if rec.response_body is not None else msgspec.UNSET,
+        _hook_results(rec),
     )
+
+
+def _hook_results(rec: Any) -> Any:
+    hooks = getattr(rec, "hooks", None)
+    if hooks is None:
+        return msgspec.UNSET
+    view = hooks.log_view()
+    return msgspec.UNSET if view is None else view
 
 
 def encode_entry(entry: LogEntry) -> bytes:

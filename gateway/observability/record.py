@@ -13,7 +13,7 @@ class RequestRecord:
         "status", "stream", "started", "upstream_started", "upstream_s", "ttft_s", "total_s", "usage",
         "cache_status", "retries", "fallbacks", "breaker_opens", "target_path", "metadata", "error",
         "request_headers", "sensitive_headers", "request_body", "response_body", "usage_source", "request",
-        "answer", "relayed_bytes", "relayed_events", "relayed_sample", "budget",
+        "answer", "relayed_bytes", "relayed_events", "relayed_sample", "budget", "hooks",
     )
 
     def __init__(self, trace_id: str, endpoint: str, started: float) -> None:
@@ -57,6 +57,9 @@ class RequestRecord:
         self.relayed_sample: bytes | None = None
         #: what usage and rate limit policies reserved for this request (settled after the answer), or None
         self.budget: Any = None
+        #: the request's cache and guardrail steps (``gateway.api.steps.RequestSteps``) when its config has any:
+        #: they finish the record (and give the log line its ``hook_results``)
+        self.hooks: Any = None
 
 
 class Recorder:

@@ -4,7 +4,8 @@ request_timeout and the circuit breaker, around an ``attempt`` callable that mak
 Failures are GatewayErrors. Fallback moves to the next target on any failure by default, or only on the failing
 target's ``on_status_codes`` / the strategy's ``on_status_codes``; timeouts, connection failures and open breakers
 always fall back. When every target fails, the last target's error is returned with
-``x-gateway-fallback-exhausted: true``.
+``x-gateway-fallback-exhausted: true``. A guardrail's deny (446) ends the request: it is never retried, never
+counted by a breaker and never a reason to fall back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gateway import _speedups
 from gateway.http.errors import (
     CircuitOpen,
     GatewayError,
+    GuardrailDenied,
     RequestTimeout,
     UpstreamTimeout,
     UpstreamUnreachable,
@@ -107,6 +109,8 @@ class Router:
         for i, child in enumerate(children):
             try:
                 return await self.run(child, attempt, state)
+            except GuardrailDenied:
+                raise
             except GatewayError as error:
                 last = error
                 codes = node.fallback_codes[i]
@@ -143,6 +147,8 @@ class Router:
                         ) from None
                 else:
                     outcome = await attempt(node)
+            except GuardrailDenied:
+                raise
             except GatewayError as error:
                 if breaker is not None and counts_as_failure(error.status, breaker.failure_status_codes):
                     if await self.breaker.record_failure(

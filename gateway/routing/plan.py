@@ -4,6 +4,10 @@ Each Node knows its JSON path (``config``, ``config.targets[1]``, ``config.targe
 ``x-gateway-last-used-option-index``), its effective config, its strategy and, per strategy, what it needs at run
 time: cumulative weights (loadbalance), compiled condition queries and the target index of each name
 (conditional), and the status codes on which each target falls back (fallback).
+
+``has_steps`` says whether a node's effective config caches answers or runs hooks or guardrails, and
+``tree_has_steps`` whether it or any node below it does: the pipeline reads these flags so a request whose config
+has neither pays for nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from gateway.http.errors import InvalidRequest
 class Node:
     __slots__ = (
         "config", "children", "path", "mode", "cumulative", "total_weight", "compiled", "then_index",
-        "default_index", "fallback_codes", "breaker_key", "has_breakers", "direct",
+        "default_index", "fallback_codes", "breaker_key", "has_breakers", "direct", "has_steps", "tree_has_steps",
     )
 
     def __init__(self, config: Config, path: str, root_id: str) -> None:
@@ -42,6 +46,9 @@ class Node:
         self.has_breakers = False
         #: a lone target with no retry, breaker or request_timeout of its own: one plain attempt
         self.direct = False
+        #: this node's effective config has a cache or hooks/guardrails; tree_: it or any node below it
+        self.has_steps = _has_steps(config)
+        self.tree_has_steps = self.has_steps
 
     def pick_weighted(self) -> Node:
         """A child drawn by weight (weight 0 is never drawn)."""
@@ -50,6 +57,12 @@ class Node:
         point = random.random() * self.total_weight
         index = bisect.bisect_right(self.cumulative, point)
         return self.children[min(index, len(self.children) - 1)]
+
+
+def _has_steps(config: Config) -> bool:
+    return (config.cache is not None or config.before_request_hooks is not None
+            or config.after_request_hooks is not None or config.input_guardrails is not None
+            or config.output_guardrails is not None)
 
 
 #: routing trees remembered per planner
@@ -90,6 +103,7 @@ class Planner:
             child = self._build(child_raw, config, f"{path}.targets[{i}]", root_id)
             node.children.append(child)
             node.has_breakers = node.has_breakers or child.config.cb_config is not None or child.has_breakers
+            node.tree_has_steps = node.tree_has_steps or child.tree_has_steps
         if node.mode == "loadbalance":
             total = 0.0
             for child_raw in raw.targets:

@@ -1,0 +1,95 @@
+"""Saved-guardrail routes: ``/v1/guardrails`` create and list, ``/v1/guardrails/{guardrail_id}`` get, update
+and delete (admin keys; records of the caller's workspace).
+
+``POST`` takes ``{name, checks, deny, async, on_fail, on_success, workspace_id}`` validated as a config's items are
+(a bad field is a 400 naming it, e.g. ``checks[0].parameters.rule``) and answers 201 with the record. ``PUT`` takes
+any of those fields (``checks`` replaces the list) and validates the merged record. ``GET /v1/guardrails`` pages
+with ``current_page``, ``page_size`` and ``ids`` (see ``gateway.guardrails.saved``). Configs name a saved guardrail
+by its id; every worker sees a change within about GATEWAY_STATE_WATCH_INTERVAL_MS.
+
+The guardrails package (every built-in check) is imported at the first call of one of these routes, not when they
+are mounted: a worker that never uses guardrails never loads it.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gateway.api.admin import authorize, send_record
+from gateway.api.runtime import Runtime
+from gateway.http.body import read_request_body
+from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from gateway.controlplane.records import Repository
+    from gateway.guardrails.saved import SavedGuardrail
+    from gateway.guardrails.saved_cache import SavedGuardrailCache
+
+BODY_LIMIT = 1024 * 1024
+
+
+def _saved() -> ModuleType:
+    from gateway.guardrails import saved
+
+    return saved
+
+
+class GuardrailRoutes:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def cache(self) -> SavedGuardrailCache:
+        """This worker's saved-guardrail cache (made with the pipeline steps at first use)."""
+        return self.runtime.steps.saved
+
+    @property
+    def repo(self) -> Repository[SavedGuardrail]:
+        return self.runtime.steps.saved.repository
+
+    def routes(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("POST", "/v1/guardrails", self.create),
+            ("GET", "/v1/guardrails", self.list),
+            ("GET", "/v1/guardrails/{guardrail_id}", self.get),
+            ("PUT", "/v1/guardrails/{guardrail_id}", self.update),
+            ("DELETE", "/v1/guardrails/{guardrail_id}", self.delete),
+        ]
+
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        saved = _saved()
+        body = saved.parse_create(await read_request_body(scope, receive, BODY_LIMIT))
+        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+        record = saved.new_guardrail(body, workspace, caller.key.organisation)
+        record = await self.repo.create(record)
+        self.cache.invalidate()
+        await send_record(send, record, 201)
+
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        saved = _saved()
+        query = saved.parse_list_query(caller.query)
+        records = await self.repo.list(caller.workspace)
+        await send_json(send, 200, saved.encode_page(saved.list_page(records, query)))
+
+    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        await send_record(send, await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"]))
+
+    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        saved = _saved()
+        update = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
+        record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
+        record = await self.repo.replace(saved.updated_guardrail(record, update))
+        self.cache.invalidate()
+        await send_record(send, record)
+
+    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.repo.delete(caller.workspace, scope["path_params"]["guardrail_id"])
+        self.cache.invalidate()
+        await send_record(send, {"id": record.id, "object": "guardrail", "deleted": True})

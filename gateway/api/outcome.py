@@ -1,0 +1,62 @@
+"""What one attempt produces: a JSON answer or an upstream stream whose first events are read, and how reading
+such a stream fails (an in-band error held back, a broken connection, a read timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+from gateway.http.errors import GatewayError, UpstreamTimeout, UpstreamUnreachable
+from gateway.upstream.client import failure_text
+
+
+class JsonOutcome:
+    """A whole answer: unified JSON ``body``, the provider's usage, and the status to answer with (200; 246 when a
+    guardrail failed without denying)."""
+
+    __slots__ = ("body", "usage", "model", "provider", "status")
+
+    def __init__(self, body: bytes, usage: Any, model: str | None, provider: str, status: int = 200) -> None:
+        self.body = body
+        self.usage = usage
+        self.model = model
+        self.provider = provider
+        self.status = status
+
+
+class StreamOutcome:
+    """A stream to relay: the upstream ``response`` and its ``transformer``, the ``first`` events already read, and
+    the status to start the stream with."""
+
+    __slots__ = ("response", "transformer", "first", "provider", "model", "ended", "status")
+
+    def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
+                 model: str | None, ended: bool, status: int = 200) -> None:
+        self.response = response
+        self.transformer = transformer
+        self.first = first
+        self.provider = provider
+        self.model = model
+        #: the upstream stream already ended (and the transformer was closed) while reading the first events
+        self.ended = ended
+        self.status = status
+
+
+def held_error(transformer: Any) -> GatewayError | None:
+    """An in-band error a transformer held back so the events before it could go out first (see InBandErrorHolder)."""
+    return getattr(transformer, "held_error", None)
+
+
+def stream_broke(exc: BaseException, provider: str, when: str = "before the stream ended") -> GatewayError:
+    """An upstream stream that failed while being read: a read timeout (504) or a broken connection (502)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return UpstreamTimeout(f"timed out reading the {provider} stream {when} (read timeout)",
+                               extra={"provider": provider})
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        detail = "closed the connection"
+    else:
+        detail = failure_text(exc)
+    return UpstreamUnreachable(f"the {provider} stream broke off {when}: the upstream {detail}",
+                               extra={"provider": provider})
