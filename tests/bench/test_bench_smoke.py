@@ -119,3 +119,10 @@ def test_aggregates_bench_reports_each_window() -> None:
     for window in report["report"].values():
         assert window["all_workspaces"]["median_ms"] > 0 and window["one_workspace"]["median_ms"] > 0
     assert report["raw_day_query_for_scale"]["median_ms"] > 0
+
+
+def test_cache_benchmark_reports_hits_against_direct_calls() -> None:
+    report = run_json([sys.executable, "bench/cache.py", "--requests", "20", "--warmup", "5"], timeout=240)
+    assert report["statuses"] == {"hit": "HIT", "stream_hit": "HIT", "semantic_hit": "SEMANTIC_HIT"}
+    assert set(report["latency_ms"]) == {"direct", "gateway", "hit", "stream_hit", "semantic_hit"}
+    assert all(count == 0 for count in report["errors"].values())

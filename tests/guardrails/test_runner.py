@@ -237,3 +237,21 @@ async def test_async_results_go_to_the_log_by_default(runner, caplog):
         await asyncio.sleep(0.05)
     line = next(r.getMessage() for r in caplog.records if "audit" in r.getMessage())
     assert "async before-request hook audit" in line and '"verdict":false' in line
+
+
+async def test_a_phase_hands_back_its_async_items_as_tasks(runner):
+    cfg = config(input_guardrails=[{"id": "audit", "async": True, **WORDS}, {"id": "sync", **WORDS}])
+    outcome = await runner.before(cfg, chat("one two three four"))
+    assert [r.id for r in outcome.results] == ["sync"]
+    (task,) = outcome.background
+    result = await task
+    assert result.id == "audit" and result.async_ is True and result.verdict is False
+
+
+async def test_after_may_change_says_when_a_stream_must_be_held(runner):
+    assert not await runner.after_may_change(config(output_guardrails=[WORDS]), chat("x"))
+    assert not await runner.after_may_change(config(output_guardrails=[{"async": True, **WORDS}]), chat("x"))
+    assert await runner.after_may_change(config(output_guardrails=[{"deny": True, **WORDS}]), chat("x"))
+    assert await runner.after_may_change(config(output_guardrails=[{"default.pii": {"redact": True}}]), chat("x"))
+    assert await runner.after_may_change(config(output_guardrails=[{"on_success": {"deny": True}, **WORDS}]),
+                                         chat("x"))

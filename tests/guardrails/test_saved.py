@@ -30,9 +30,8 @@ def bad(raw) -> InvalidRequest:
 
 
 def test_create_makes_a_record_and_it_encodes_with_async_spelled_as_on_the_wire():
-    record = new_guardrail(parse_create(json.dumps(BODY).encode()), "ws1", now=1000)
-    assert record.id.startswith("gr_") and record.workspace == "ws1"
-    assert record.created_at == record.updated_at == 1000
+    record = new_guardrail(parse_create(json.dumps(BODY).encode()), "ws1")
+    assert record.workspace_id == "ws1" and record.id == ""  # the repository gives the id and timestamps
     doc = json.loads(encode_page(list_page([record], parse_list_query({}))))["data"][0]
     assert doc["async"] is False and doc["deny"] is True and doc["checks"][0]["parameters"] == {"rule": "sk-[a-z0-9]+"}
 
@@ -49,7 +48,7 @@ def test_create_makes_a_record_and_it_encodes_with_async_spelled_as_on_the_wire(
         ({**BODY, "async": True}, "async"),
         ({**BODY, "on_fail": {"feedback": {"value": "x"}}}, "on_fail.feedback.value"),
         ({**BODY, "colour": "red"}, "colour"),
-        ({**BODY, "workspace": ""}, "workspace"),
+        ({**BODY, "workspace_id": ""}, "workspace_id"),
     ],
 )
 def test_bad_bodies_name_the_field(body, param):
@@ -61,18 +60,19 @@ def test_bodies_that_are_not_objects_are_refused():
     assert bad(b"[1]").param == "body"
 
 
-def test_update_merges_validates_and_moves_updated_at():
-    record = new_guardrail(parse_create(BODY), "ws1", now=1000)
-    changed = updated_guardrail(record, parse_update(b'{"name": "renamed", "deny": false}'), now=1000)
+def test_update_merges_and_validates():
+    record = new_guardrail(parse_create(BODY), "ws1", guardrail_id="gr_1", created_at="2026-01-01T00:00:00.000Z")
+    changed = updated_guardrail(record, parse_update(b'{"name": "renamed", "deny": false}'))
     assert changed.name == "renamed" and changed.deny is False and changed.checks == record.checks
-    assert changed.updated_at == 1001 and changed.created_at == 1000 and changed.id == record.id
+    assert changed.created_at == record.created_at and changed.id == record.id
     with pytest.raises(InvalidRequest) as info:
         updated_guardrail(record, parse_update({"async": True}))
     assert info.value.param == "async"  # async with the record's deny: true
 
 
 def records(n: int, workspace: str = "ws1"):
-    return [new_guardrail(parse_create(BODY), workspace, now=100 + i, guardrail_id=f"gr_{i:02d}") for i in range(n)]
+    return [new_guardrail(parse_create(BODY), workspace, guardrail_id=f"gr_{i:02d}",
+                          created_at=f"2026-01-01T00:00:{i:02d}.000Z") for i in range(n)]
 
 
 def test_paging_newest_first():

@@ -1,0 +1,158 @@
+"""The semantic cache through the real gateway with the packaged model: paraphrases hit, different questions and
+other numbers miss, streams replay a semantic hit, every worker and every instance finds what another stored,
+and embeddings may come from a provider called through the gateway itself.
+
+An entry reaches a worker's index within about a quarter of a second; to wait for it without storing anything,
+``probe`` asks with an output guardrail that always denies: a 446 is never cached, and its
+``x-gateway-cache-status`` still says whether the cache would have answered (its misses do reach the upstream,
+so these tests compare answers rather than count upstream calls).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import redis
+
+from tests.support.http import post, request, stream_events
+from tests.support.redis_servers import random_prefix, test_redis_url
+from tests.support.servers import ADMIN_KEY, start_gateway
+
+NEVER = {"deny": True, "default.contains": {"words": ["no answer has this"], "operator": "all"}}
+
+
+def config(base: str) -> dict:
+    return {"provider": "vendorA", "api_key": "sk-test", "custom_host": base + "/v1", "cache": {"mode": "semantic"}}
+
+
+def ask(url: str, cfg: dict, question: str, **extra):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": question}], **extra}
+    return post(url + "/v1/chat/completions", body,
+                {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": json.dumps(cfg),
+                 "content-type": "application/json"})
+
+
+def status_of(resp) -> str:
+    return resp.headers["x-gateway-cache-status"]
+
+
+def probe(url: str, cfg: dict, question: str, timeout: float = 30.0) -> set[str]:
+    """Ask (storing nothing) until the cache answers ``question``; the workers (trace-id prefixes) that did."""
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = ask(url, {**cfg, "output_guardrails": [NEVER]}, question)
+        assert resp.status == 446, resp.text
+        if status_of(resp) in ("HIT", "SEMANTIC_HIT"):
+            return {resp.headers["x-gateway-trace-id"][:16]}
+        assert time.monotonic() < deadline, f"the cache never answered {question!r}"
+        time.sleep(0.1)
+
+
+def test_paraphrases_hit_and_different_questions_miss(gateway, mock):
+    base = mock.scenario([{"reply": "Use reversed() or list.reverse()."}, {}])
+    cfg = config(base)
+    first = ask(gateway.url, cfg, "How do I reverse a list in Python?")
+    assert first.status == 200 and status_of(first) == "MISS"
+    probe(gateway.url, cfg, "How can I reverse a Python list?")
+    hit = ask(gateway.url, cfg, "How can I reverse a Python list?")
+    assert status_of(hit) == "SEMANTIC_HIT"
+    assert hit.json()["choices"][0]["message"]["content"] == "Use reversed() or list.reverse()."
+    assert status_of(ask(gateway.url, cfg, "What is the capital of France?")) == "MISS"
+    assert status_of(ask(gateway.url, cfg, "How do I reverse a list in Python?")) == "HIT"  # the exact entry
+    other = ask(gateway.url, cfg, "How can I reverse a Python list?", temperature=0.7)
+    assert status_of(other) == "MISS"  # other parameters: another partition
+
+
+def test_the_literal_guard_keeps_other_numbers_apart(gateway, mock):
+    base = mock.scenario()
+    cfg = config(base)
+    assert status_of(ask(gateway.url, cfg, "Convert 10 USD to EUR")) == "MISS"
+    probe(gateway.url, cfg, "Please convert 10 USD to EUR")
+    assert status_of(ask(gateway.url, cfg, "Convert 100 USD to EUR")) == "MISS"
+
+
+def test_a_semantic_hit_is_replayed_to_a_stream(gateway, mock):
+    base = mock.scenario([{"reply": "Paris is the capital."}])
+    cfg = config(base)
+    assert status_of(ask(gateway.url, cfg, "What is the capital of France?")) == "MISS"
+    probe(gateway.url, cfg, "What's the capital city of France?")
+    body = {"model": "gpt-4o-mini", "stream": True,
+            "messages": [{"role": "user", "content": "What's the capital city of France?"}]}
+    status, resp_headers, events = stream_events(gateway.url + "/v1/chat/completions", body, {
+        "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": json.dumps(cfg), "content-type": "application/json"})
+    payloads = list(events)
+    assert status == 200 and resp_headers["x-gateway-cache-status"] == "SEMANTIC_HIT"
+    assert payloads[-1] == b"[DONE]"
+    text = "".join(json.loads(p)["choices"][0]["delta"].get("content") or "" for p in payloads[:-1])
+    assert text == "Paris is the capital."
+
+
+def test_every_worker_finds_what_another_stored(mock):
+    base = mock.scenario()
+    cfg = config(base)
+    server = start_gateway(workers=2)
+    try:
+        assert status_of(ask(server.url, cfg, "How do I open a file in Python?")) == "MISS"
+        workers: set[str] = set()
+        deadline = time.monotonic() + 60
+        while len(workers) < 2:  # a new connection each time: both workers take some
+            assert time.monotonic() < deadline, f"only {workers} answered from the cache"
+            workers |= probe(server.url, cfg, "How can I open a file in Python?")
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_env():
+    url, prefix = test_redis_url(), random_prefix()
+    yield {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix, "GATEWAY_STATE_TIMEOUT_MS": "5000"}
+    client = redis.Redis.from_url(url)
+    for key in client.scan_iter(match=prefix + "*"):
+        client.delete(key)
+    client.close()
+
+
+def test_instances_sharing_redis_share_semantic_entries(redis_env, mock):
+    base = mock.scenario()
+    cfg = config(base)
+    first, second = start_gateway(redis_env), start_gateway(redis_env)
+    try:
+        assert status_of(ask(first.url, cfg, "How do I install numpy?")) == "MISS"
+        probe(second.url, cfg, "How can I install numpy?")
+        assert status_of(ask(second.url, cfg, "How can I install numpy?")) == "SEMANTIC_HIT"
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_embeddings_from_a_provider_through_the_gateway(mock):
+    embedder = mock.scenario()
+    embeddings = {"provider": "vendorA", "api_key": "sk-embed", "custom_host": embedder + "/v1",
+                  "override_params": {"dimensions": 64}}
+    server = start_gateway({"GATEWAY_SEMANTIC_CACHE_EMBEDDINGS": json.dumps(embeddings),
+                            "GATEWAY_SEMANTIC_CACHE_EMBEDDING_MODEL": "text-embedding-3-small"})
+    base = mock.scenario()
+    cfg = config(base)
+    try:
+        assert status_of(ask(server.url, cfg, "What is a gateway?")) == "MISS"
+        # the mock's vectors hash the text: the same embedded text (the exact key differs) is a semantic hit
+        probe(server.url, cfg, "What is a gateway?   ")
+        assert status_of(ask(server.url, cfg, "What is a gateway?   ")) == "SEMANTIC_HIT"
+        assert status_of(ask(server.url, cfg, "Something else entirely")) == "MISS"
+    finally:
+        server.stop()
+    sent = [json.loads(r["body"]) for r in mock.calls(embedder)["requests"]]
+    assert sent[0] == {"model": "text-embedding-3-small", "input": "What is a gateway?", "dimensions": 64}
+    assert all(r["headers"].get("authorization") == "Bearer sk-embed" for r in mock.calls(embedder)["requests"])
+
+
+def test_a_bad_embeddings_setting_stops_the_start():
+    with pytest.raises(RuntimeError) as info:
+        start_gateway({"GATEWAY_SEMANTIC_CACHE_EMBEDDINGS": '{"provider": "nope"}'})
+    assert "GATEWAY_SEMANTIC_CACHE_EMBEDDINGS" in str(info.value)
+
+
+def test_health_shows_the_compiled_similarity_kernel(gateway):
+    assert "similarity" in request("GET", gateway.url + "/health").json()["speedups"]
