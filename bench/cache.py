@@ -28,9 +28,9 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from overhead import busy_cpus, summary_ms  # noqa: E402
-from procs import Stack  # noqa: E402
-from rawhttp import Connection, build_request  # noqa: E402
+from overhead import busy_cpus, summary_ms
+from procs import Stack
+from rawhttp import Connection, build_request
 
 PATHS = ("direct", "gateway", "hit", "stream_hit", "semantic_hit")
 QUESTION = "How do I reverse a list in Python?"

@@ -32,7 +32,7 @@ from gateway.cache.keys import partition, simple_key
 from gateway.cache.prompt import SemanticPrompt
 from gateway.cache.semantic import SemanticCache, semantic_partition, semantic_prompt
 from gateway.cache.stream import StreamAssembler, replay, replayable
-from gateway.config.schema import Config
+from gateway.config.schema import CacheConfig, Config
 from gateway.guardrails import (
     FeedbackRecord,
     GuardrailAnswer,
@@ -198,16 +198,16 @@ class RequestSteps:
                                              headers=self.ctx.raw_headers, stream=self.stream,
                                              workspace=self.ctx.workspace or "default")
         if config.cache is not None:
-            return new_body, await self._lookup(node, doc)
+            return new_body, await self._lookup(node, config.cache, doc)
         return new_body, None
 
-    async def _lookup(self, node: Node, doc: dict) -> JsonOutcome | StreamOutcome | None:
+    async def _lookup(self, node: Node, cache: CacheConfig, doc: dict) -> JsonOutcome | StreamOutcome | None:
         config = node.config
         ctx = self.ctx
-        self.max_age = max_age_s(config.cache.max_age)
+        self.max_age = max_age_s(cache.max_age)
         part = partition(ctx.workspace or "default", ctx.cache_namespace, ctx.metadata)
         self.cache_key = simple_key(part, config, self.endpoint, doc)
-        semantic = config.cache.mode == "semantic"
+        semantic = cache.mode == "semantic"
         if ctx.cache_force_refresh:
             self.record.cache_status = "REFRESH"
             if semantic:
@@ -287,7 +287,8 @@ class RequestSteps:
         if self.hit:
             return await self._answered_replay(outcome, after)
         try:
-            hold = after and await runner.after_may_change(node.config, self.view)
+            hold = after and node is not None and self.view is not None and await runner.after_may_change(
+                node.config, self.view)
         except BaseException:
             outcome.response.close()
             raise
@@ -416,7 +417,7 @@ class RequestSteps:
         except TimeoutError:
             log.warning("request %s: guardrails still running after %.0f s; its log line goes without them",
                         self.ctx.trace_id, LOG_WAIT_S)
-        except Exception:  # noqa: BLE001 - the log line is written whatever happened
+        except Exception:  # the log line is written whatever happened
             log.exception("guardrails after the answer failed")
         finally:
             recorder.record(record)

@@ -4,7 +4,6 @@ relayed stream, reading a whole stream before anything is sent (an output guardr
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
@@ -112,7 +111,7 @@ async def read_whole(outcome: StreamOutcome) -> list[bytes]:
         held = held_error(transformer)
         if held is not None:
             raise held
-    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         raise stream_broke(exc, outcome.provider) from None
     finally:
         response.close()

@@ -106,7 +106,7 @@ class ResponseCache:
         try:
             if await self.put(key, answer) and then is not None:
                 await then()
-        except Exception:  # noqa: BLE001 - nobody awaits this task
+        except Exception:  # nobody awaits this task
             log.exception("cache write failed")
 
     async def drain(self, timeout_s: float = 5.0) -> None:

@@ -23,8 +23,9 @@ import msgspec
 
 from gateway.cache.numeric import numpy
 from gateway.config.schema import Config
-from gateway.config.validate import ConfigError, ConfigParser
+from gateway.config.validate import ConfigParser
 from gateway.http.context import RequestContext
+from gateway.http.errors import ConfigError
 from gateway.providers.base import EMBEDDINGS, UpstreamCall
 from gateway.routing.execute import RunState
 from gateway.routing.params import needs_rewrite, rewrite

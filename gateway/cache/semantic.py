@@ -168,7 +168,7 @@ class SemanticCache:
                     pass
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - the follower must outlive one bad read
+            except Exception:  # the follower must outlive one bad read
                 log.exception("semantic cache: reading new entries failed")
             if loop.time() >= next_purge:
                 self.purge()

@@ -72,7 +72,7 @@ class GuardrailRunner:
             PLAN_CACHE_MAX)
         self._saved: BoundedCache[tuple[int, str, str], tuple[SavedRef, Any, CompiledHook]] = BoundedCache(
             SAVED_CACHE_MAX)
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[HookResult | None]] = set()
 
     # --- what the pipeline calls --------------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ import pytest
 
 from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
-from gateway.config.validate import parse_config
-from gateway.routing.plan import plan_for
+from gateway.config.validate import ConfigParser
+from gateway.routing.plan import Planner
 from gateway.settings import load
 from gateway.state.memory import MemoryStateStore
 from tests.support.asgi import call
@@ -46,14 +46,20 @@ async def app(tmp_path):
 
 
 def test_the_routing_tree_says_where_steps_apply():
+    parser = ConfigParser()
+    planner = Planner(parser)
+
+    def plan_for(text: str):
+        return planner.plan(parser.parse(text))
+
     key = '"provider": "vendorA", "api_key": "k"'
-    plain = plan_for(parse_config("{" + key + "}"))
+    plain = plan_for("{" + key + "}")
     assert not plain.has_steps and not plain.tree_has_steps
-    cached = plan_for(parse_config('{"strategy": {"mode": "fallback"}, "targets": [{' + key + '}, {' + key +
-                                   ', "cache": {"mode": "simple"}}]}'))
+    cached = plan_for('{"strategy": {"mode": "fallback"}, "targets": [{' + key + '}, {' + key +
+                      ', "cache": {"mode": "simple"}}]}')
     assert cached.tree_has_steps and not cached.children[0].has_steps and cached.children[1].has_steps
-    inherited = plan_for(parse_config('{"output_guardrails": [{"default.wordCount": {"maxWords": 3}}], '
-                                      '"strategy": {"mode": "single"}, "targets": [{' + key + '}]}'))
+    inherited = plan_for('{"output_guardrails": [{"default.wordCount": {"maxWords": 3}}], '
+                         '"strategy": {"mode": "single"}, "targets": [{' + key + '}]}')
     assert inherited.children[0].has_steps
 
 

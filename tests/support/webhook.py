@@ -23,7 +23,7 @@ class WebhookServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 return None
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
                 received.append((self.path, body))
