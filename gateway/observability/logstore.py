@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from typing import Any
 
 import msgspec
+
+from gateway.observability import sqlitefile
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS request_logs ("
@@ -46,30 +47,11 @@ class LogStore:
         self._lock = threading.Lock()
         self._since_prune = 0
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 5000")
-        return conn
-
     def open(self) -> None:
         """Create the table (several workers may race here: retried while the file is locked)."""
         with self._lock:
-            if self._conn is not None:
-                return
-            conn = self._connect()
-            for attempt in range(50):
-                try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                    break
-                except sqlite3.OperationalError:
-                    if attempt == 49:
-                        conn.close()
-                        raise
-                    time.sleep(0.05)
-            self._conn = conn
+            if self._conn is None:
+                self._conn = sqlitefile.open_wal(self.path, _SCHEMA)
 
     def insert(self, rows: list[tuple]) -> None:
         self.open()
@@ -111,7 +93,7 @@ class LogStore:
         sql.append("ORDER BY id DESC LIMIT ?")
         args.append(flt.limit + 1)
         self.open()
-        conn = self._connect()  # readers use their own connection: WAL lets them run beside the writer
+        conn = sqlitefile.connect(self.path)  # readers use their own connection: WAL lets them run beside the writer
         try:
             rows = conn.execute(" ".join(sql), args).fetchall()
         finally:

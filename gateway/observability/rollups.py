@@ -29,6 +29,8 @@ from typing import Any, Iterable
 
 import msgspec
 
+from gateway.observability import sqlitefile
+
 #: window name -> (seconds, slot seconds)
 WINDOWS: dict[str, tuple[int, int]] = {"15m": (900, 10), "1h": (3600, 60), "1d": (86400, 900)}
 RESOLUTIONS: tuple[int, ...] = tuple(sorted({slot for _, slot in WINDOWS.values()}))
@@ -242,30 +244,11 @@ class RollupStore:
         self._lock = threading.Lock()
         self._last_prune = 0.0
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 5000")
-        return conn
-
     def open(self) -> None:
         """Create the tables (workers may race here: retried while the file is locked)."""
         with self._lock:
-            if self._conn is not None:
-                return
-            conn = self._connect()
-            for attempt in range(50):
-                try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                    break
-                except sqlite3.OperationalError:
-                    if attempt == 49:
-                        conn.close()
-                        raise
-                    time.sleep(0.05)
-            self._conn = conn
+            if self._conn is None:
+                self._conn = sqlitefile.open_wal(self.path, _SCHEMA)
 
     def add(self, batch: list[RequestStats], now: float | None = None) -> None:
         """Add a batch of requests to every resolution's slots (one write transaction)."""
@@ -304,7 +287,7 @@ class RollupStore:
                 args.append(value)
         slot_latency = _SLOT_LATENCY if provider is None and model is None else _SLOT_LATENCY_OF_GROUP
         self.open()
-        conn = self._connect()  # readers use their own connection: WAL lets them run beside the writer
+        conn = sqlitefile.connect(self.path)  # readers use their own connection: WAL lets them run beside the writer
         try:
             conn.execute("BEGIN")  # one snapshot for every table
             rows = WindowRows(*(conn.execute(sql.format(where=where), args).fetchall()

@@ -175,8 +175,16 @@ class SQLiteStateStore(StateStore):
                 count_state_store_error(self.backend, "purge")
 
     async def _do(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(conn, *args)`` on the state connection's thread, SQLite errors turned into state-store errors."""
+        return await self._on(self._state, operation, fn, *args)
+
+    async def _cached(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """The same on the cache connection's thread (cache writes never queue behind counters)."""
+        return await self._on(self._cache, operation, fn, *args)
+
+    async def _on(self, thread: _SqliteThread, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return await self._state.call(fn, *args)
+            return await thread.call(fn, *args)
         except sqlite3.OperationalError as exc:
             count_state_store_error(self.backend, operation)
             raise StateStoreUnavailable(f"embedded state store: {operation}: {exc}") from None
@@ -225,16 +233,6 @@ class SQLiteStateStore(StateStore):
 
     def _space_purge(self, _: sqlite3.Connection, now: int) -> None:
         self._opened_space().purge(now)
-
-    async def _cached(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return await self._cache.call(fn, *args)
-        except sqlite3.OperationalError as exc:
-            count_state_store_error(self.backend, operation)
-            raise StateStoreUnavailable(f"embedded state store: {operation}: {exc}") from None
-        except sqlite3.Error as exc:
-            count_state_store_error(self.backend, operation)
-            raise StateStoreError(f"embedded state store: {operation}: {exc}") from None
 
     # -- leases ----------------------------------------------------------------------------------------------
 
