@@ -97,6 +97,30 @@ def test_a_saved_config_may_name_slugs(gateway, mock):
     assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-from-slug"
 
 
+def test_a_saved_config_naming_an_unknown_slug_is_a_400_and_a_deleted_slug_stops_it(gateway, mock):
+    admin, other = create_key(gateway), create_key(gateway)
+    base = mock.scenario()
+    slug = {"slug": "kept", "provider": "vendorA", "api_key": "sk-from-slug", "custom_host": base + "/v1"}
+    assert api(gateway, "POST", "/v1/providers", slug, other["key"]).status == 201  # another workspace's
+    for config, param in (({"provider": "@kept"}, "config.provider"),
+                          ({"virtual_key": "kept"}, "config.virtual_key"),
+                          ({"strategy": {"mode": "fallback"}, "targets": [{"provider": "@kept"}]},
+                           "config.targets[0].provider")):
+        resp = api(gateway, "POST", "/v1/configs", {"name": "x", "config": config}, admin["key"])
+        assert resp.status == 400, resp.text
+        assert resp.json()["error"]["param"] == param and "@kept" in resp.json()["error"]["message"]
+    assert api(gateway, "POST", "/v1/providers", slug, admin["key"]).status == 201
+    record = save(gateway, admin, {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@kept"}]})
+    resp = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": {"provider": "@gone"}}, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == "config.provider"
+    assert chat(gateway, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+    # deleting the slug later leaves the config saved; requests using it answer 400 naming where
+    assert api(gateway, "DELETE", "/v1/providers/kept", key=admin["key"]).status == 200
+    resp = chat(gateway, admin["key"], **{"x-gateway-config": record["id"]})
+    assert resp.status == 400 and resp.json()["error"]["param"] == "targets[0].provider", resp.text
+    assert api(gateway, "GET", f"/v1/configs/{record['id']}", key=admin["key"]).status == 200
+
+
 def test_another_workspaces_config_is_unknown(gateway, mock):
     first, second = create_key(gateway), create_key(gateway)
     record = save(gateway, first, target(mock.scenario()))
