@@ -3,8 +3,9 @@
 ``ConfigReferences.refs_of`` finds them once per parsed Config (cached by identity; None for the usual config that
 names none, so such a request pays one dict lookup). ``expand`` turns each slug reference into the slug's provider and
 credentials, per workspace, through the worker's ``RecordCache``: a key the config node sets itself wins over the
-slug's, and the expanded Config is cached until the records change. ``prompt_id`` is honoured at the config's root
-only (a target's own ``prompt_id`` is a 400 naming it).
+slug's, and the expanded Config is cached until the records change. A slug's secrets go only to the host the slug
+defines (``gateway.config.slug_hosts``, checked here at every calling target). ``prompt_id`` is honoured at the
+config's root only (a target's own ``prompt_id`` is a 400 naming it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from msgspec.structs import replace
 
 from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
+from gateway.config.slug_hosts import EMPTY, Scope, SlugUse
 from gateway.controlplane.directory import SLUG, RecordCache, RecordsNeeded
 from gateway.controlplane.providers import CREDENTIAL_FIELDS
 from gateway.http.errors import InvalidRequest
@@ -59,26 +61,31 @@ def _scan(node: Config, path: str, slugs: list[str]) -> None:
         _scan(target, f"{_join(path, 'targets')}[{i}]", slugs)
 
 
-def _expand(node: Config, path: str, workspace: str, records: RecordCache) -> Config:
+def _expand(node: Config, path: str, workspace: str, records: RecordCache, above: Scope) -> Config:
     changes: dict[str, Any] = {}
     found = slug_name(node)
+    use = None
     if found is not None:
         name, field = found
         slug = records.slug(workspace, name)
         if slug is None:
             param = _join(path, field)
             raise InvalidRequest(f"invalid config: {param}: unknown provider slug '@{name}'", param=param)
+        use = SlugUse(name, slug, _join(path, field))
         changes["provider"] = slug.provider
         changes["virtual_key"] = None
         for key in CREDENTIAL_FIELDS:
             value = getattr(slug, key)
             if value is not None and getattr(node, key) is None:
                 changes[key] = value
+    scope = above.below(node, path, use)
     if node.targets:
-        targets = [_expand(t, f"{_join(path, 'targets')}[{i}]", workspace, records)
+        targets = [_expand(t, f"{_join(path, 'targets')}[{i}]", workspace, records, scope)
                    for i, t in enumerate(node.targets)]
         if any(new is not old for new, old in zip(targets, node.targets)):
             changes["targets"] = targets
+    else:
+        scope.check_leaf()
     return replace(node, **changes) if changes else node
 
 
@@ -120,6 +127,6 @@ class ConfigReferences:
         missing = [(SLUG, workspace, name) for name in refs.slugs if not records.has(SLUG, workspace, name)]
         if missing:
             raise RecordsNeeded(missing)
-        expanded = _expand(config, "", workspace, records)
+        expanded = _expand(config, "", workspace, records, EMPTY)
         records.keep(key, (config, expanded))
         return expanded

@@ -2,7 +2,8 @@
 
 1. ``x-gateway-provider`` + ``Authorization: Bearer`` (the token becomes the provider's own auth);
 2. ``x-gateway-provider: @slug`` or the legacy ``x-gateway-virtual-key`` (a provider slug of the caller's
-   workspace: its provider and credentials; header values fill what the slug leaves unset);
+   workspace: its provider and credentials; header values fill what the slug leaves unset, but never the host
+   a slug holding secrets is sent to: ``gateway.config.slug_hosts``);
 3. ``x-gateway-config``: a JSON config (starts with ``{``) or a saved config's id (of the caller's workspace);
 4. ``x-gateway-custom-host`` + ``x-gateway-provider`` + bearer.
 
@@ -26,6 +27,7 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.config.references import ConfigReferences
 from gateway.config.schema import Config
+from gateway.config.slug_hosts import check_header_values
 from gateway.config.validate import ConfigParser, decode_config
 from gateway.controlplane.directory import RecordCache
 from gateway.http.context import RequestContext
@@ -154,6 +156,7 @@ class ConfigResolver:
         values = _header_values(ctx)
         values.pop("provider", None)
         unset = {k: v for k, v in values.items() if getattr(slug, k) is None}
+        check_header_values(name, slug, unset, param)
         config = msgspec.structs.replace(slug, **unset) if unset else slug
         records.keep(key, config)
         return config

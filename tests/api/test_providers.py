@@ -89,12 +89,14 @@ def test_a_slug_identifies_the_provider_in_every_spelling(gateway, mock):
 def test_a_config_node_keeps_the_keys_it_sets_itself(gateway, mock):
     admin = create_key(gateway)
     slug_base, own_base = mock.scenario(), mock.scenario()
-    make_slug(gateway, admin, slug_base, "team")
-    config = {"provider": "@team", "custom_host": own_base + "/v1"}
+    make_slug(gateway, admin, slug_base, "team", vendorA_organization="org-slug")
+    config = {"provider": "@team", "api_key": "sk-own", "vendorA_organization": "org-own",
+              "custom_host": own_base + "/v1"}
     resp = chat(gateway, admin["key"], **{"x-gateway-config": msgspec.json.encode(config).decode()})
     assert resp.status == 200
     assert mock.calls(own_base)["calls"] == 1 and mock.calls(slug_base)["calls"] == 0
-    assert sent_authorization(mock, own_base) == f"Bearer {SECRET}"
+    sent = mock.calls(own_base)["requests"][-1]["headers"]
+    assert sent["authorization"] == "Bearer sk-own" and sent["openai-organization"] == "org-own"
 
 
 def test_unknown_slugs_are_400s_naming_where(gateway, mock):
