@@ -1,5 +1,9 @@
-"""``GET /metrics``: Prometheus text exposition, for admin keys (``x-gateway-api-key`` or ``Authorization: Bearer``)
-unless ``GATEWAY_METRICS_PUBLIC=1``."""
+"""``GET /metrics``: Prometheus text exposition, for the root key (``x-gateway-api-key`` or ``Authorization: Bearer``)
+unless ``GATEWAY_METRICS_PUBLIC=1``.
+
+The series sum every workspace's traffic, so a workspace's own admin key (like a member key) gets 403: only the
+organisation-wide root key (``GATEWAY_ADMIN_KEY``, the generated bootstrap key, or one made with
+``gateway keys create --root``) reads them."""
 
 from __future__ import annotations
 
@@ -36,8 +40,10 @@ class MetricsEndpoint:
             record = runtime.keys.known(key) or await runtime.keys.lookup(key)
             if record is None:
                 raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
-            if record.role != "admin":
-                raise Forbidden("/metrics needs an admin key", param="x-gateway-api-key")
+            if not record.root:
+                raise Forbidden("/metrics shows every workspace's traffic: it needs the root admin key "
+                                "(GATEWAY_ADMIN_KEY or a key made with gateway keys create --root)",
+                                param="x-gateway-api-key")
         from gateway.observability import metrics
 
         body = await asyncio.to_thread(metrics.render)
