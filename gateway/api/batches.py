@@ -25,6 +25,7 @@ import msgspec
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, int_query, query_values
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
+from gateway.api.prompted import resolve as resolve_config
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
@@ -107,7 +108,7 @@ class BatchRoutes:
                 "a batch the gateway runs sends every line through the pipeline with this request's provider: send "
                 "x-gateway-provider (with Authorization), a provider slug or x-gateway-config",
                 param="x-gateway-provider")
-        jobs.runtime.resolver.resolve(ctx)
+        await resolve_config(jobs.runtime.resolver, jobs.runtime.records, ctx)  # a bad one is a 400 now, not per line
         try:
             source = await jobs.files.get(workspace, request.input_file_id)
         except NotFound as error:

@@ -60,7 +60,7 @@ class FileRoutes:
         ctx = caller.ctx
         limit = jobs.settings.file_max_bytes
         if names_provider(ctx):
-            target = jobs.forwarder.target(ctx, FILES)
+            target = await jobs.forwarder.target(ctx, FILES)
             upload = await receive_upload(scope, receive, limit, None, jobs.spool_dir, spool=True)
             assert upload.spool is not None  # spool=True: the file part is spooled
             try:

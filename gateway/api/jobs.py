@@ -63,6 +63,7 @@ class Jobs:
         """The authenticated caller (its key needs the ``inference`` scope); a bearer that served as the gateway key
         is dropped from the context."""
         caller = await authorize(self.runtime, scope, admin=False, needs="inference")
+        caller.ctx.workspace = caller.workspace  # slugs and saved configs are those of the workspace acted in
         if not caller.ctx.api_key:
             caller.ctx.api_key = caller.ctx.bearer
             caller.ctx.bearer = None

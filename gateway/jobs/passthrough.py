@@ -1,8 +1,9 @@
 """Forwarding files, batches, fine-tuning and stored-responses calls to the provider a request identifies.
 
-The request's provider comes from the same four ways as inference (``ConfigResolver.resolve``); a config must come down
-to one target (a lone target, or ``single`` strategies leading to one), since the ids of these resources belong to
-one provider account: fallbacks and load balancing make no sense for them. The adapter builds the URL and auth
+The request's provider comes from the same four ways as inference (``ConfigResolver.resolve``, with the slugs and
+saved configs of the caller's workspace); a config must come down to one target (a lone target, or ``single``
+strategies leading to one), since the ids of these resources belong to one provider account: fallbacks and load
+balancing make no sense for them. The adapter builds the URL and auth
 (``resource_request``); a provider without the resource answers 400 naming it before anything is sent. The
 upstream's 2xx answer is relayed as it came (a JSON object, else a 502 naming the provider); a non-2xx answer is
 the provider's error in the unified format with its status (an unknown id stays a 404).
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import msgspec
 
+from gateway.api.prompted import resolve as resolve_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
@@ -66,10 +68,12 @@ class Forwarder:
         self.runtime = runtime
         self.client: UpstreamClient = runtime.client
 
-    def target(self, ctx: RequestContext, resource: str) -> tuple[ProviderAdapter, Any]:
-        """The adapter and effective config for ``resource`` (400 when none is identified or it lacks it)."""
+    async def target(self, ctx: RequestContext, resource: str) -> tuple[ProviderAdapter, Any]:
+        """The adapter and effective config for ``resource`` (400 when none is identified or it lacks it). Provider
+        slugs and saved configs are those of the caller's workspace (``ctx.workspace``, set from its key)."""
         runtime = self.runtime
-        node = _single_target(runtime.planner.plan(runtime.resolver.resolve(ctx)))
+        config = await resolve_config(runtime.resolver, runtime.records, ctx)
+        node = _single_target(runtime.planner.plan(config))
         config = node.config
         if not config.provider:
             raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
@@ -81,7 +85,7 @@ class Forwarder:
                    body: Any = b"", content_type: str | None = None,
                    target: tuple[ProviderAdapter, Any] | None = None) -> tuple[ProviderAdapter, aiohttp.ClientResponse]:
         """Send the call; the response's status is 2xx (otherwise the provider's error is raised)."""
-        adapter, config = target or self.target(ctx, resource)
+        adapter, config = target or await self.target(ctx, resource)
         if not isinstance(body, (bytes, bytearray)):
             # one payload for every send: a resend after a stale pooled connection starts from the file's start
             body = aiohttp.payload.get_payload(body)

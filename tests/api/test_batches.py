@@ -219,3 +219,31 @@ def test_the_input_file_of_a_running_batch_cannot_be_deleted(plain, openai_clien
     plain.batches.cancel(batch.id)
     wait_status(plain, batch.id, ("cancelled",))
     assert plain.files.delete(file_id).deleted
+
+
+def test_a_gateway_run_batch_uses_the_slug_of_its_workspace(gateway, mock):
+    """A batch created with a provider slug resolves it in the creating key's workspace; another workspace's key
+    naming that slug gets 400 (unknown slug) and nothing is sent."""
+    from tests.support.controlplane import api, create_key
+
+    owner, stranger = create_key(gateway), create_key(gateway)
+    base = mock.scenario()
+    slug = {"slug": "batch-slug", "provider": "vendorA", "api_key": "sk-batch-slug-0123456789",
+            "custom_host": base + "/v1"}
+    assert api(gateway, "POST", "/v1/providers", slug, owner["key"]).status == 201
+    own = OpenAI(base_url=f"{gateway.url}/v1", api_key=owner["key"], max_retries=0, timeout=60)
+    runner = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=60,
+                    default_headers={"x-gateway-api-key": owner["key"], "x-gateway-provider": "@batch-slug"})
+    batch = runner.batches.create(input_file_id=gateway_file(own, jsonl(3)), endpoint=CHAT,
+                                  completion_window="immediate")
+    done = wait_status(own, batch.id, ("completed", "failed"))
+    assert (done.status, done.request_counts.completed) == ("completed", 3), done
+    assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-batch-slug-0123456789"
+    theirs = OpenAI(base_url=f"{gateway.url}/v1", api_key=stranger["key"], max_retries=0, timeout=60)
+    for headers, param in (({"x-gateway-provider": "@batch-slug"}, "x-gateway-provider"),
+                           ({"x-gateway-config": '{"provider": "@batch-slug"}'}, "provider")):
+        with pytest.raises(BadRequestError) as caught:
+            theirs.batches.create(input_file_id=gateway_file(theirs, jsonl(1)), endpoint=CHAT,
+                                  completion_window="immediate", extra_headers=headers)
+        assert caught.value.param == param and "@batch-slug" in caught.value.body["message"]
+    assert mock.calls(base)["calls"] == 3

@@ -180,3 +180,29 @@ def test_a_large_upload_streams_to_disk_instead_of_memory(own_gateway):
     assert b'"bytes":67108864' in answer
     grew_mb = (peak_rss_kb(own_gateway.proc.pid) - before) / 1024
     assert grew_mb < 24, f"peak memory grew by {grew_mb:.0f} MB while a 64 MB file was uploaded"
+
+
+def test_a_slug_is_the_calling_keys_workspaces(gateway, mock):
+    """Files forwarded with a provider slug: the slug of the key's own workspace (its credentials and host), in
+    every spelling; another workspace's slug of that name is unknown."""
+    from tests.support.controlplane import api, create_key
+
+    owner, stranger = create_key(gateway, role="member"), create_key(gateway)
+    admin_of_owner = create_key(gateway, workspace=owner["workspace_id"])
+    base = mock.scenario()
+    slug = {"slug": "files-slug", "provider": "vendorA", "api_key": "sk-files-slug-0123456789",
+            "custom_host": base + "/v1"}
+    assert api(gateway, "POST", "/v1/providers", slug, admin_of_owner["key"]).status == 201
+    spellings = [{"x-gateway-provider": "@files-slug"}, {"x-gateway-virtual-key": "files-slug"},
+                 {"x-gateway-config": '{"provider": "@files-slug"}'}]
+    for headers in spellings:
+        resp = request("GET", f"{gateway.url}/v1/files", headers={"x-gateway-api-key": owner["key"], **headers})
+        assert resp.status == 200, (headers, resp.text)
+        assert resp.json()["object"] == "list" and resp.headers["x-gateway-provider"] == "vendorA"
+        assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-files-slug-0123456789"
+    calls = mock.calls(base)["calls"]
+    for headers, param in zip(spellings, ("x-gateway-provider", "x-gateway-virtual-key", "provider")):
+        resp = request("GET", f"{gateway.url}/v1/files", headers={"x-gateway-api-key": stranger["key"], **headers})
+        assert resp.status == 400, resp.text
+        assert resp.json()["error"]["param"] == param and "@files-slug" in resp.json()["error"]["message"]
+    assert mock.calls(base)["calls"] == calls
