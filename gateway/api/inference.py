@@ -45,6 +45,7 @@ DONE = b"data: [DONE]\n\n"
 #: endpoints whose answers are text, counted in tokens (and estimated when the provider reports none)
 _TEXT_ENDPOINTS = frozenset({CHAT, COMPLETIONS})
 _USAGE_OPTION = b'{"stream_options":{"include_usage":true},'
+PROMPTS_RUN = "prompts.run"
 
 
 def with_stream_usage(body: bytes, has_options: bool) -> bytes:
@@ -144,7 +145,9 @@ class Pipeline:
                     config = resolver.resolve(ctx, records)
                 except RecordsNeeded:
                     config = await prompted.resolve(resolver, records, ctx)
-                if config.prompt_id is not None:
+                if config.prompt_id is not None:  # renders a template: the scope the prompt routes need
+                    if PROMPTS_RUN not in key.scopes:
+                        raise missing_scope(PROMPTS_RUN)
                     body, config = await prompted.config_prompt(resolver, records, ctx, body, config, self.endpoint)
             request = self.parse(body)
             stream = bool(getattr(request, "stream", False))

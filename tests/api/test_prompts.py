@@ -197,6 +197,25 @@ def test_member_keys_may_render_and_run_but_not_manage(gateway, workspace):
     assert resp.status == 403 and resp.json()["error"]["code"] == "missing_scope"
 
 
+def test_a_configs_prompt_id_needs_the_prompts_run_scope_too(gateway, mock, workspace):
+    admin, base, prompt = workspace
+    narrow = create_key(gateway, "member", admin["workspace_id"], scopes=["inference"])
+    config = msgspec.json.encode({"prompt_id": prompt["id"]}).decode()
+    headers = {"x-gateway-api-key": narrow["key"], "content-type": "application/json", "x-gateway-config": config}
+    resp = post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES}, headers)
+    assert resp.status == 403, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "missing_scope" and "prompts.run" in error["message"]
+    assert mock.calls(base)["calls"] == 0
+    # the key may still run chat requests that render nothing
+    plain = post(f"{gateway.url}/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                 {**headers, "x-gateway-config": '{"provider": "@llm"}'})
+    assert plain.status == 200, plain.text
+    member = create_key(gateway, "member", admin["workspace_id"])
+    assert post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES},
+                {**headers, "x-gateway-api-key": member["key"]}).status == 200
+
+
 def test_prompts_are_workspace_scoped(gateway, workspace):
     _, _, prompt = workspace
     other = create_key(gateway)
