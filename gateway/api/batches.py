@@ -5,7 +5,8 @@ The body is checked first, every bad field a 400 naming it (``input_file_id`` re
 ``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters). Then:
 
 - an input file stored by the gateway (``file-gw-``) makes the gateway run the batch: every line goes through the
-  pipeline with this request's provider identification (which must be present) and other gateway headers. The
+  pipeline with this request's provider identification (which must be present) and other gateway headers, as the
+  key that created it (by id: rotating the key changes nothing, revoking it stops the batch). The
   window is ``GATEWAY_BATCH_WINDOW_S`` for ``immediate`` and 24 hours for ``24h``;
 - any other input file is the provider's: the batch is forwarded (``24h`` only: ``immediate`` is for batches the
   gateway runs).
@@ -44,9 +45,10 @@ _NOT_INHERITED = frozenset({"apikey", "traceid", "spanid", "parentspanid"})
 
 
 def line_headers(ctx: RequestContext, raw_headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """The headers every line of a gateway-run batch is sent with: the gateway key, the gateway headers (provider
-    identification, config, metadata...), a provider bearer and the headers named in forward_headers."""
-    out = [("x-gateway-api-key", ctx.api_key or "")]
+    """The headers every line of a gateway-run batch is sent with: the gateway headers (provider identification,
+    config, metadata...), a provider bearer and the headers named in forward_headers. Not the gateway key: the
+    lines run as the key that created the batch, by its id."""
+    out: list[tuple[str, str]] = []
     forwarded = set(ctx.forward_headers)
     for raw_name, raw_value in raw_headers:
         name = raw_name.decode("latin-1").lower()
@@ -90,7 +92,7 @@ class BatchRoutes:
         body = await read_request_body(scope, receive, ADMIN_BODY_LIMIT)
         request = parse_create_batch(body)
         if is_gateway_file(request.input_file_id):
-            batch = await self._create_gateway_batch(scope, caller.workspace, ctx, request)
+            batch = await self._create_gateway_batch(scope, caller.workspace, caller.key.key_id, ctx, request)
             await send_json(send, 200, _encode(batch), gateway_headers(ctx))
             return
         if request.completion_window == "immediate":
@@ -100,7 +102,7 @@ class BatchRoutes:
         await jobs.forwarder.relay_json(send, ctx, BATCHES, "POST", "/batches", body=body,
                                         content_type="application/json")
 
-    async def _create_gateway_batch(self, scope: Scope, workspace: str, ctx: RequestContext,
+    async def _create_gateway_batch(self, scope: Scope, workspace: str, key_id: str, ctx: RequestContext,
                                     request: CreateBatch) -> Batch:
         jobs = self.jobs
         if not names_provider(ctx):
@@ -121,7 +123,7 @@ class BatchRoutes:
         batch = Batch(id=f"{PREFIX}{uuid.uuid4().hex}", endpoint=request.endpoint,
                       input_file_id=request.input_file_id, completion_window=request.completion_window,
                       created_at=now, expires_at=now + window, metadata=request.metadata)
-        record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch,
+        record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch, key_id=key_id,
                              headers=line_headers(ctx, scope["headers"]))
         await jobs.batches.create(record)
         jobs.scheduler.poke()

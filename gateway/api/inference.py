@@ -24,7 +24,7 @@ from gateway.api import prompted
 from gateway.api.outcome import JsonOutcome, StreamOutcome, held_error, stream_broke
 from gateway.api.runtime import Runtime
 from gateway.controlplane.directory import RecordsNeeded
-from gateway.controlplane.keys import KeyRecord, missing_scope
+from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
@@ -70,17 +70,19 @@ def error_event(error: GatewayError) -> bytes:
     return b"data: " + error.body() + b"\n\n"
 
 
-async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None = None) -> KeyRecord:
-    """The caller's key record (its workspace set on ``ctx``): 401 without a known ``x-gateway-api-key``, 403 when
-    ``scope`` is given and the key lacks it. Never blocks the event loop."""
-    key = ctx.api_key
-    if not key:
-        raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = runtime.keys.known(key)
+async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None = None,
+                       record: KeyRecord | None = None) -> KeyRecord:
+    """The caller's key record (``record`` when already known; its workspace set on ``ctx``): 401 without a known
+    ``x-gateway-api-key``, 403 when ``scope`` is given and the key lacks it. Never blocks the event loop."""
     if record is None:
-        record = await runtime.keys.lookup(key)
+        key = ctx.api_key
+        if not key:
+            raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
+        record = runtime.keys.known(key)
         if record is None:
-            raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
+            record = await runtime.keys.lookup(key)
+            if record is None:
+                raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
     if scope is not None and scope not in record.scopes:
         raise missing_scope(scope)
     ctx.workspace = record.workspace
@@ -130,9 +132,10 @@ class Pipeline:
         try:
             ctx = build_context(scope["headers"])
             record.trace_id = ctx.trace_id
-            key = runtime.keys.known(ctx.api_key) if ctx.api_key else None
+            # no gateway key: an in-process request (a batch line) carries its key record in the scope
+            key = runtime.keys.known(ctx.api_key) if ctx.api_key else scope.get(IN_PROCESS_KEY)
             if key is None or not key.can_infer or self.prompt_route:
-                key = await authenticate(runtime, ctx, self.scope)
+                key = await authenticate(runtime, ctx, self.scope, None if ctx.api_key else key)
             ctx.workspace = record.workspace = key.workspace
             body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
             records = runtime.records

@@ -48,7 +48,7 @@ class Jobs:
         self.batches = BatchStore(runtime.store)
         self.forwarder = Forwarder(runtime)
         self.scheduler = BatchScheduler(
-            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers()))
+            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(), runtime.keys))
         spool = data_path(settings, "tmp")
         spool.mkdir(exist_ok=True)
         self.spool_dir = str(spool)

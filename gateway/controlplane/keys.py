@@ -69,6 +69,11 @@ LOOKUP_WAIT_S = 1.0
 BUSY_BACKOFF_S = 1.0
 
 
+#: the ASGI scope entry holding the KeyRecord of an in-process request (a line of a gateway-run batch, which runs
+#: as its creator's key by id): only the gateway's own dispatcher sets it, never the HTTP server
+IN_PROCESS_KEY = "gateway.key"
+
+
 def missing_scope(scope: str) -> Forbidden:
     """The 403 for a key that lacks ``scope``."""
     return Forbidden(f"this gateway key lacks the scope '{scope}'", param="x-gateway-api-key", code="missing_scope")
@@ -314,6 +319,19 @@ class KeyStore:
         self._pending: dict[str, asyncio.Future] = {}
         self._busy_until = 0.0
         self._generation = 0
+
+    async def by_id(self, key_id: str, workspace: str) -> KeyRecord | None:
+        """The key with id ``key_id`` acting in ``workspace`` (a gateway-run batch's), read from the store; None
+        once it is revoked (for ``admin``, the ``GATEWAY_ADMIN_KEY``: once that is unset)."""
+        if key_id == self._admin_record.key_id:
+            found = self._admin_record if self._admin is not None else None
+        else:
+            record = await self.keys.repo.find(key_id)
+            found = None if record is None else KeyRecord(record.workspace_id, record.role, record.organisation_id,
+                                                          record.id, record.root, frozenset(record.scopes))
+        if found is None or (found.workspace != workspace and not found.root):
+            return None
+        return KeyRecord(workspace, found.role, found.organisation, found.key_id, found.root, found.scopes)
 
     def known(self, secret: str) -> KeyRecord | None:
         """The key's record when memory already says (the admin key, a key found before); else None."""

@@ -1,10 +1,11 @@
 """Writing a finished batch's output and error files: one line per input line, in input order.
 
 The input file is read again line by line; each line's stored result goes to the output file (a 2xx answer) or
-the error file (anything else); a line without a result (the batch was cancelled or expired first) gets an error
-line saying so. Files are written under ids derived from the batch (``file-gw-<batch>-output`` / ``-errors``), so
-a finalization that is interrupted and run again replaces them instead of leaving strays. A file is created only
-when it has lines. The runner's counts and usage are recounted from exactly what is written.
+the error file (anything else); a line without a result (the batch was cancelled or expired first, or the key it
+ran as was revoked) gets an error line saying so (``batch_cancelled``, ``batch_expired``, ``key_revoked``). Files
+are written under ids derived from the batch (``file-gw-<batch>-output`` / ``-errors``), so a finalization that is
+interrupted and run again replaces them instead of leaving strays. A file is created only when it has lines. The
+runner's counts and usage are recounted from exactly what is written.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gateway.jobs.batch_output import OUTPUT, error_result
 from gateway.jobs.batch_store import PREFIX as BATCH_PREFIX
 from gateway.jobs.files import PREFIX as FILE_PREFIX
 from gateway.jobs.filestore import FileMissing, FileWriter
+from gateway.schema.batches import BatchError
 from gateway.schema.files import BATCH_OUTPUT
 
 if TYPE_CHECKING:
@@ -25,7 +27,14 @@ UNRUN = {
     "cancelled": ("batch_cancelled", "the batch was cancelled before this request ran"),
     "expired": ("batch_expired", "the batch expired before this request ran"),
     "completed": ("batch_request_lost", "this request has no recorded result"),
+    "failed": ("key_revoked", "the gateway key that created the batch ({key}) was revoked before this request ran"),
 }
+
+
+def key_revoked(key_id: str) -> BatchError:
+    """The batch-level error of a batch stopped because the key it runs as was revoked."""
+    return BatchError("key_revoked", f"the gateway key that created the batch ({key_id}) was revoked while it ran: "
+                      "requests not yet sent then failed (see the error file)")
 
 
 def output_ids(batch_id: str) -> tuple[str, str]:
@@ -78,6 +87,7 @@ async def write_outputs(runner: BatchRunner, final: str) -> tuple[str | None, st
     output = _OutFile(runner, out_id, f"{runner.id}_output.jsonl")
     errors = _OutFile(runner, err_id, f"{runner.id}_errors.jsonl")
     code, message = UNRUN[final]
+    message = message.format(key=runner.key_id)
     lines: list[tuple[int, bytes]] = []
 
     async def drain() -> None:

@@ -7,7 +7,10 @@ no valid line fails the batch) -> ``in_progress`` (lines run, at most ``GATEWAY_
 starting; lines already sent finish, then the batch becomes ``cancelled`` or ``expired`` with the results it has
 (lines that never ran get an error line, ``batch_cancelled`` or ``batch_expired``).
 
-Each line is one in-process request to the batch's endpoint with the batch's headers. A 429 the gateway itself
+Each line is one in-process request to the batch's endpoint with the batch's headers, run as the key that created
+the batch: looked up by its id when the run starts and again on every watch tick, so a rotated key's batch goes on
+and a revoked (deleted) key's batch stops: lines already sent finish, then the batch is ``failed`` with
+``key_revoked`` in ``errors`` and an error line of that code for every line that never ran. A 429 the gateway itself
 answered (a rate or usage limit policy) pauses every line of the batch for its Retry-After (1 s without one) and
 the line is sent again: limits are waited out, never counted as failures. Every line checks the pause right before
 it is sent, so once a limit is met only the lines already on their way meet it too: the batch goes at the pace its
@@ -30,8 +33,9 @@ from typing import Any, Callable
 
 import msgspec
 
+from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.errors import ServiceUnavailable
-from gateway.jobs.batch_finish import write_outputs
+from gateway.jobs.batch_finish import key_revoked, write_outputs
 from gateway.jobs.batch_lines import InputLine, LineChecker, custom_id_of, file_lines
 from gateway.jobs.batch_output import (
     OUTPUT,
@@ -58,6 +62,8 @@ TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
 MAX_ERRORS = 1000
 BACKOFF_MAX_S = 8.0
 STOP_CANCEL, STOP_EXPIRE, STOP_LEASE = "cancelled", "expired", "lease"
+#: the key the batch runs as is gone: the batch ends failed
+STOP_KEY = "failed"
 _line_decoder = msgspec.json.Decoder(InputLine)
 
 
@@ -65,8 +71,9 @@ class RunnerDeps:
     """What every runner of a worker shares."""
 
     def __init__(self, settings: Settings, batches: BatchStore, files: GatewayFiles,
-                 dispatcher: InProcessDispatcher, parsers: dict[str, Callable[[bytes], Any]]) -> None:
+                 dispatcher: InProcessDispatcher, parsers: dict[str, Callable[[bytes], Any]], keys: KeyStore) -> None:
         self.settings = settings
+        self.keys = keys
         self.batches = batches
         self.files = files
         self.dispatcher = dispatcher
@@ -93,6 +100,9 @@ class BatchRunner:
         self.batch: Batch | None = None
         self.workspace = ""
         self.headers: list[tuple[bytes, bytes]] = []
+        #: the id of the key the lines run as, and its record (None for records that carry the key in headers)
+        self.key_id = ""
+        self.key: KeyRecord | None = None
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None or reason == STOP_LEASE:
@@ -128,6 +138,8 @@ class BatchRunner:
         batch = self.batch = record.batch
         self.workspace = record.workspace_id
         self.headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in record.headers]
+        self.key_id = record.key_id
+        await self._check_key()  # the store unreachable: the run pauses (a later pass resumes it)
         if await self.store.cancel_requested(self.id):
             self.stop(STOP_CANCEL)
         elif batch.expires_at and time.time() >= batch.expires_at:
@@ -283,7 +295,7 @@ class BatchRunner:
         while True:
             if not await self._gate():
                 return
-            response = await self.deps.dispatcher.call("POST", item.url, headers, body)
+            response = await self.deps.dispatcher.call("POST", item.url, headers, body, self.key)
             if response.status == 429 and is_gateway_limit(response.body):
                 self.pause_until = max(self.pause_until, time.monotonic() + (retry_after_s(response.headers) or 1.0))
                 continue
@@ -352,6 +364,9 @@ class BatchRunner:
 
         def ended(batch: Batch) -> None:
             now = int(time.time())
+            if final == STOP_KEY:
+                errors = batch.errors.data if batch.errors is not None else []
+                batch.errors = BatchErrors(data=[*errors, key_revoked(self.key_id)])
             batch.status = final
             setattr(batch, f"{final}_at", now)
             batch.output_file_id, batch.error_file_id = outcome
@@ -403,8 +418,23 @@ class BatchRunner:
                     self.stop(STOP_LEASE)
                     return
 
+    async def _check_key(self) -> None:
+        """Read the key the batch runs as; stop the batch (failed) when it was revoked."""
+        if not self.key_id or self.stop_reason is not None:
+            return
+        key = await self.deps.keys.by_id(self.key_id, self.workspace)
+        if key is not None:
+            self.key = key
+        else:
+            log.warning("batch %s: the gateway key %s that created it was revoked; stopping", self.id, self.key_id)
+            self.stop(STOP_KEY)
+
     async def _watch(self) -> None:
         batch = self.current()
+        try:
+            await self._check_key()
+        except ServiceUnavailable:  # the store did not answer: the key read at the start stands until it does
+            pass
         if self.stop_reason is None:
             if await self.store.cancel_requested(self.id):
                 self.stop(STOP_CANCEL)

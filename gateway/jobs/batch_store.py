@@ -1,7 +1,8 @@
 """Where a gateway-run batch's state lives in the state store, so any worker or instance can resume it.
 
-- The batch record (kind ``batch``, per workspace): the public Batch object plus the headers its lines are sent
-  with. Written on state transitions only (a handful per batch), never per line.
+- The batch record (kind ``batch``, per workspace): the public Batch object, the headers its lines are sent with
+  and the id of the key it runs as (never a key secret). Written on state transitions only (a handful per batch),
+  never per line.
 - An ``active`` marker record (kind ``batch_active``) while the batch is unfinished: schedulers list these to find
   work, so finished batches cost nothing to skip.
 - Per-line results (KV ``batch:<id>:r:<line>``): the finished output line, stored with ``set_if_absent`` so a line
@@ -36,8 +37,11 @@ def is_gateway_batch(batch_id: str) -> bool:
 
 class BatchRecord(Entity, kw_only=True):
     batch: Batch
-    #: the headers every line is sent with (gateway key, provider identification, forwarded headers)
+    #: the headers every line is sent with (provider identification, forwarded headers; no gateway key)
     headers: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    #: the id of the gateway key that created the batch: its lines run as that key (empty in records written
+    #: before batches ran by key id: their headers hold the key itself)
+    key_id: str = ""
 
 
 class LiveCounts(msgspec.Struct):

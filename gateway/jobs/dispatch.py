@@ -2,8 +2,9 @@
 
 A batch line is a POST to its endpoint (``/v1/chat/completions``...) with the batch's headers, handed to the app
 exactly as Granian would hand it, so it meets everything a client request meets (authentication, config and
-routing, retries and fallbacks, cache, guardrails, limits, request logs). The answer is collected whole: batch
-lines never stream.
+routing, retries and fallbacks, cache, guardrails, limits, request logs). Its caller is the key record given as
+``key`` (the scope's ``IN_PROCESS_KEY`` entry, read when the request carries no gateway key): a batch runs as the
+key that created it, by id, and stores no key secret. The answer is collected whole: batch lines never stream.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord
 from gateway.http.errors import GatewayError
 from gateway.http.types import Message
 
@@ -38,13 +40,16 @@ class InProcessDispatcher:
     def __init__(self, app: Any) -> None:
         self.app = app
 
-    async def call(self, method: str, path: str, headers: Headers, body: bytes) -> LocalResponse:
-        scope = {
+    async def call(self, method: str, path: str, headers: Headers, body: bytes,
+                   key: KeyRecord | None = None) -> LocalResponse:
+        scope: dict[str, Any] = {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
             "root_path": "", "headers": [*headers, (b"content-length", str(len(body)).encode())],
             "client": ("127.0.0.1", 0), "server": None,
         }
+        if key is not None:
+            scope[IN_PROCESS_KEY] = key
         sent = False
         never: asyncio.Future | None = None
 

@@ -247,3 +247,59 @@ def test_a_gateway_run_batch_uses_the_slug_of_its_workspace(gateway, mock):
                                   completion_window="immediate", extra_headers=headers)
         assert caught.value.param == param and "@batch-slug" in caught.value.body["message"]
     assert mock.calls(base)["calls"] == 3
+
+
+def test_a_batch_runs_as_its_key_by_id_through_rotation_and_stops_when_the_key_is_revoked(mock):
+    """A gateway-run batch keeps no gateway key secret: it runs as the key that created it (by id), so rotating
+    the key mid-run changes nothing, and revoking it stops the batch, each remaining line failing with
+    ``key_revoked``."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.support.controlplane import api, create_key
+    from tests.support.servers import start_gateway
+
+    data_dir = tempfile.mkdtemp(prefix="gw-batch-keys-")
+    server = start_gateway({"GATEWAY_BATCH_CONCURRENCY": "2", "GATEWAY_BATCH_POLL_MS": "100"}, data_dir=data_dir)
+    try:
+        creator = create_key(server, role="member")
+        reader = create_key(server, workspace=creator["workspace_id"])
+        watch = OpenAI(base_url=f"{server.url}/v1", api_key=reader["key"], max_retries=0, timeout=60)
+        base = mock.scenario([{"delay_ms": 60}])
+        headers = {"x-gateway-api-key": creator["key"], "x-gateway-provider": "vendorA",
+                   "x-gateway-custom-host": base + "/v1"}
+
+        def start(lines: int) -> str:
+            client = OpenAI(base_url=f"{server.url}/v1", api_key="sk-provider", max_retries=0, timeout=60,
+                            default_headers=headers)
+            batch = client.batches.create(input_file_id=gateway_file(watch, jsonl(lines)), endpoint=CHAT,
+                                          completion_window="immediate")
+            deadline = time.monotonic() + 60
+            while watch.batches.retrieve(batch.id).request_counts.completed < 4:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            return batch.id
+
+        first = start(40)
+        rotated = api(server, "POST", f"/v1/api-keys/{creator['id']}/rotate", key=reader["key"])
+        assert rotated.status == 200, rotated.text
+        done = wait_status(watch, first, ("completed", "failed"))
+        assert (done.status, done.request_counts.completed, done.request_counts.failed) == ("completed", 40, 0)
+        stored = b"".join(p.read_bytes() for p in Path(data_dir).glob("state.db*"))
+        assert first.encode() in stored
+        assert creator["key"].encode() not in stored and rotated.json()["key"].encode() not in stored
+
+        headers["x-gateway-api-key"] = rotated.json()["key"]
+        second = start(200)
+        assert api(server, "DELETE", f"/v1/api-keys/{creator['id']}", key=reader["key"]).status == 200
+        done = wait_status(watch, second, ("completed", "failed"))
+        assert done.status == "failed" and done.failed_at
+        assert 4 <= done.request_counts.completed < 200 and done.request_counts.failed == 0
+        assert any(e.code == "key_revoked" for e in done.errors.data)
+        errors = read_jsonl(watch, done.error_file_id)  # as for a cancelled batch: lines that never ran
+        assert len(errors) == 200 - done.request_counts.completed
+        assert {e["error"]["code"] for e in errors} == {"key_revoked"}
+        assert creator["id"] in errors[0]["error"]["message"]
+        assert len(read_jsonl(watch, done.output_file_id)) == done.request_counts.completed
+    finally:
+        server.stop()

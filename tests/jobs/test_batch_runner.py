@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from gateway.api.jobs import batch_parsers
+from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
 from gateway.jobs.batch_scheduler import BatchScheduler
 from gateway.jobs.batch_store import BatchRecord, BatchStore, lease_key
@@ -64,7 +65,8 @@ class Harness:
         self.batches = BatchStore(store)
         self.files = GatewayFiles(store, DirectoryFileStore(tmp_path / "files"))
         self.app = app
-        self.deps = RunnerDeps(self.settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers())
+        self.deps = RunnerDeps(self.settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(),
+                               KeyStore(ApiKeys(store), None))
 
     async def batch(self, content: bytes, window_s: int = 3600) -> str:
         file_id = new_file_id()
