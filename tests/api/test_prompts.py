@@ -216,6 +216,17 @@ def test_a_configs_prompt_id_needs_the_prompts_run_scope_too(gateway, mock, work
                 {**headers, "x-gateway-api-key": member["key"]}).status == 200
 
 
+def test_a_configs_prompt_id_keeps_the_templates_slug_on_its_host(gateway, mock, workspace):
+    admin, base, prompt = workspace
+    outside = mock.scenario()
+    config = {"prompt_id": prompt["id"], "custom_host": outside + "/v1"}
+    headers = {"x-gateway-api-key": admin["key"], "content-type": "application/json",
+               "x-gateway-config": msgspec.json.encode(config).decode()}
+    resp = post(f"{gateway.url}/v1/chat/completions", {"variables": VARIABLES}, headers)
+    assert resp.status == 400 and resp.json()["error"]["param"] == "custom_host", resp.text
+    assert mock.calls(outside)["calls"] == 0 and mock.calls(base)["calls"] == 0
+
+
 def test_prompts_are_workspace_scoped(gateway, workspace):
     _, _, prompt = workspace
     other = create_key(gateway)
