@@ -7,6 +7,9 @@ them. Usage limits: ``type`` ``cost``, ``tokens`` or ``requests``; ``credit_limi
 number otherwise); ``alert_threshold`` >= 0 and below ``credit_limit``; ``periodic_reset`` ``weekly`` or
 ``monthly``, or ``periodic_reset_days`` 1..365, never both (neither: the limit is cumulative). Rate limits:
 ``type`` ``requests`` or ``tokens``; ``unit`` ``rpm``, ``rph`` or ``rpd``; ``value`` a whole number >= 0.
+Bounds: counts (tokens, requests, a rate limit's ``value``, and ``alert_threshold``) at most ``MAX_COUNT``, cost at
+most ``MAX_COST_USD``: every counter then stays below 2**53 (micro-dollars for cost), exact as a 64-bit integer in
+SQLite and Redis and as a number in Redis's Lua, so no stored policy can overflow a counter.
 ``type`` and ``group_by`` are fixed once created (the counters are named by them); everything else is updatable.
 """
 
@@ -31,12 +34,17 @@ STATUSES = ("active", "archived")
 USAGE_TYPES = ("cost", "tokens", "requests")
 RATE_TYPES = ("requests", "tokens")
 RATE_UNITS = ("rpm", "rph", "rpd")
+#: the largest token or request count a policy may name (below 2**53: exact wherever a counter is kept)
+MAX_COUNT = 10**15
+#: the largest cost limit, in USD (MAX_COUNT micro-dollars)
+MAX_COST_USD = 10**9
 
 Unset = msgspec.UnsetType
 T = TypeVar("T")
 UNSET = msgspec.UNSET
 Name = Annotated[str, msgspec.Meta(max_length=255)]
 Values = str | list[str]
+Count = Annotated[float, msgspec.Meta(ge=0, le=MAX_COUNT)]
 
 
 class Condition(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -65,8 +73,8 @@ class UsageLimitBody(msgspec.Struct, forbid_unknown_fields=True):
     conditions: Conditions | Unset = UNSET
     group_by: Groups | Unset = UNSET
     type: Literal["cost", "tokens", "requests"] | Unset = UNSET
-    credit_limit: Annotated[float, msgspec.Meta(ge=0)] | Unset = UNSET
-    alert_threshold: Annotated[float, msgspec.Meta(ge=0)] | None | Unset = UNSET
+    credit_limit: Count | Unset = UNSET
+    alert_threshold: Count | None | Unset = UNSET
     periodic_reset: Literal["weekly", "monthly"] | None | Unset = UNSET
     periodic_reset_days: Annotated[int, msgspec.Meta(ge=1, le=365)] | None | Unset = UNSET
     status: Literal["active", "archived"] | Unset = UNSET
@@ -82,7 +90,7 @@ class RateLimitBody(msgspec.Struct, forbid_unknown_fields=True):
     group_by: Groups | Unset = UNSET
     type: Literal["requests", "tokens"] | Unset = UNSET
     unit: Literal["rpm", "rph", "rpd"] | Unset = UNSET
-    value: Annotated[float, msgspec.Meta(ge=0)] | Unset = UNSET
+    value: Count | Unset = UNSET
     status: Literal["active", "archived"] | Unset = UNSET
     workspace_id: str | None = None
     organisation_id: str | None = None
@@ -179,6 +187,9 @@ def _check_usage(policy: UsageLimitPolicy) -> UsageLimitPolicy:
     limit = policy.credit_limit
     if policy.type != "cost":
         limit = _whole(limit, "credit_limit")
+    elif limit > MAX_COST_USD:
+        raise InvalidRequest(f"credit_limit of a cost limit must be at most {MAX_COST_USD} (USD), got {limit}",
+                             param="credit_limit")
     if policy.alert_threshold is not None and not policy.alert_threshold < limit:
         raise InvalidRequest(f"alert_threshold must be less than credit_limit ({policy.alert_threshold} >= "
                              f"{policy.credit_limit})", param="alert_threshold")

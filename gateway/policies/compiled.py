@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from gateway.controlplane.policies import Condition, RateLimitPolicy, UsageLimitPolicy
+from gateway.controlplane.policies import MAX_COUNT, Condition, RateLimitPolicy, UsageLimitPolicy
 from gateway.observability.cost import MICROS_PER_USD
 from gateway.policies import periods
 
@@ -125,7 +125,7 @@ class CompiledPolicy:
         if isinstance(record, RateLimitPolicy):
             self.rate = True
             self.measure = MEASURES[record.type]
-            self.limit = int(record.value)
+            self.limit = in_units(REQUESTS, record.value)
             self.unit = record.unit
         else:
             self.rate = False
@@ -175,10 +175,13 @@ def bucket_of(values: Sequence[str]) -> Bucket:
 
 
 def in_units(measure: int, amount: float) -> int:
-    """A limit as the counter counts it: micro-dollars for cost (rounded), whole requests or tokens otherwise."""
-    if measure == COST:
-        return int(round(amount * MICROS_PER_USD))
-    return int(amount)
+    """A limit as the counter counts it: micro-dollars for cost (rounded), whole requests or tokens otherwise.
+
+    Never above ``MAX_COUNT`` (a record stored before the API bounded limits counts as that), never below 0."""
+    units = amount * MICROS_PER_USD if measure == COST else amount
+    if not units < MAX_COUNT:  # NaN and infinities included
+        return MAX_COUNT
+    return max(0, int(round(units)) if measure == COST else int(units))
 
 
 def from_units(measure: int, amount: int) -> float | int:

@@ -12,11 +12,12 @@ import pytest
 
 from tests.support.http import post, request
 from tests.support.keys import add_key
-from tests.support.policies import ADMIN, RATE, USAGE, create, get
+from tests.support.policies import ADMIN, RATE, USAGE, chat, chat_headers, create, get
 from tests.support.servers import start_gateway
 
 MEMBER_KEY = "member-key-" + uuid.uuid4().hex
 OTHER_KEY = "other-workspace-key-" + uuid.uuid4().hex
+BOUNDS_KEY = "bounds-workspace-key-" + uuid.uuid4().hex
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
 
 USAGE_BODY = {"name": "Monthly cost per user", "conditions": [{"key": "workspace_id", "value": "*"}],
@@ -31,6 +32,7 @@ def gw():
     data_dir = tempfile.mkdtemp(prefix="gw-policies-")
     add_key(data_dir, MEMBER_KEY, "default", "member")
     add_key(data_dir, OTHER_KEY, "ws-other", "admin")
+    add_key(data_dir, BOUNDS_KEY, "ws-bounds", "admin")
     server = start_gateway(data_dir=data_dir)
     yield server
     server.stop()
@@ -125,6 +127,16 @@ USAGE_FAULTS = [
     ({"group_by": [{"key": "team"}]}, "group_by[0].key"),
     ({"type": "tokens", "credit_limit": 1.5, "alert_threshold": DROP}, "credit_limit"),
     ({"surprise": 1}, None),
+    # numbers past the bounds (counters stay exact 64-bit integers in every store) are refused, never stored
+    ({"credit_limit": 1e308}, "credit_limit"),
+    ({"credit_limit": 10**30}, "credit_limit"),
+    ({"credit_limit": 1_000_000_001, "alert_threshold": DROP}, "credit_limit"),
+    ({"type": "tokens", "credit_limit": 10**15 + 1, "alert_threshold": DROP}, "credit_limit"),
+    ({"type": "requests", "credit_limit": 2**63, "alert_threshold": DROP}, "credit_limit"),
+    ({"alert_threshold": 1e308}, "alert_threshold"),
+    ({"credit_limit": "10"}, "credit_limit"),
+    ({"credit_limit": True}, "credit_limit"),
+    ({"periodic_reset_days": 10**30, "periodic_reset": DROP}, "periodic_reset_days"),
 ]
 
 
@@ -147,6 +159,10 @@ RATE_FAULTS = [
     ({"unit": DROP}, "unit"),
     ({"name": "n" * 256}, "name"),
     ({"group_by": []}, "group_by"),
+    ({"value": 1e308}, "value"),
+    ({"value": 10**30}, "value"),
+    ({"value": 10**15 + 1}, "value"),
+    ({"value": "100"}, "value"),
 ]
 
 
@@ -155,6 +171,64 @@ def test_every_rate_limit_rule_is_a_400_naming_the_field(gw, change, param):
     resp = post(gw.url + RATE, body_with(RATE_BODY, change), ADMIN)
     assert resp.status == 400, resp.text
     assert resp.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize("body", [
+    b'{"type": "tokens", "credit_limit": 1e400}', b'{"type": "tokens", "credit_limit": -1e400}',
+    b'{"type": "tokens", "credit_limit": NaN}', b'{"type": "tokens", "credit_limit": Infinity}'])
+def test_numbers_json_cannot_hold_are_a_400(gw, body):
+    resp = post(gw.url + USAGE, body, ADMIN)
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["message"]
+
+
+def largest_limits_hold(gateway, mock, key: str) -> None:
+    """Limits at the bounds are accepted, and policies with them neither refuse nor break requests, however large
+    the reservation a request asks for."""
+    headers = {**ADMIN, "x-gateway-api-key": key}
+    every = {"conditions": [{"key": "workspace_id", "value": "*"}], "group_by": [{"key": "model"}]}
+    ids = [create(gateway, USAGE, {**every, "type": "cost", "credit_limit": 1_000_000_000,
+                                   "alert_threshold": 999_999_999.5}, headers),
+           create(gateway, USAGE, {**every, "type": "tokens", "credit_limit": 10**15}, headers),
+           create(gateway, USAGE, {**every, "type": "requests", "credit_limit": 10**15}, headers),
+           create(gateway, RATE, {**every, "type": "tokens", "unit": "rpm", "value": 10**15}, headers),
+           create(gateway, RATE, {**every, "type": "requests", "unit": "rpd", "value": 10**15}, headers)]
+    chat_to = {**chat_headers(mock.scenario([{}]), "bounds"), "x-gateway-api-key": key}
+    for model, max_tokens in (("gpt-4o-mini", 16), ("unpriced-model", 10**12)):
+        resp = chat(gateway.url, chat_to, model=model, max_tokens=max_tokens)
+        assert resp.status == 200, resp.text
+    for max_tokens in (10**15, 10**18, 2**63 - 1):  # reserves more than a limit can be: refused, never a 500
+        huge = chat(gateway.url, chat_to, model="unpriced-model", max_tokens=max_tokens)
+        assert huge.status in (400, 429), huge.text
+        assert huge.json()["error"]["message"]
+    for path, policy_id in zip((USAGE, USAGE, USAGE, RATE, RATE), ids):
+        got = request("GET", f"{gateway.url}{path}/{policy_id}", headers=headers)
+        assert got.status == 200, got.text
+    assert request("GET", f"{gateway.url}{USAGE}/{ids[0]}", headers=headers).json()["credit_limit"] == 1_000_000_000
+
+
+def test_the_largest_limits_are_stored_and_requests_still_pass(gw, mock):
+    largest_limits_hold(gw, mock, BOUNDS_KEY)  # a workspace of its own: other tests' policies apply to every request
+
+
+def test_the_largest_limits_hold_on_redis(mock, shared_redis):
+    server = start_gateway(shared_redis)
+    try:
+        largest_limits_hold(server, mock, ADMIN["x-gateway-api-key"])
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("path,body,change", [
+    (USAGE, USAGE_BODY, {"credit_limit": 1e308}), (USAGE, USAGE_BODY, {"alert_threshold": 10**30}),
+    (RATE, RATE_BODY, {"value": 1e308}), (RATE, RATE_BODY, {"value": 10**30})])
+def test_an_update_past_the_bounds_is_a_400_and_changes_nothing(gw, path, body, change):
+    policy_id = create(gw, path, body)
+    resp = request("PUT", f"{gw.url}{path}/{policy_id}", body=change, headers=ADMIN)
+    assert resp.status == 400, resp.text
+    field = next(iter(change))
+    assert resp.json()["error"]["param"] == field
+    assert get(gw, path, policy_id)[field] == body[field]
 
 
 def test_periodic_reset_days_is_accepted_and_resets_at_utc_midnight(gw):

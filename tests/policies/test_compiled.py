@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy, UsageLimitPolicy
+from gateway.controlplane.policies import MAX_COUNT, Condition, GroupBy, RateLimitPolicy, UsageLimitPolicy
 from gateway.policies.compiled import COST, CompiledPolicy, RequestFacts, from_units, in_units
 
 
@@ -87,3 +87,16 @@ def test_the_provider_of_a_multi_target_config_is_the_first_target_depth_first()
                           b'"api_key": "b"}]}, {"provider": "cohere", "api_key": "c"}]}')
     assert first_provider(planner.plan(config)) == "anthropic"
     assert first_provider(planner.plan(parser.parse(b'{"provider": "vendorA", "api_key": "k"}'))) == "vendorA"
+
+
+def test_limits_stored_before_the_bounds_count_as_the_largest_limit():
+    """A record written before the API bounded limits (1e308 USD, a 10**30 rate) compiles to the largest limit
+    rather than failing every request of its workspace."""
+    usage = UsageLimitPolicy(id="u1", type="cost", credit_limit=1e308, alert_threshold=float("inf"),
+                             conditions=[Condition(key="model", value="*")], group_by=[GroupBy("model")],
+                             created_at="2026-01-01T00:00:00.000Z")
+    compiled = CompiledPolicy(usage)
+    assert compiled.limit == compiled.alert == MAX_COUNT
+    assert rate([{"key": "model", "value": "*"}], value=10**30).limit == MAX_COUNT
+    assert in_units(COST, float("nan")) == MAX_COUNT and in_units(COST, -1.0) == 0
+    assert in_units(COST, 1_000_000_000) == MAX_COUNT
