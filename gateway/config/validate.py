@@ -153,7 +153,7 @@ def decode_config(raw: str | bytes) -> Config:
     """Decode a config's JSON text with the schema's type checks only (no required-key groups or other rules);
     for callers that complete the config (e.g. from request headers) and then call ``ConfigParser.validate``."""
     try:
-        return _decoder.decode(raw)
+        config = _decoder.decode(raw)
     except msgspec.ValidationError as exc:
         raise _from_msgspec(exc) from None
     except msgspec.DecodeError as exc:
@@ -162,6 +162,14 @@ def decode_config(raw: str | bytes) -> Config:
                           param="config") from None
     except RecursionError:
         raise ConfigError.at("config", "nests too deeply") from None
+    except UnicodeDecodeError:
+        raise ConfigError.at("config", "not valid UTF-8 (JSON text must be UTF-8 encoded)") from None
+    if isinstance(raw, bytes) and not raw.isascii():  # the decoder does not read the fields it skips
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError.at("config", "not valid UTF-8 (JSON text must be UTF-8 encoded)") from None
+    return config
 
 
 class ConfigParser:

@@ -88,6 +88,10 @@ def _decode(raw: bytes | str | dict[str, Any], shape: type[Params]) -> Any:
             doc = msgspec.json.decode(raw)
         except msgspec.DecodeError as exc:
             raise InvalidRequest(f"invalid guardrail: the body is not valid JSON ({exc})", param="body") from None
+        except RecursionError:
+            raise InvalidRequest("invalid guardrail: the body nests too deeply to decode", param="body") from None
+        except UnicodeDecodeError:
+            raise InvalidRequest("invalid guardrail: the body is not valid UTF-8", param="body") from None
     try:
         return decode_params(shape, doc, "", "field")
     except ParamError as exc:

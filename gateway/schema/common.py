@@ -58,6 +58,13 @@ def not_utf8(what: str = "body") -> InvalidRequest:
     return InvalidRequest(f"request {what} is not valid UTF-8: JSON text must be UTF-8 encoded", param=None)
 
 
+def unreadable(exc: UnicodeDecodeError | RecursionError, what: str = "body") -> InvalidRequest:
+    """A 400 for JSON text a decoder could not read: not UTF-8, or nested deeper than decoding goes."""
+    if isinstance(exc, RecursionError):
+        return InvalidRequest(f"request {what} nests too deeply to decode", param=None)
+    return not_utf8(what)
+
+
 class BodyDecoder(Generic[T]):
     """A reusable msgspec decoder for one endpoint's body type; errors become 400s naming the field."""
 
@@ -74,8 +81,8 @@ class BodyDecoder(Generic[T]):
             decoded = self._decoder.decode(body)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise validation_error(exc, self._what) from None
-        except UnicodeDecodeError:
-            raise not_utf8(self._what) from None
+        except (UnicodeDecodeError, RecursionError) as exc:
+            raise unreadable(exc, self._what) from None
         if not body.isascii():  # fields the Struct skips are not checked by the decoder: JSON text is UTF-8
             try:
                 body.decode("utf-8")

@@ -48,6 +48,16 @@ def test_bad_bodies_are_400s_naming_the_field(gateway):
     assert post(f"{gateway.url}/v1/guardrails", b"not json", ADMIN).json()["error"]["param"] == "body"
 
 
+def test_bodies_that_are_not_utf8_or_nest_too_deeply_are_400s_naming_the_body(gateway):
+    record = create(gateway, SHORT).json()
+    for body in (b'{"name": "\xff"}', b'{"\xc3\x28": 1}', b'{"name": ' + b"[" * 5000 + b"]" * 5000 + b"}"):
+        for method, url in (("POST", f"{gateway.url}/v1/guardrails"),
+                            ("PUT", f"{gateway.url}/v1/guardrails/{record['id']}")):
+            resp = request(method, url, body, ADMIN)
+            assert resp.status == 400, (method, body[:20], resp.text)
+            assert resp.json()["error"]["param"] == "body"
+
+
 def test_listing_pages_newest_first_and_filters_by_ids(gateway):
     workspace = f"ws-{uuid.uuid4().hex[:8]}"
     ids = []

@@ -73,6 +73,16 @@ def test_an_invalid_config_is_the_400_a_request_would_get(gateway, config, param
         assert as_header.status == 400 and as_header.json()["error"]["param"] == param
 
 
+@pytest.mark.parametrize("body", [b'{"\xc3\x28": 1}', b'{"provider": "vendor\xff"}', b'{"api_key": "k\xed\xa0\x80"}',
+                                  b'{"targets": ' + b"[" * 3000 + b"]" * 3000 + b"}"])
+def test_a_body_that_is_not_utf8_or_nests_too_deeply_is_a_400_naming_the_config(gateway, body):
+    resp = post(f"{gateway.url}/v1/configs/validate", body, KEY)
+    assert resp.status == 400, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == "config" or error["param"].startswith("targets"), error
+    assert error["message"].startswith("invalid config:")
+
+
 def test_validation_needs_a_gateway_key(gateway):
     assert validate(gateway, {"retry": {"attempts": 1}}, {"content-type": "application/json"}).status == 401
     assert validate(gateway, {"retry": {"attempts": 1}}, {"x-gateway-api-key": "nope"}).status == 401

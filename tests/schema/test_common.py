@@ -28,6 +28,19 @@ def test_a_body_that_is_not_utf8_is_a_400_naming_the_body(gateway, mock, gw_head
     assert mock.calls(base)["calls"] == 0
 
 
+@pytest.mark.parametrize("field", [
+    b'"metadata": {"a": %s}', b'"vendor_field": %s',
+    b'"tools": [{"type": "function", "function": {"name": "f", "parameters": {"a": %s}}}]'])
+def test_a_body_nested_too_deeply_is_a_400_naming_the_body(gateway, mock, gw_headers, field):
+    deep = b"[" * 5000 + b"1" + b"]" * 5000
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], ' + field.replace(b"%s", deep) + b"}"
+    base = mock.scenario()
+    resp = post(f"{gateway.url}/v1/chat/completions", body, gw_headers(base + "/v1"))
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["message"] == "request body nests too deeply to decode"
+    assert mock.calls(base)["calls"] == 0
+
+
 def test_utf8_text_still_passes(gateway, mock, gw_headers):
     body = msgspec.json.encode({**CHAT, "messages": [{"role": "user", "content": "café ☕ 你好"}]})
     assert post(f"{gateway.url}/v1/chat/completions", body, gw_headers(mock.scenario() + "/v1")).status == 200
