@@ -21,6 +21,8 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 
 MAX_LIMIT = 100
+#: the largest log id (a SQLite rowid); a larger ``after`` is a 400, not an integer the store cannot hold
+MAX_ID = 2**63 - 1
 
 
 def _int(name: str, raw: str, low: int, high: int | None = None) -> int:
@@ -79,7 +81,7 @@ def parse_filter(query_string: bytes) -> LogFilter:
         elif name == "limit":
             values["limit"] = _int("limit", raw, 1, MAX_LIMIT)
         elif name == "after":
-            values["after"] = _int("after", raw, 1)
+            values["after"] = _int("after", raw, 1, MAX_ID)
         elif name == "from":
             values["since"] = _time("from", raw)
         elif name == "to":

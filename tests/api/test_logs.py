@@ -36,3 +36,12 @@ def test_status_class_and_model_filters(gateway, mock):
     assert statuses("&model=gpt-4o") == [500, 404] and statuses("&model=gpt-4o-mini") == [200]
     assert statuses("&model=gpt-4o&status=5xx") == [500]
     assert statuses("&model=nothing") == []
+
+
+def test_an_after_id_past_what_a_log_id_can_be_is_a_400_naming_it(gateway):
+    for value in (str(2**63), str(10**30)):
+        resp = request("GET", f"{gateway.url}/v1/logs?after={value}", headers={"x-gateway-api-key": ADMIN_KEY})
+        assert resp.status == 400, resp.text
+        assert resp.json()["error"]["param"] == "after"
+    largest = request("GET", f"{gateway.url}/v1/logs?after={2**63 - 1}", headers={"x-gateway-api-key": ADMIN_KEY})
+    assert largest.status == 200, largest.text
