@@ -56,6 +56,13 @@ class RouteTable:
             self._exact[(method, path)] = handler
             self._exact_methods.setdefault(path, []).append(method)
 
+    def routes(self) -> list[tuple[str, str]]:
+        """Every ``(method, path)`` routed, ``{name}`` segments as written (for tests and tools, not requests)."""
+        listed = list(self._exact)
+        for path, pattern in self._patterns.items():
+            listed.extend((method, path) for method in pattern.methods)
+        return listed
+
     def exact(self, method: str, path: str) -> Handler | None:
         """The handler of an exact route (the hot path: one dict lookup)."""
         return self._exact.get((method, path))

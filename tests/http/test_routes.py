@@ -49,3 +49,10 @@ def test_unknown_paths_match_nothing():
     assert routes.match("POST", "/v1/chat/completions/") == (None, None, [])
     assert routes.match("GET", "/v1/prompts//render") == (None, None, [])
     assert routes.match("GET", "/v1/prompts/pp-1/") == (None, None, [])
+
+
+def test_the_table_lists_every_route_as_written():
+    routes, _ = table()
+    assert sorted(routes.routes()) == [
+        ("DELETE", "/v1/prompts/{prompt_id}"), ("GET", "/v1/prompts"), ("GET", "/v1/prompts/{prompt_id}"),
+        ("POST", "/v1/chat/completions"), ("POST", "/v1/prompts/{prompt_id}/render")]
