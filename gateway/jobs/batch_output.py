@@ -139,13 +139,18 @@ class _LimitEnvelope(msgspec.Struct, gc=False):
 _limit_decoder = msgspec.json.Decoder(_LimitEnvelope)
 
 
-def is_gateway_limit(body: bytes) -> bool:
-    """A 429 the gateway itself answered (a rate or usage limit), not one relayed from a provider: the gateway's
-    relayed provider errors always name the provider beside ``error``."""
+def gateway_limit(body: bytes) -> str | None:
+    """For a 429: the error ``code`` when the gateway itself answered it (a rate or usage limit; "" without a
+    code), None when it was relayed from a provider: the gateway's relayed provider errors always name the provider
+    beside ``error``."""
     try:
-        return _limit_decoder.decode(body).provider is None
+        envelope = _limit_decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
+        return None
+    if envelope.provider is not None:
+        return None
+    code = envelope.error.get("code") if isinstance(envelope.error, dict) else None
+    return code if isinstance(code, str) else ""
 
 
 def retry_after_s(headers: list[tuple[bytes, bytes]]) -> float | None:

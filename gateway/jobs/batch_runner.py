@@ -11,10 +11,13 @@ Each line is one in-process request to the batch's endpoint with the batch's hea
 the batch: looked up by its id when the run starts and again on every watch tick, so a rotated key's batch goes on
 and a revoked (deleted) key's batch stops: lines already sent finish, then the batch is ``failed`` with
 ``key_revoked`` in ``errors`` and an error line of that code for every line that never ran. A 429 the gateway itself
-answered (a rate or usage limit policy) pauses every line of the batch for its Retry-After (1 s without one) and
-the line is sent again: limits are waited out, never counted as failures. Every line checks the pause right before
-it is sent, so once a limit is met only the lines already on their way meet it too: the batch goes at the pace its
-limits allow instead of tripping them over and over. A 408, 429 or 5xx from upstream is sent
+answered for a rate limit policy pauses every line of the batch for its Retry-After (1 s without one) and the line
+is sent again: rate limits are waited out, never counted as failures. Every line checks the pause right before it is
+sent, so once a limit is met only the lines already on their way meet it too: the batch goes at the pace its
+limits allow instead of tripping them over and over. A usage limit policy's 429 (``usage_limit_exceeded``: a budget
+spent until its period resets, or for good) is the line's answer, recorded as its error line at once; every later
+line it applies to gets its own refusal just as fast (no upstream call), so the batch completes with those lines
+failed instead of waiting for a reset that may be weeks away or never come. A 408, 429 or 5xx from upstream is sent
 again up to ``GATEWAY_BATCH_LINE_ATTEMPTS`` times in all (after the config's own retries), honouring Retry-After,
 then recorded as the line's answer.
 
@@ -34,15 +37,15 @@ from typing import Any, Callable
 import msgspec
 
 from gateway.controlplane.keys import KeyRecord, KeyStore
-from gateway.http.errors import ServiceUnavailable
+from gateway.http.errors import ServiceUnavailable, UsageLimitExceeded
 from gateway.jobs.batch_finish import key_revoked, write_outputs
 from gateway.jobs.batch_lines import InputLine, LineChecker, custom_id_of, file_lines
 from gateway.jobs.batch_output import (
     OUTPUT,
     add_usage,
     answer_usage,
+    gateway_limit,
     invalid_result,
-    is_gateway_limit,
     response_result,
     result_usage,
     retry_after_s,
@@ -58,6 +61,7 @@ from gateway.state.base import StateStoreError
 log = logging.getLogger("gateway.jobs")
 
 TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
+USAGE_LIMIT = UsageLimitExceeded.code
 #: errors.data keeps the first bad lines only (the error file has every one)
 MAX_ERRORS = 1000
 BACKOFF_MAX_S = 8.0
@@ -296,9 +300,14 @@ class BatchRunner:
             if not await self._gate():
                 return
             response = await self.deps.dispatcher.call("POST", item.url, headers, body, self.key)
-            if response.status == 429 and is_gateway_limit(response.body):
-                self.pause_until = max(self.pause_until, time.monotonic() + (retry_after_s(response.headers) or 1.0))
-                continue
+            if response.status == 429:
+                limit = gateway_limit(response.body)
+                if limit == USAGE_LIMIT:  # final: the budget will not come back while the batch runs
+                    break
+                if limit is not None:
+                    self.pause_until = max(self.pause_until,
+                                           time.monotonic() + (retry_after_s(response.headers) or 1.0))
+                    continue
             if response.status in TRANSIENT and attempt < self.settings.batch_line_attempts:
                 asked = retry_after_s(response.headers)
                 wait = asked if asked is not None else min(BACKOFF_MAX_S, 0.25 * 2 ** attempt) * random.uniform(1, 1.5)

@@ -12,6 +12,7 @@ import pytest
 from openai import BadRequestError, ConflictError, NotFoundError, OpenAI
 
 from tests.support.http import post
+from tests.support.policies import tag, usage_limit
 from tests.support.servers import ADMIN_KEY
 
 CHAT = "/v1/chat/completions"
@@ -303,3 +304,27 @@ def test_a_batch_runs_as_its_key_by_id_through_rotation_and_stops_when_the_key_i
         assert len(read_jsonl(watch, done.output_file_id)) == done.request_counts.completed
     finally:
         server.stop()
+
+
+def test_lines_past_an_exhausted_usage_limit_end_as_error_lines_and_the_batch_completes(gateway, plain,
+                                                                                        openai_client, mock):
+    """A usage limit does not reset within a batch (cumulative here): each line it refuses is answered at once with
+    its 429 as an error line, written once; the others run; the batch completes instead of waiting forever."""
+    run = tag()
+    usage_limit(gateway, run, "requests", 3)
+    base = mock.scenario()
+    runner = openai_client(base + "/v1", **{"x-gateway-metadata": msgspec.json.encode({"run": run}).decode()})
+    file_id = gateway_file(plain, jsonl(8))
+    created = runner.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="immediate")
+    done = wait_status(plain, created.id, ("completed", "failed", "expired"), timeout=60)
+    assert done.status == "completed"
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (8, 3, 5)
+    output, errors = read_jsonl(plain, done.output_file_id), read_jsonl(plain, done.error_file_id)
+    assert len(output) == 3 and len(errors) == 5
+    assert sorted(line["custom_id"] for line in output + errors) == sorted(f"req-{i}" for i in range(1, 9))
+    for line in errors:
+        assert line["response"]["status_code"] == 429
+        error = line["response"]["body"]["error"]
+        assert error["code"] == "usage_limit_exceeded" and error["type"] == "insufficient_quota"
+        assert f"usage {run}" in error["message"]
+    assert mock.calls(base)["calls"] == 3

@@ -8,8 +8,8 @@ from gateway.jobs.batch_output import (
     OUTPUT,
     answer_usage,
     error_result,
+    gateway_limit,
     invalid_result,
-    is_gateway_limit,
     response_result,
     result_usage,
     retry_after_s,
@@ -48,9 +48,10 @@ def test_usage_is_read_from_answers_and_stored_results():
 
 
 def test_only_a_429_without_a_provider_is_the_gateways_own_limit():
-    assert is_gateway_limit(b'{"error":{"message":"rate limit","type":"rate_limit_error"}}')
-    assert not is_gateway_limit(b'{"error":{"message":"slow down"},"provider":"vendorA"}')
-    assert not is_gateway_limit(b"<html>")
+    assert gateway_limit(b'{"error":{"message":"rate limit","type":"rate_limit_error"}}') == ""
+    assert gateway_limit(b'{"error":{"message":"spent","code":"usage_limit_exceeded"}}') == "usage_limit_exceeded"
+    assert gateway_limit(b'{"error":{"message":"slow down","code":"rate_limit_exceeded"},"provider":"vendorA"}') is None
+    assert gateway_limit(b"<html>") is None
 
 
 def test_retry_after_prefers_milliseconds_and_ignores_dates():

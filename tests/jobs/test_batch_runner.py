@@ -146,6 +146,16 @@ async def test_the_gateways_own_429_is_waited_out_not_failed(tmp_path):
     assert app.calls == 16
 
 
+async def test_a_spent_usage_limit_is_each_lines_answer_not_retried(tmp_path):
+    spent = (429, [], b'{"error":{"message":"usage limit policy exceeded","type":"insufficient_quota",'
+                      b'"param":null,"code":"usage_limit_exceeded"}}')
+    app = ScriptedApp(lambda n, body: (200, [], OK) if n <= 3 else spent)
+    h = Harness(MemoryStateStore(), tmp_path, app, batch_line_attempts=5, batch_concurrency=1)
+    batch = await h.run(await h.batch(lines(10)))
+    assert (batch.status, batch.request_counts.completed, batch.request_counts.failed) == ("completed", 3, 7)
+    assert app.calls == 10  # one call per line: a spent budget is never retried
+
+
 class RateLimitedApp(ScriptedApp):
     """A stand-in for a rate-limit policy: ``per_window`` calls per ``window_s``; beyond, the gateway's own 429
     with the time to the next window as Retry-After."""
