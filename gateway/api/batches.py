@@ -6,8 +6,9 @@ The body is checked first, every bad field a 400 naming it (``input_file_id`` re
 
 - an input file stored by the gateway (``file-gw-``) makes the gateway run the batch: every line goes through the
   pipeline with this request's provider identification (which must be present) and other gateway headers, as the
-  key that created it (by id: rotating the key changes nothing, revoking it stops the batch). The
-  window is ``GATEWAY_BATCH_WINDOW_S`` for ``immediate`` and 24 hours for ``24h``;
+  key that created it (by id: rotating the key changes nothing, revoking it stops the batch). Those headers are
+  stored sealed (``batch_store.seal_headers``) and never answered. The window is ``GATEWAY_BATCH_WINDOW_S`` for
+  ``immediate`` and 24 hours for ``24h``;
 - any other input file is the provider's: the batch is forwarded (``24h`` only: ``immediate`` is for batches the
   gateway runs).
 
@@ -32,7 +33,7 @@ from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.jobs.batch_store import PREFIX, BatchRecord, is_gateway_batch, keep_until
+from gateway.jobs.batch_store import PREFIX, BatchRecord, is_gateway_batch, keep_until, seal_headers
 from gateway.jobs.files import is_gateway_file
 from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
 from gateway.providers.base import BATCHES
@@ -123,8 +124,8 @@ class BatchRoutes:
         batch = Batch(id=f"{PREFIX}{uuid.uuid4().hex}", endpoint=request.endpoint,
                       input_file_id=request.input_file_id, completion_window=request.completion_window,
                       created_at=now, expires_at=now + window, metadata=request.metadata)
-        record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch, key_id=key_id,
-                             headers=line_headers(ctx, scope["headers"]))
+        sealed = seal_headers(jobs.runtime.records.box, workspace, batch.id, line_headers(ctx, scope["headers"]))
+        record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch, key_id=key_id, sealed_headers=sealed)
         await jobs.batches.create(record)
         jobs.scheduler.poke()
         return batch

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl
 
 from gateway.api.admin import Caller, authorize
 from gateway.api.runtime import Runtime
+from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import Scope
 from gateway.jobs.batch_runner import RunnerDeps
@@ -48,10 +49,14 @@ class Jobs:
         self.batches = BatchStore(runtime.store)
         self.forwarder = Forwarder(runtime)
         self.scheduler = BatchScheduler(
-            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(), runtime.keys))
+            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(), runtime.keys,
+                       self._box))
         spool = data_path(settings, "tmp")
         spool.mkdir(exist_ok=True)
         self.spool_dir = str(spool)
+
+    def _box(self) -> SecretBox:
+        return self.runtime.records.box
 
     async def start(self) -> None:
         await self.scheduler.start()

@@ -1,8 +1,9 @@
 """Writing a finished batch's output and error files: one line per input line, in input order.
 
 The input file is read again line by line; each line's stored result goes to the output file (a 2xx answer) or
-the error file (anything else); a line without a result (the batch was cancelled or expired first, or the key it
-ran as was revoked) gets an error line saying so (``batch_cancelled``, ``batch_expired``, ``key_revoked``). Files
+the error file (anything else); a line without a result (the batch was cancelled or expired first, the key it
+ran as was revoked, its stored headers did not open) gets an error line saying so (``batch_cancelled``,
+``batch_expired``, ``key_revoked``, ``headers_unreadable``). Files
 are written under ids derived from the batch (``file-gw-<batch>-output`` / ``-errors``), so a finalization that is
 interrupted and run again replaces them instead of leaving strays. A file is created only when it has lines. The
 runner's counts and usage are recounted from exactly what is written.
@@ -27,7 +28,11 @@ UNRUN = {
     "cancelled": ("batch_cancelled", "the batch was cancelled before this request ran"),
     "expired": ("batch_expired", "the batch expired before this request ran"),
     "completed": ("batch_request_lost", "this request has no recorded result"),
-    "failed": ("key_revoked", "the gateway key that created the batch ({key}) was revoked before this request ran"),
+}
+#: the error line of a request that never ran because the batch failed, by the batch's failure code
+UNRUN_FAILED = {
+    "key_revoked": "the gateway key that created the batch ({key}) was revoked before this request ran",
+    "headers_unreadable": "the batch's stored request headers could not be opened, so this request never ran",
 }
 
 
@@ -35,6 +40,20 @@ def key_revoked(key_id: str) -> BatchError:
     """The batch-level error of a batch stopped because the key it runs as was revoked."""
     return BatchError("key_revoked", f"the gateway key that created the batch ({key_id}) was revoked while it ran: "
                       "requests not yet sent then failed (see the error file)")
+
+
+def headers_unreadable(reason: str) -> BatchError:
+    """The batch-level error of a batch whose sealed headers do not open."""
+    return BatchError("headers_unreadable", f"the batch's stored request headers (provider credentials, config) "
+                      f"cannot be opened: {reason}; no request was sent with them")
+
+
+def _unrun(runner: BatchRunner, final: str) -> tuple[str, str]:
+    """The error code and message of a line without a result in a batch that ended ``final``."""
+    failure = runner.failure
+    if final == "failed" and failure is not None:
+        return failure.code, UNRUN_FAILED[failure.code].format(key=runner.key_id)
+    return UNRUN[final]
 
 
 def output_ids(batch_id: str) -> tuple[str, str]:
@@ -86,8 +105,7 @@ async def write_outputs(runner: BatchRunner, final: str) -> tuple[str | None, st
     out_id, err_id = output_ids(runner.id)
     output = _OutFile(runner, out_id, f"{runner.id}_output.jsonl")
     errors = _OutFile(runner, err_id, f"{runner.id}_errors.jsonl")
-    code, message = UNRUN[final]
-    message = message.format(key=runner.key_id)
+    code, message = _unrun(runner, final)
     lines: list[tuple[int, bytes]] = []
 
     async def drain() -> None:

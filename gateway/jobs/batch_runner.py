@@ -7,10 +7,12 @@ no valid line fails the batch) -> ``in_progress`` (lines run, at most ``GATEWAY_
 starting; lines already sent finish, then the batch becomes ``cancelled`` or ``expired`` with the results it has
 (lines that never ran get an error line, ``batch_cancelled`` or ``batch_expired``).
 
-Each line is one in-process request to the batch's endpoint with the batch's headers, run as the key that created
-the batch: looked up by its id when the run starts and again on every watch tick, so a rotated key's batch goes on
-and a revoked (deleted) key's batch stops: lines already sent finish, then the batch is ``failed`` with
-``key_revoked`` in ``errors`` and an error line of that code for every line that never ran. A 429 the gateway itself
+Each line is one in-process request to the batch's endpoint with the batch's headers (opened from their sealed
+blob when the run starts), run as the key that created the batch: looked up by its id when the run starts and again
+on every watch tick, so a rotated key's batch goes on and a revoked (deleted) key's batch stops: lines already sent
+finish, then the batch is ``failed`` with ``key_revoked`` in ``errors`` and an error line of that code for every line
+that never ran. Headers that do not open (sealed under another ``GATEWAY_SECRET_KEY``, or a blob copied from another
+batch) fail the batch the same way, before any line is sent, with ``headers_unreadable``. A 429 the gateway itself
 answered for a rate limit policy pauses every line of the batch for its Retry-After (1 s without one) and the line
 is sent again: rate limits are waited out, never counted as failures. Every line checks the pause right before it is
 sent, so once a limit is met only the lines already on their way meet it too: the batch goes at the pace its
@@ -37,8 +39,9 @@ from typing import Any, Callable
 import msgspec
 
 from gateway.controlplane.keys import KeyRecord, KeyStore
+from gateway.controlplane.secrets import SecretBox, SecretError
 from gateway.http.errors import ServiceUnavailable, UsageLimitExceeded
-from gateway.jobs.batch_finish import key_revoked, write_outputs
+from gateway.jobs.batch_finish import headers_unreadable, key_revoked, write_outputs
 from gateway.jobs.batch_lines import InputLine, LineChecker, custom_id_of, file_lines
 from gateway.jobs.batch_output import (
     OUTPUT,
@@ -50,7 +53,7 @@ from gateway.jobs.batch_output import (
     result_usage,
     retry_after_s,
 )
-from gateway.jobs.batch_store import BatchRecord, BatchStore, LiveCounts, keep_until, lease_key
+from gateway.jobs.batch_store import BatchRecord, BatchStore, LiveCounts, keep_until, lease_key, line_headers_of
 from gateway.jobs.dispatch import InProcessDispatcher
 from gateway.jobs.files import GatewayFiles
 from gateway.jobs.filestore import FileMissing
@@ -66,8 +69,8 @@ USAGE_LIMIT = UsageLimitExceeded.code
 MAX_ERRORS = 1000
 BACKOFF_MAX_S = 8.0
 STOP_CANCEL, STOP_EXPIRE, STOP_LEASE = "cancelled", "expired", "lease"
-#: the key the batch runs as is gone: the batch ends failed
-STOP_KEY = "failed"
+#: the batch cannot go on (the key it runs as is gone, its headers do not open): it ends failed with ``failure``
+STOP_FAILED = "failed"
 _line_decoder = msgspec.json.Decoder(InputLine)
 
 
@@ -75,9 +78,12 @@ class RunnerDeps:
     """What every runner of a worker shares."""
 
     def __init__(self, settings: Settings, batches: BatchStore, files: GatewayFiles,
-                 dispatcher: InProcessDispatcher, parsers: dict[str, Callable[[bytes], Any]], keys: KeyStore) -> None:
+                 dispatcher: InProcessDispatcher, parsers: dict[str, Callable[[bytes], Any]], keys: KeyStore,
+                 box: Callable[[], SecretBox]) -> None:
         self.settings = settings
         self.keys = keys
+        #: the secret box that opens batch headers (opened on first use: it may read the key file)
+        self.box = box
         self.batches = batches
         self.files = files
         self.dispatcher = dispatcher
@@ -107,6 +113,8 @@ class BatchRunner:
         #: the id of the key the lines run as, and its record (None for records that carry the key in headers)
         self.key_id = ""
         self.key: KeyRecord | None = None
+        #: why the batch stops ``failed`` (set with ``STOP_FAILED``)
+        self.failure: BatchError | None = None
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None or reason == STOP_LEASE:
@@ -141,8 +149,8 @@ class BatchRunner:
             return
         batch = self.batch = record.batch
         self.workspace = record.workspace_id
-        self.headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in record.headers]
         self.key_id = record.key_id
+        self._open_headers(record)
         await self._check_key()  # the store unreachable: the run pauses (a later pass resumes it)
         if await self.store.cancel_requested(self.id):
             self.stop(STOP_CANCEL)
@@ -373,9 +381,9 @@ class BatchRunner:
 
         def ended(batch: Batch) -> None:
             now = int(time.time())
-            if final == STOP_KEY:
+            if final == STOP_FAILED and self.failure is not None:
                 errors = batch.errors.data if batch.errors is not None else []
-                batch.errors = BatchErrors(data=[*errors, key_revoked(self.key_id)])
+                batch.errors = BatchErrors(data=[*errors, self.failure])
             batch.status = final
             setattr(batch, f"{final}_at", now)
             batch.output_file_id, batch.error_file_id = outcome
@@ -427,6 +435,21 @@ class BatchRunner:
                     self.stop(STOP_LEASE)
                     return
 
+    def _fail_with(self, error: BatchError) -> None:
+        if self.stop_reason is None:
+            self.failure = error
+            self.stop(STOP_FAILED)
+
+    def _open_headers(self, record: BatchRecord) -> None:
+        """The headers every line is sent with; a blob that does not open stops the batch (failed)."""
+        try:
+            headers = line_headers_of(self.deps.box(), record)
+        except SecretError as exc:
+            log.warning("batch %s: its stored headers cannot be opened (%s); failing it", self.id, exc)
+            self._fail_with(headers_unreadable(str(exc)))
+            return
+        self.headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
     async def _check_key(self) -> None:
         """Read the key the batch runs as; stop the batch (failed) when it was revoked."""
         if not self.key_id or self.stop_reason is not None:
@@ -436,7 +459,7 @@ class BatchRunner:
             self.key = key
         else:
             log.warning("batch %s: the gateway key %s that created it was revoked; stopping", self.id, self.key_id)
-            self.stop(STOP_KEY)
+            self._fail_with(key_revoked(self.key_id))
 
     async def _watch(self) -> None:
         batch = self.current()

@@ -2,7 +2,10 @@
 
 - The batch record (kind ``batch``, per workspace): the public Batch object, the headers its lines are sent with
   and the id of the key it runs as (never a key secret). Written on state transitions only (a handful per batch),
-  never per line.
+  never per line. The headers (provider bearer, forwarded headers, ``x-gateway-config``: any may hold credentials)
+  are sealed together as one blob with the gateway's secret box (``gateway.controlplane.secrets``), bound to the
+  batch's workspace and id, and opened only by the runner; records written before that hold them in plain text
+  and still run.
 - An ``active`` marker record (kind ``batch_active``) while the batch is unfinished: schedulers list these to find
   work, so finished batches cost nothing to skip.
 - Per-line results (KV ``batch:<id>:r:<line>``): the finished output line, stored with ``set_if_absent`` so a line
@@ -22,6 +25,7 @@ from typing import Awaitable, TypeVar
 import msgspec
 
 from gateway.controlplane.records import Entity, Repository, store_unavailable
+from gateway.controlplane.secrets import SecretBox
 from gateway.schema.batches import TERMINAL, Batch, BatchUsage, RequestCounts
 from gateway.state.base import StateStore, StateStoreError
 
@@ -37,7 +41,10 @@ def is_gateway_batch(batch_id: str) -> bool:
 
 class BatchRecord(Entity, kw_only=True):
     batch: Batch
-    #: the headers every line is sent with (provider identification, forwarded headers; no gateway key)
+    #: the headers every line is sent with (provider identification, forwarded headers; no gateway key), sealed as
+    #: one JSON list of pairs (see ``seal_headers``)
+    sealed_headers: str = ""
+    #: the same headers in plain text: only in records written before they were sealed
     headers: list[tuple[str, str]] = msgspec.field(default_factory=list)
     #: the id of the gateway key that created the batch: its lines run as that key (empty in records written
     #: before batches ran by key id: their headers hold the key itself)
@@ -50,7 +57,25 @@ class LiveCounts(msgspec.Struct):
 
 
 _counts_decoder = msgspec.json.Decoder(LiveCounts)
+_headers_decoder = msgspec.json.Decoder(list[tuple[str, str]])
 _encode = msgspec.json.encode
+
+
+def _headers_context(workspace: str, batch_id: str) -> str:
+    return f"{KIND}/{workspace}/{batch_id}"
+
+
+def seal_headers(box: SecretBox, workspace: str, batch_id: str, headers: list[tuple[str, str]]) -> str:
+    """The headers of batch ``batch_id`` of ``workspace``, sealed: the blob opens only in that batch's record."""
+    return box.seal(_encode(headers), _headers_context(workspace, batch_id))
+
+
+def line_headers_of(box: SecretBox, record: BatchRecord) -> list[tuple[str, str]]:
+    """The headers the record's lines are sent with: opened (SecretError when another secret key sealed them or
+    the blob belongs to another batch), or as stored by an older gateway."""
+    if not record.sealed_headers:
+        return record.headers
+    return _headers_decoder.decode(box.open(record.sealed_headers, _headers_context(record.workspace_id, record.id)))
 
 
 def lease_key(batch_id: str) -> str:

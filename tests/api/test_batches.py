@@ -328,3 +328,113 @@ def test_lines_past_an_exhausted_usage_limit_end_as_error_lines_and_the_batch_co
         assert error["code"] == "usage_limit_exceeded" and error["type"] == "insufficient_quota"
         assert f"usage {run}" in error["message"]
     assert mock.calls(base)["calls"] == 3
+
+
+def _raw_state(state: str, data_dir: str, redis_env: dict[str, str]) -> bytes:
+    """Everything the state store holds, as raw bytes: the embedded store's files, or every value under the
+    gateway's Redis key prefix (read by type, so nothing is compressed as DUMP would)."""
+    from pathlib import Path
+
+    if state == "embedded":
+        return b"".join(p.read_bytes() for p in Path(data_dir).glob("*.db*"))
+    import redis
+
+    client = redis.Redis.from_url(redis_env["GATEWAY_REDIS_URL"])
+    parts: list[bytes] = []
+    try:
+        for key in client.scan_iter(match=redis_env["GATEWAY_REDIS_KEY_PREFIX"] + "*", count=500):
+            kind = client.type(key)
+            parts.append(key)
+            if kind == b"string":
+                parts.append(client.get(key) or b"")
+            elif kind == b"hash":
+                parts.extend(b"%s=%s" % pair for pair in client.hgetall(key).items())
+            elif kind == b"set":
+                parts.extend(client.smembers(key))
+            elif kind == b"zset":
+                parts.extend(client.zrange(key, 0, -1))
+            elif kind == b"list":
+                parts.extend(client.lrange(key, 0, -1))
+            elif kind == b"stream":
+                parts.extend(repr(entry).encode() for entry in client.xrange(key))
+    finally:
+        client.close()
+    assert parts, "the gateway wrote nothing under its prefix"
+    return b"\n".join(parts)
+
+
+@pytest.mark.parametrize("state", ["embedded", "redis"])
+def test_a_batchs_provider_secrets_are_sealed_in_the_state_store(mock, request, state):
+    """The provider bearer and an x-gateway-config api_key a batch's lines are sent with never sit in the state
+    store in plain text, nor in the batch as the API shows it; the lines still reach the provider with them."""
+    import tempfile
+    import uuid
+
+    from tests.support.servers import start_gateway
+
+    redis_env: dict[str, str] = request.getfixturevalue("shared_redis") if state == "redis" else {}
+    data_dir = tempfile.mkdtemp(prefix="gw-batch-sealed-")
+    server = start_gateway({"GATEWAY_BATCH_POLL_MS": "100", **redis_env}, data_dir=data_dir)
+    bearer, config_key = f"sk-bearer-{uuid.uuid4().hex}", f"sk-config-{uuid.uuid4().hex}"
+    try:
+        base = mock.scenario()
+        watch = OpenAI(base_url=f"{server.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+        config = {"provider": "vendorA", "api_key": config_key, "custom_host": base + "/v1"}
+        runner = OpenAI(base_url=f"{server.url}/v1", api_key=bearer, max_retries=0, timeout=60, default_headers={
+            "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode()})
+        created = runner.batches.create(input_file_id=gateway_file(watch, jsonl(3)), endpoint=CHAT,
+                                        completion_window="immediate")
+        done = wait_status(watch, created.id, ("completed", "failed"))
+        assert (done.status, done.request_counts.completed) == ("completed", 3), done.errors
+        sent = mock.calls(base)["requests"]
+        assert len(sent) == 3 and all(config_key in r["headers"].get("authorization", "") for r in sent)
+        shown = (watch.batches.retrieve(created.id).model_dump_json() + watch.batches.list().model_dump_json()
+                 + runner.batches.retrieve(created.id).model_dump_json())
+        stored = _raw_state(state, data_dir, redis_env)
+        assert created.id.encode() in stored
+        for secret in (bearer, config_key):
+            assert secret not in shown
+            assert secret.encode() not in stored, f"{secret} is stored in plain text"
+    finally:
+        server.stop()
+
+
+def test_a_batch_resumed_under_another_secret_key_fails_naming_the_key(mock, tmp_path):
+    """A gateway started again with another GATEWAY_SECRET_KEY cannot open the headers of the batch it resumes:
+    the batch ends failed with headers_unreadable (no line is sent without its headers), keeping the answered
+    lines."""
+    from tests.support.processes import kill_tree
+    from tests.support.servers import start_gateway
+
+    env = {"GATEWAY_BATCH_CONCURRENCY": "2", "GATEWAY_BATCH_POLL_MS": "100", "GATEWAY_BATCH_LEASE_MS": "1000"}
+    data_dir = str(tmp_path / "data")
+    base = mock.scenario([{"delay_ms": 100}])
+    first = start_gateway({**env, "GATEWAY_SECRET_KEY": "the-first-secret-key"}, data_dir=data_dir)
+    try:
+        watch = OpenAI(base_url=f"{first.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+        runner = OpenAI(base_url=f"{first.url}/v1", api_key="sk-up", max_retries=0, timeout=60, default_headers={
+            "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1"})
+        batch_id = runner.batches.create(input_file_id=gateway_file(watch, jsonl(40)), endpoint=CHAT,
+                                         completion_window="immediate").id
+        deadline = time.monotonic() + 60
+        while watch.batches.retrieve(batch_id).request_counts.completed < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        kill_tree(first.proc.pid)
+        first.proc.wait(10)
+    sent = mock.calls(base)["calls"]
+    assert sent < 40, "the batch finished before the kill; make the mock slower"
+    second = start_gateway({**env, "GATEWAY_SECRET_KEY": "another-secret-key"}, data_dir=data_dir)
+    try:
+        watch = OpenAI(base_url=f"{second.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+        done = wait_status(watch, batch_id, ("completed", "failed", "cancelled", "expired"))
+        assert done.status == "failed" and done.errors.data[-1].code == "headers_unreadable"
+        assert "another secret key" in done.errors.data[-1].message
+        assert mock.calls(base)["calls"] <= sent + 2  # none sent after the restart (two were in flight at most)
+        answered = read_jsonl(watch, done.output_file_id)
+        errors = read_jsonl(watch, done.error_file_id)
+        assert len(answered) == done.request_counts.completed >= 2 and len(answered) + len(errors) == 40
+        assert {e["error"]["code"] for e in errors} == {"headers_unreadable"}
+    finally:
+        second.stop()

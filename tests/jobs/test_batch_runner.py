@@ -11,9 +11,10 @@ import pytest
 
 from gateway.api.jobs import batch_parsers
 from gateway.controlplane.keys import ApiKeys, KeyStore
+from gateway.controlplane.secrets import SecretBox
 from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
 from gateway.jobs.batch_scheduler import BatchScheduler
-from gateway.jobs.batch_store import BatchRecord, BatchStore, lease_key
+from gateway.jobs.batch_store import BatchRecord, BatchStore, lease_key, seal_headers
 from gateway.jobs.dispatch import InProcessDispatcher
 from gateway.jobs.files import GatewayFiles, new_file_id
 from gateway.jobs.filestore import DirectoryFileStore
@@ -33,11 +34,13 @@ class ScriptedApp:
         self.delay = delay
         self.calls = 0
         self.bodies: list[bytes] = []
+        self.headers: list[dict[bytes, bytes]] = []
 
     async def __call__(self, scope, receive, send) -> None:
         body = (await receive())["body"]
         self.calls += 1
         self.bodies.append(body)
+        self.headers.append(dict(scope["headers"]))
         if self.delay:
             await asyncio.sleep(self.delay)
         status, headers, answer = self.answer(self.calls, body)
@@ -65,10 +68,13 @@ class Harness:
         self.batches = BatchStore(store)
         self.files = GatewayFiles(store, DirectoryFileStore(tmp_path / "files"))
         self.app = app
+        self.box = SecretBox(b"k" * 32)
         self.deps = RunnerDeps(self.settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(),
-                               KeyStore(ApiKeys(store), None))
+                               KeyStore(ApiKeys(store), None), lambda: self.box)
 
-    async def batch(self, content: bytes, window_s: int = 3600) -> str:
+    async def batch(self, content: bytes, window_s: int = 3600, sealed_by: SecretBox | None = None,
+                    headers: tuple[tuple[str, str], ...] = (("x-gateway-api-key", "k"),)) -> str:
+        """A batch of ``content``; its headers stored in plain text (as older gateways did), or sealed by a box."""
         file_id = new_file_id()
         writer = self.files.writer(file_id)
         await writer.write(content)
@@ -77,8 +83,12 @@ class Harness:
         now = int(time.time())
         batch = Batch(id=f"batch_gw_{file_id[8:]}", endpoint=CHAT, input_file_id=file_id,
                       completion_window="immediate", created_at=now, expires_at=now + window_s)
-        await self.batches.create(BatchRecord(id=batch.id, workspace_id="default", batch=batch,
-                                              headers=[("x-gateway-api-key", "k")]))
+        record = BatchRecord(id=batch.id, workspace_id="default", batch=batch)
+        if sealed_by is None:
+            record.headers = list(headers)
+        else:
+            record.sealed_headers = seal_headers(sealed_by, "default", batch.id, list(headers))
+        await self.batches.create(record)
         return batch.id
 
     async def run(self, batch_id: str, holder: str = "h1", timeout: float = 30) -> Batch:  # noqa: ASYNC109
@@ -276,3 +286,45 @@ async def test_two_schedulers_run_each_batch_exactly_once(store, tmp_path):
             await scheduler.close()
     assert app.calls == 60
     assert not await h.batches.active_ids()
+
+
+SECRET_HEADERS = (("authorization", "Bearer sk-upstream-secret"), ("x-gateway-config", '{"api_key":"sk-cfg"}'))
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "plain-older-record"])
+async def test_lines_are_sent_with_the_batchs_headers_sealed_or_as_older_records_hold_them(tmp_path, sealed):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp())
+    batch_id = await h.batch(lines(3), headers=SECRET_HEADERS, sealed_by=h.box if sealed else None)
+    record = await h.batches.find(batch_id)
+    assert (b"sk-upstream-secret" in msgspec.json.encode(record)) is not sealed
+    batch = await h.run(batch_id)
+    assert (batch.status, batch.request_counts.completed) == ("completed", 3)
+    assert all(sent[b"authorization"] == b"Bearer sk-upstream-secret" and sent[b"x-gateway-config"] == b'{"api_key":'
+               b'"sk-cfg"}' for sent in h.app.headers)
+
+
+async def test_headers_sealed_under_another_secret_key_fail_the_batch_before_any_line_is_sent(store, tmp_path):
+    h = Harness(store, tmp_path, ScriptedApp())
+    batch = await h.run(await h.batch(lines(4, bad=(2,)), headers=SECRET_HEADERS, sealed_by=SecretBox(b"o" * 32)))
+    assert batch.status == "failed" and batch.failed_at and h.app.calls == 0
+    assert [e.code for e in batch.errors.data] == ["invalid_json_line", "headers_unreadable"]
+    assert "another secret key" in batch.errors.data[-1].message
+    assert "GATEWAY_SECRET_KEY" in batch.errors.data[-1].message
+    assert (batch.request_counts.total, batch.request_counts.completed, batch.request_counts.failed) == (4, 0, 1)
+    errors = await h.output(batch.error_file_id)
+    assert [e["error"]["code"] for e in errors] == ["headers_unreadable", "invalid_json_line", "headers_unreadable",
+                                                       "headers_unreadable"]
+    assert not await h.batches.active_ids()
+
+
+async def test_a_sealed_blob_copied_from_another_batch_does_not_open(tmp_path):
+    h = Harness(MemoryStateStore(), tmp_path, ScriptedApp())
+    source = await h.batches.find(await h.batch(lines(1), headers=SECRET_HEADERS, sealed_by=h.box))
+    target_id = await h.batch(lines(2), sealed_by=h.box)
+    target = await h.batches.find(target_id)
+    target.sealed_headers = source.sealed_headers
+    await h.batches.save(target)
+    batch = await h.run(target_id)
+    assert batch.status == "failed" and h.app.calls == 0
+    assert batch.errors.data[-1].code == "headers_unreadable"
+    assert "another record" in batch.errors.data[-1].message

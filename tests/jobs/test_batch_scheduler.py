@@ -94,7 +94,9 @@ def test_a_gateway_killed_mid_batch_finishes_it_after_a_restart(mock, tmp_path):
 def shared_redis():
     url = test_redis_url()
     prefix = random_prefix()
-    yield {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix, "GATEWAY_STATE_TIMEOUT_MS": "3000"}
+    # one secret key: an instance opens the batch headers another sealed
+    yield {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix, "GATEWAY_STATE_TIMEOUT_MS": "3000",
+           "GATEWAY_SECRET_KEY": f"secret-{prefix}"}
     conn = redis.Redis.from_url(url)
     for key in conn.scan_iter(match=prefix + "*", count=500):
         conn.delete(key)
