@@ -75,8 +75,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     workers: Annotated[int, setting("worker processes", ge=1)] = 1
     admin_key: Annotated[str | None, setting("the root admin key: full rights in every workspace",
                                              secret=True)] = None
-    secret_key: Annotated[str | None, setting("encrypts provider-slug credentials at rest (any long random text)",
-                                              secret=True)] = None
+    secret_key: Annotated[str | None, setting(
+        "encrypts provider-slug credentials and batch request headers at rest (any long random text)",
+        secret=True)] = None
     data_dir: Annotated[str, setting("where the embedded store keeps its files")] = msgspec.field(
         default_factory=default_data_dir)
     redis_url: Annotated[str | None, setting("shared state in Redis", secret=True)] = None

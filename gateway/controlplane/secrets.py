@@ -1,4 +1,5 @@
-"""Encryption at rest of control-plane secrets (provider slugs' credentials): AES-256-GCM with one gateway key.
+"""Encryption at rest of secrets the gateway stores (provider slugs' credentials, gateway-run batches' request
+headers): AES-256-GCM with one gateway key.
 
 The key comes from ``GATEWAY_SECRET_KEY`` (any text; its SHA-256 is the AES key, so use a long random value such
 as ``openssl rand -base64 32``). Without it the gateway generates 32 random bytes once into ``<data dir>/secret.key``
