@@ -27,6 +27,7 @@ from gateway.controlplane.directory import RecordsNeeded
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext, build_context
+from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
 from gateway.http.types import RawHeaders, Receive, Scope, Send
@@ -318,7 +319,8 @@ class Pipeline:
         response = outcome.response
         transformer = outcome.transformer
         relay_task = asyncio.current_task()
-        watcher = asyncio.ensure_future(_wait_disconnect(receive, relay_task))
+        assert relay_task is not None  # ASGI calls run in a task
+        watch = DisconnectWatch(receive, relay_task)
         record.status = outcome.status
         relayed = events = sends = 0
         sample = b""  # the first SAMPLE_CHUNKS relayed chunks: the estimate measures an event's envelope on them
@@ -373,9 +375,8 @@ class Pipeline:
             record.status = 499
             record.error = "client disconnected"
             response.close()
-            if watcher.done():  # cancelled by our own disconnect watcher: the request is over, not the worker
-                if relay_task is not None:
-                    relay_task.uncancel()
+            if watch.fired():  # cancelled by our own disconnect watcher: the request is over, not the worker
+                relay_task.uncancel()
                 return
             raise
         except OSError:
@@ -383,7 +384,7 @@ class Pipeline:
             record.error = "client disconnected"
             response.close()
         finally:
-            watcher.cancel()
+            watch.stop()
             response.release()
             usage = transformer.usage
             if usage is not None:
@@ -410,12 +411,3 @@ async def _first_events(response: aiohttp.ClientResponse, transformer: Any, prov
         events = transformer.feed(chunk)
         if events:
             return events, False
-
-
-async def _wait_disconnect(receive: Receive, task: asyncio.Task | None) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            if task is not None:
-                task.cancel()
-            return
