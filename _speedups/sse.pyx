@@ -11,7 +11,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.list cimport PyList_Append
 from libc.string cimport memchr, memcmp, memcpy
 
-__all__ = ["DONE", "Event", "SseSplitter", "encode_event", "is_done"]
+__all__ = ["DONE", "RELAY_CR", "RELAY_DONE", "RELAY_ERROR", "RELAY_USAGE", "Event", "SseSplitter", "encode_event",
+           "is_done", "scan_relay"]
 
 #: One dispatched event: (event name or None, data).
 Event = tuple["bytes | None", bytes]
@@ -22,7 +23,15 @@ DONE = b"data: [DONE]\n\n"
 # A build from older sources must not pass for this twin: its public names and constants must be the pure module's.
 from gateway.http import sse as _pure
 
-for _name, _mine, _theirs in (("__all__", __all__, _pure.__all__), ("DONE", DONE, _pure.DONE)):
+RELAY_CR = 1
+RELAY_ERROR = 2
+RELAY_DONE = 4
+RELAY_USAGE = 8
+
+for _name, _mine, _theirs in (("__all__", __all__, _pure.__all__), ("DONE", DONE, _pure.DONE),
+                              ("RELAY_CR", RELAY_CR, _pure.RELAY_CR), ("RELAY_ERROR", RELAY_ERROR, _pure.RELAY_ERROR),
+                              ("RELAY_DONE", RELAY_DONE, _pure.RELAY_DONE),
+                              ("RELAY_USAGE", RELAY_USAGE, _pure.RELAY_USAGE)):
     if _mine != _theirs:
         raise ImportError(f"gateway._speedups.sse is stale: {_name} differs from the pure module")
 del _name, _mine, _theirs, _pure
@@ -257,3 +266,66 @@ def is_done(data):
     while end > start and _space(p[end - 1]):
         end -= 1
     return end - start == 6 and memcmp(p + start, b"[DONE]", 6) == 0
+
+
+def scan_relay(chunk, bint strip_null_usage):
+    """``(chunk, flags)`` for a vendorA-format stream chunk: the ``RELAY_*`` flags of what the chunk as received
+    holds, and the chunk with every ``,"usage":null`` member removed when ``strip_null_usage`` (the same object
+    when it has none). A chunk with no flag set, starting and ending on event boundaries, can be relayed as it is.
+
+    One pass over the bytes (the pure twin makes one per question); removed members are found in the same pass
+    and cut out with memcpy.
+    """
+    cdef bytes c = _as_bytes(chunk)
+    cdef const char* p = PyBytes_AS_STRING(c)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(c)
+    cdef Py_ssize_t i = 0, cuts = 0, k, src, dst, run
+    cdef int flags = 0
+    cdef char ch
+    cdef Py_ssize_t cut_at[64]
+    cdef list more = None
+    cdef bytes out
+    cdef char* o
+    while i < n:
+        ch = p[i]
+        if ch == b'"':
+            if i + 7 <= n and p[i + 6] == b'"':
+                if memcmp(p + i + 1, b"error", 5) == 0:
+                    flags |= RELAY_ERROR
+                elif memcmp(p + i + 1, b"usage", 5) == 0:
+                    if i + 12 <= n and memcmp(p + i + 7, b":null", 5) == 0:
+                        if strip_null_usage and i > 0 and p[i - 1] == b',':
+                            if cuts < 64:
+                                cut_at[cuts] = i - 1
+                            else:
+                                if more is None:
+                                    more = []
+                                more.append(i - 1)
+                            cuts += 1
+                        i += 12
+                        continue
+                    flags |= RELAY_USAGE
+            i += 1
+        elif ch == b'[':
+            if i + 6 <= n and memcmp(p + i, b"[DONE]", 6) == 0:
+                flags |= RELAY_DONE
+            i += 1
+        elif ch == b'\r':
+            flags |= RELAY_CR
+            i += 1
+        else:
+            i += 1
+    if cuts == 0:
+        return c, flags
+    out = PyBytes_FromStringAndSize(NULL, n - 13 * cuts)
+    o = PyBytes_AS_STRING(out)
+    src = 0
+    dst = 0
+    for k in range(cuts):
+        i = cut_at[k] if k < 64 else <Py_ssize_t>more[k - 64]
+        run = i - src
+        memcpy(o + dst, p + src, <size_t>run)
+        dst += run
+        src = i + 13
+    memcpy(o + dst, p + src, <size_t>(n - src))
+    return out, flags

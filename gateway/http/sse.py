@@ -14,13 +14,21 @@ arrives, so a huge event delivered in many small chunks is never re-scanned.
 
 from __future__ import annotations
 
-__all__ = ["DONE", "Event", "SseSplitter", "encode_event", "is_done"]
+__all__ = ["DONE", "RELAY_CR", "RELAY_DONE", "RELAY_ERROR", "RELAY_USAGE", "Event", "SseSplitter", "encode_event",
+           "is_done", "scan_relay"]
 
 #: One dispatched event: (event name or None, data).
 Event = tuple["bytes | None", bytes]
 
 #: The vendorA end-of-stream event.
 DONE: bytes = b"data: [DONE]\n\n"
+
+#: ``scan_relay`` flags: what in a chunk keeps it from being relayed as received
+RELAY_CR = 1  # a CR (line ends the relay does not pass through)
+RELAY_ERROR = 2  # an ``"error"`` member
+RELAY_DONE = 4  # the ``[DONE]`` marker
+RELAY_USAGE = 8  # a ``"usage"`` member that is not ``"usage":null``
+_NULL_USAGE_MEMBER = b',"usage":null'
 
 _DONE_DATA = b"[DONE]"
 
@@ -130,3 +138,23 @@ def is_done(data: bytes) -> bool:
     if type(data) is not bytes:
         data = bytes(data)
     return data == _DONE_DATA or data.strip() == _DONE_DATA
+
+
+def scan_relay(chunk: bytes, strip_null_usage: bool) -> tuple[bytes, int]:
+    """``(chunk, flags)`` for a vendorA-format stream chunk: the ``RELAY_*`` flags of what the chunk as received
+    holds, and the chunk with every ``,"usage":null`` member removed when ``strip_null_usage`` (the same object
+    when it has none). A chunk with no flag set, starting and ending on event boundaries, can be relayed as it is."""
+    if type(chunk) is not bytes:
+        chunk = bytes(chunk)
+    flags = 0
+    if b"\r" in chunk:
+        flags |= RELAY_CR
+    if b'"error"' in chunk:
+        flags |= RELAY_ERROR
+    if b"[DONE]" in chunk:
+        flags |= RELAY_DONE
+    if b'"usage"' in chunk and chunk.count(b'"usage"') != chunk.count(b'"usage":null'):
+        flags |= RELAY_USAGE
+    if strip_null_usage:
+        chunk = chunk.replace(_NULL_USAGE_MEMBER, b"")
+    return chunk, flags

@@ -21,6 +21,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import GatewayError
+from gateway.http.sse import RELAY_CR
 from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
@@ -59,7 +60,6 @@ class _ChunkUsage(msgspec.Struct):
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
-_NULL_USAGE = b'"usage":null'
 _NULL_USAGE_MEMBER = b',"usage":null'
 _chunk = msgspec.json.Decoder(_ChunkUsage)
 
@@ -135,7 +135,7 @@ class VendorAStream(InBandErrorHolder):
     (empty ``choices``) is read but not relayed, and the ``"usage":null`` members are dropped from the others.
     """
 
-    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "aligned", "strip_usage")
+    __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "_scan", "aligned", "strip_usage")
 
     def __init__(self, provider: str) -> None:
         sse = _speedups.sse
@@ -143,6 +143,7 @@ class VendorAStream(InBandErrorHolder):
         self.splitter = sse.SseSplitter()
         self._encode = sse.encode_event
         self._is_done = sse.is_done
+        self._scan = sse.scan_relay
         self.usage: Usage | None = None
         self.done = False
         self.held_error: GatewayError | None = None
@@ -151,12 +152,11 @@ class VendorAStream(InBandErrorHolder):
         self.strip_usage = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        self.raise_held()
-        if self.strip_usage:
-            chunk = chunk.replace(_NULL_USAGE_MEMBER, b"")  # the same object when there is none
-        ends_aligned = chunk[-2:] == b"\n\n" and b"\r" not in chunk
-        if (self.aligned and ends_aligned and not self.done and b'"error"' not in chunk and b"[DONE]" not in chunk
-                and (b'"usage"' not in chunk or chunk.count(b'"usage"') == chunk.count(_NULL_USAGE))):
+        if self.held_error is not None:
+            self.raise_held()
+        chunk, flags = self._scan(chunk, self.strip_usage)
+        ends_aligned = chunk.endswith(b"\n\n") and not flags & RELAY_CR
+        if self.aligned and ends_aligned and not flags and not self.done:
             return [chunk]
         out = self._events(self.splitter.feed(chunk))
         self.aligned = ends_aligned and self.passthrough_ready()

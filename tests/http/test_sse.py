@@ -339,3 +339,49 @@ def test_twins_encode_identically(data, name):
                 module.encode_event(data, name)
             continue
         assert module.encode_event(data, name) == expected
+
+
+# -- scan_relay: what keeps a vendorA chunk from being relayed as received -------------------------------------
+
+_EVENT = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null}\n\n'
+_CHUNK = _EVENT % b"hi" + _EVENT % b" there"
+
+
+def test_scan_relay_passes_a_plain_chunk_unchanged(sse: ModuleType) -> None:
+    plain = _CHUNK.replace(b',"usage":null', b"")
+    out, flags = sse.scan_relay(plain, True)
+    assert out is plain and flags == 0
+
+
+def test_scan_relay_strips_null_usage_members_only_when_asked(sse: ModuleType) -> None:
+    out, flags = sse.scan_relay(_CHUNK, True)
+    assert out == _CHUNK.replace(b',"usage":null', b"") and flags == 0
+    kept, flags = sse.scan_relay(_CHUNK, False)
+    assert kept == _CHUNK and flags == 0
+
+
+@pytest.mark.parametrize(("chunk", "expected"), [
+    (b'data: {"error":{"message":"x"}}\n\n', "RELAY_ERROR"),
+    (b"data: [DONE]\n\n", "RELAY_DONE"),
+    (b"data: {}\r\n\r\n", "RELAY_CR"),
+    (b'data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n', "RELAY_USAGE"),
+    (b'data: {"choices":[],"usage":nul', "RELAY_USAGE"),  # cut inside the member: not known to be null
+])
+def test_scan_relay_flags_what_needs_the_event_path(sse: ModuleType, chunk: bytes, expected: str) -> None:
+    for strip in (False, True):
+        _, flags = sse.scan_relay(chunk, strip)
+        assert flags == getattr(sse, expected)
+
+
+def test_scan_relay_cuts_many_members_in_one_chunk(sse: ModuleType) -> None:
+    chunk = _CHUNK * 50  # 100 members: past the compiled twin's inline table of cut positions
+    out, flags = sse.scan_relay(chunk, True)
+    assert out == chunk.replace(b',"usage":null', b"") and flags == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b",", b'"usage"', b":null", b'"error"', b"[DONE]", b"\r", b"\n\n", b"data: ",
+                                 b'{"a":1}', b"[", b'"', b"x"]), max_size=40), st.booleans())
+def test_scan_relay_twins_agree(parts: list[bytes], strip: bool) -> None:
+    chunk = b"".join(parts)
+    assert compiled_twin("sse").scan_relay(chunk, strip) == pure_sse.scan_relay(chunk, strip)
