@@ -188,8 +188,10 @@ class Pipeline:
             record.status = error.status
             record.error = error.message
             self._finish(record, ctx, state, started)
-            headers = response_headers(ctx, state, record.provider, record.cache_status) if ctx is not None else None
-            if headers is not None and steps is not None and steps.held:
+            # a gateway header that does not parse leaves no context: the cache status still goes out
+            headers = (response_headers(ctx, state, record.provider, record.cache_status) if ctx is not None
+                       else [_CACHE_STATUS[record.cache_status]])
+            if steps is not None and steps.held:
                 headers.extend(steps.response_headers())
             await send_error(send, error, headers)
             return

@@ -160,6 +160,17 @@ def test_every_response_says_its_cache_status(gateway, mock):
     assert resp_headers["x-gateway-cache-status"] == "DISABLED"
 
 
+@pytest.mark.parametrize("header, value", [
+    ("x-gateway-cache-force-refresh", "maybe"),
+    ("x-gateway-metadata", "{"),
+    ("x-gateway-request-timeout", "soon"),
+])
+def test_a_bad_gateway_header_is_a_400_that_still_says_its_cache_status(gateway, mock, header, value):
+    resp = chat(gateway.url, config(mock.scenario()), **{header: value})
+    assert resp.status == 400 and resp.json()["error"]["param"] == header
+    assert status_of(resp) == "DISABLED"  # the lookup never ran
+
+
 def test_other_endpoints_are_cached_too(gateway, mock):
     base = mock.scenario()
     body = {"model": "text-embedding-3-small", "input": ["a gateway"]}
