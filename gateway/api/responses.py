@@ -1,10 +1,10 @@
 """``/v1/responses/{response_id}`` and ``/input_items``: stored responses, forwarded to the provider the request names.
 
 Query values are checked before anything is sent: ``include`` (repeated, as ``include`` or ``include[]``) must be
-one of the includable fields; the input-item list takes ``limit`` 1 to 100 (default 20), ``order`` ``asc`` or
-``desc``, and ``after`` / ``before`` item ids. Retrieving as a stream (``stream=true``) is not offered here. The
-provider's ``response`` object and ``{"object": "list", "data", "first_id", "last_id", "has_more"}`` envelope are
-relayed as it sends them; an unknown id is the provider's 404.
+one of the includable fields; the input-item list takes ``limit`` 1 to 100 (default 20), ``order`` ``asc`` (the
+default, sent upstream when the client names none) or ``desc``, and ``after`` / ``before`` item ids. Retrieving as
+a stream (``stream=true``) is not offered here. The provider's ``response`` object and ``{"object": "list", "data",
+"first_id", "last_id", "has_more"}`` envelope are relayed as it sends them; an unknown id is the provider's 404.
 
 Includable fields (the spec's three and the ones vendorA added since): ``file_search_call.results``,
 ``message.input_image.image_url``, ``computer_call_output.output.image_url``, ``web_search_call.results``,
@@ -66,5 +66,8 @@ class ResponseRoutes:
         int_query(query, "limit", 20, 1, 100)
         choice_query(query, "order", ("asc", "desc"))
         check_include(scope)
+        forwarded = raw_query(scope)
+        if "order" not in query:  # the spec's default is asc; a provider's own default may differ
+            forwarded = f"{forwarded}&order=asc" if forwarded else "order=asc"
         await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET",
-                                             f"/responses/{response_id}/input_items", raw_query(scope))
+                                             f"/responses/{response_id}/input_items", forwarded)

@@ -58,6 +58,15 @@ def test_input_items_page_in_either_order(openai_client, mock):
     assert len(every) == 5  # the SDK followed the pages
 
 
+def test_input_items_come_oldest_first_when_no_order_is_asked(openai_client, mock):
+    # the spec's default order is asc, whatever the provider's own default is
+    base = mock.scenario()
+    response_id = stored_response(mock.url, base)
+    page = openai_client(base + "/v1").responses.input_items.list(response_id, limit=2)
+    assert [item.content[0].text for item in page.data] == ["message 0", "message 1"]
+    assert mock.calls(base)["requests"][-1]["query"].endswith("order=asc")
+
+
 @pytest.mark.parametrize("path, param", [
     ("/v1/responses/resp_x?include=everything", "include"),
     ("/v1/responses/resp_x?include[]=file_search_call.results&include[]=nope", "include"),
