@@ -10,8 +10,9 @@ text a token (about right for English with vendorA's tokenisers; code and other 
   plus 3 tokens per message for the chat framing;
 - completion: the characters of text the answer carried (``content``, ``text``, ``arguments`` and
   ``reasoning_content`` values, as JSON-escaped bytes) / 4. For a stream, the pipeline only counts the bytes and the
-  events it relayed (cheap enough for every chunk) and keeps its first SAMPLE_CHUNKS relayed chunks: the text is
-  the relayed bytes minus each event's envelope, the envelope measured on the sampled event with the most text.
+  events it relayed (cheap enough for every chunk) and keeps its first SAMPLE_CHUNKS relayed chunks: their text is
+  counted exactly, and the rest is the relayed bytes past them minus each event's envelope, measured on the
+  sampled content event with the smallest envelope.
 
 Each count is rounded up; a side with no text counts 0.
 """
@@ -107,20 +108,28 @@ def prompt_tokens(request: Any) -> int:
 def relayed_text_chars(relayed_bytes: int, relayed_events: int, sample: bytes | None) -> int:
     """The text characters of a stream from what the pipeline counted while relaying it (see the docstring).
 
-    The envelope is measured on the event of ``sample`` that carries the most text (a content event: the role and
-    finish events differ by a few bytes, which the estimate absorbs); a sample without text means none went out.
+    ``sample`` is the start of what was relayed: its text is counted exactly. The rest is the relayed bytes past
+    the sample minus an envelope per event, measured as the smallest envelope of the sample's events that carry
+    text (a plain content event: an opening event that carries the role as well as text, as cloudC's does, has a
+    larger one); a sample without text means none went out.
     """
     if not relayed_bytes or not relayed_events or not sample:
         return 0
-    best_text, best_size = 0, 0
+    exact, envelope, sampled = 0, -1, 0
     for event in sample.split(b"\n\n"):
         if event:
+            sampled += 1
             chars = text_chars(event)
-            if chars > best_text:
-                best_text, best_size = chars, len(event) + 2  # with its blank-line terminator
-    if not best_text:
+            exact += chars
+            if chars and (envelope < 0 or len(event) + 2 - chars < envelope):
+                envelope = len(event) + 2 - chars  # with its blank-line terminator
+    if envelope < 0:
         return 0
-    return max(0, relayed_bytes - relayed_events * (best_size - best_text))
+    rest_bytes = relayed_bytes - len(sample)
+    rest_events = relayed_events - sampled
+    if rest_bytes <= 0 or rest_events <= 0:
+        return exact
+    return exact + max(0, rest_bytes - rest_events * envelope)
 
 
 def estimate(request: Any, completion_chars: int) -> Usage:

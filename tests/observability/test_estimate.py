@@ -62,6 +62,19 @@ def test_a_relayed_stream_is_estimated_close_to_its_text(words):
     assert abs(tokens_for(chars) - tokens_for(len(text))) <= 3
 
 
+@pytest.mark.parametrize("opening", ["role-only", "role-with-text"])
+def test_the_sampled_start_counts_exactly_and_the_rest_by_a_content_envelope(opening):
+    """As the pipeline samples: the first chunks relayed. An opening event with the role and text together (cloudC)
+    has a larger envelope than a content event; measured on it, the rest would be undercounted to nothing."""
+    words = ["Hello", " from", " the", " gateway", " mock", " upstream", ":", " this", " reply"] * 3
+    first = chunk(role=True) if opening == "role-only" else chunk(words[0]).replace(
+        b'"delta":{', b'"delta":{"role":"assistant",')
+    events = [first, *(chunk(w) for w in words[opening == "role-with-text":]), chunk(finish="stop")]
+    relayed = b"".join(events)
+    chars = relayed_text_chars(len(relayed), relayed.count(b"\n\n"), b"".join(events[:3]))
+    assert abs(chars - len("".join(words))) <= 12  # the finish event is a few bytes smaller than a content event
+
+
 def test_a_stream_with_no_text_relayed_estimates_none():
     role = chunk(role=True)
     assert relayed_text_chars(len(role), 1, None) == 0

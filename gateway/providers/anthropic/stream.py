@@ -150,8 +150,9 @@ class AnthropicStream(InBandErrorHolder):
         self.started = True
         if message.model:
             self.model = message.model
+        # message_start's figures are an opening count (output_tokens 1): they become the usage only with
+        # message_delta's, so a stream that ends before those is estimated from what was relayed
         self.tokens.update(message.usage)
-        self.usage = self.tokens.unified()
         obj = b"chat.completion.chunk" if self.chat else b"text_completion"
         self._meta = (b'{"id":' + _encode(message.id or "") + b',"object":"' + obj + b'","created":'
                       + str(self.created).encode() + b',"model":' + _encode(self.model)
