@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,72 @@ def test_a_key_with_non_ascii_bytes_is_a_401_on_every_route(gateway, mock, key, 
     assert resp.json()["error"]["param"] == "x-gateway-api-key"
 
 
+def _unknown_keys_during_a_stream(server, headers: dict[str, str], count: int) -> dict[int, int]:
+    """Send ``count`` random gateway keys while a stream is relayed (its upstream sends a chunk every 40 ms, for 4 s:
+    longer than the lookups); check the stream spanned them and its chunks came without extra gaps. The statuses
+    the keys got, with their counts."""
+    arrivals: list[float] = []
+    started = threading.Event()
+
+    def relay() -> None:
+        conn, path = _conn(f"{server.url}/v1/chat/completions", 60)
+        conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}), headers=headers)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        for line in resp:
+            if line.startswith(b"data: "):
+                arrivals.append(time.perf_counter())
+                started.set()
+        conn.close()
+
+    streamer = threading.Thread(target=relay)
+    streamer.start()
+    assert started.wait(10)
+    statuses: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def unknown_key(_: int) -> None:
+        resp = post(f"{server.url}/v1/chat/completions", CHAT,
+                    {**headers, "x-gateway-api-key": "gw-" + secrets.token_hex(12)}, timeout=30)
+        with lock:
+            statuses[resp.status] = statuses.get(resp.status, 0) + 1
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(unknown_key, range(count)))
+    load_ended = time.perf_counter()
+    streamer.join(30)
+    assert not streamer.is_alive()
+    assert load_ended < arrivals[-1], "the stream ended before the lookups did: it must span them"
+    gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]
+    assert len(arrivals) >= 100
+    # a 40 ms upstream cadence; a lookup holding the event loop would hold chunks back by the lock's wait
+    assert max(gaps) < 0.040 + 0.25, f"largest gap between chunks {max(gaps) * 1000:.0f} ms"
+    return statuses
+
+
+def test_unknown_keys_do_not_delay_a_relayed_stream_while_a_writer_holds_the_key_table(mock, tmp_path):
+    """The embedded store: 2,000 unknown keys (each a read of the key records) while another process holds a write
+    transaction on the state file. Each answers 401; the stream's chunks are not held back."""
+    server = start_gateway(data_dir=str(tmp_path))
+    writer = None
+    try:
+        base = mock.scenario([{"chunks": 100, "chunk_delay_ms": 40}])
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
+                   "x-gateway-custom-host": base + "/v1", "content-type": "application/json"}
+        assert post(f"{server.url}/v1/chat/completions", CHAT, headers).status == 200
+        writer = sqlite3.connect(tmp_path / "state.db", isolation_level=None, timeout=5)
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("DELETE FROM records WHERE 0")  # a write in the table the keys live in
+        statuses = _unknown_keys_during_a_stream(server, headers, 2000)
+        assert statuses == {401: 2000}, statuses
+        writer.execute("ROLLBACK")
+        assert post(f"{server.url}/v1/chat/completions", CHAT, headers).status == 200
+    finally:
+        if writer is not None:
+            writer.close()
+        server.stop()
+
+
 def test_unknown_keys_do_not_delay_a_relayed_stream_while_the_store_hangs(mock):
     """1,000 unknown keys (each a store read) arrive while a stream is relayed and the store (Redis) hangs. The
     stream's chunks, 40 ms apart upstream, reach the client without extra gaps; the unknown keys answer 401 or,
@@ -178,43 +245,8 @@ def test_unknown_keys_do_not_delay_a_relayed_stream_while_the_store_hangs(mock):
         assert post(f"{server.url}/v1/chat/completions", CHAT, headers).status == 200
         redis.proc.send_signal(signal.SIGSTOP)  # it keeps its connections and answers nothing
         hung = True
-        arrivals: list[float] = []
-        started = threading.Event()
-
-        def relay() -> None:
-            conn, path = _conn(f"{server.url}/v1/chat/completions", 60)
-            conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}), headers=headers)
-            resp = conn.getresponse()
-            assert resp.status == 200
-            for line in resp:
-                if line.startswith(b"data: "):
-                    arrivals.append(time.perf_counter())
-                    started.set()
-            conn.close()
-
-        streamer = threading.Thread(target=relay)
-        streamer.start()
-        assert started.wait(10)
-        statuses: dict[int, int] = {}
-        lock = threading.Lock()
-
-        def unknown_key(_: int) -> None:
-            resp = post(f"{server.url}/v1/chat/completions", CHAT,
-                        {**headers, "x-gateway-api-key": "gw-" + secrets.token_hex(12)}, timeout=30)
-            with lock:
-                statuses[resp.status] = statuses.get(resp.status, 0) + 1
-
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(unknown_key, range(1000)))
-        load_ended = time.perf_counter()
-        streamer.join(30)
-        assert not streamer.is_alive()
+        statuses = _unknown_keys_during_a_stream(server, headers, 1000)
         assert set(statuses) <= {401, 503} and 503 in statuses, statuses
-        assert load_ended < arrivals[-1], "the stream ended before the lookups did: it must span them"
-        gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]
-        assert len(arrivals) >= 100
-        # a 40 ms upstream cadence; a lookup holding the event loop would hold chunks back by the lock's wait
-        assert max(gaps) < 0.040 + 0.25, f"largest gap between chunks {max(gaps) * 1000:.0f} ms"
         redis.proc.send_signal(signal.SIGCONT)
         hung = False
         assert eventually(lambda: request("GET", server.url + "/health").json()["state"]["healthy"], timeout=10)
