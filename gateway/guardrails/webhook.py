@@ -29,6 +29,7 @@ from gateway.bounded_cache import BoundedCache
 from gateway.guardrails.text import request_text
 from gateway.http.errors import GatewayError
 from gateway.providers.base import UpstreamRequest
+from gateway.upstream.client import failure_text
 
 MAX_ANSWER_BYTES = 1024 * 1024
 JWKS_CACHE_MAX = 256
@@ -66,7 +67,7 @@ class CheckIO:
         except GatewayError as exc:
             raise HttpCheckError(exc.message) from None
         except (OSError, aiohttp.ClientError) as exc:
-            raise HttpCheckError(f"{url} failed: {exc.__class__.__name__}: {exc}") from None
+            raise HttpCheckError(f"{url} {failure_text(exc)}") from None
 
     async def post_json(self, url: str, headers: dict[str, str], payload: Any, timeout_ms: int) -> Any:
         """POST ``payload`` as JSON and decode the JSON answer."""

@@ -30,3 +30,24 @@ async def test_concurrent_jwks_misses_share_one_fetch(hook_server, loopback_clie
 async def test_without_a_client_every_call_fails():
     with pytest.raises(HttpCheckError):
         await CheckIO(None).post_json("https://example.com/hook", {}, {}, 100)
+
+
+async def test_an_answer_cut_off_is_described_in_words(loopback_client):
+    """A hook that promises more body than it sends: the verdict says so plainly (no library class names)."""
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(HttpCheckError) as info:
+            await CheckIO(loopback_client).post_json(f"http://127.0.0.1:{port}/hook", {}, {"x": 1}, 2000)
+    finally:
+        server.close()
+        await server.wait_closed()
+    message = str(info.value)
+    assert "cut its answer off" in message and "Error" not in message, message
