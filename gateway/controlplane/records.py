@@ -45,8 +45,9 @@ def now_iso() -> str:
 
 
 def store_unavailable(exc: StateStoreError) -> ServiceUnavailable:
-    """The 503 a control-plane call answers while the state store cannot be reached."""
-    return ServiceUnavailable(f"the state store is unavailable ({exc.__class__.__name__}); try again shortly")
+    """The 503 a call that needs a record answers while the state store cannot be reached (in words, without the
+    gateway's internal error names; ``gateway_state_store_errors_total`` counts the failures)."""
+    return ServiceUnavailable("the state store is unavailable; try again shortly")
 
 
 class Repository(Generic[E]):

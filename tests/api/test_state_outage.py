@@ -49,6 +49,12 @@ def test_redis_down_then_back(mock):
                    "content-type": "application/json"}
         for server in (closed, opened):
             assert post(server.url + "/v1/chat/completions", CHAT, headers).status == 200
+        # a saved config this worker has not cached needs the store: a 503 in words, no internal class names
+        saved = post(opened.url + "/v1/chat/completions", CHAT, {**headers, "x-gateway-config": "pc-not-cached"})
+        assert saved.status == 503, saved.text
+        assert "store" in saved.json()["error"]["message"] and "StateStore" not in saved.text, saved.text
+        listed = request("GET", opened.url + "/v1/configs", headers={"x-gateway-api-key": ADMIN_KEY})
+        assert listed.status == 503 and "StateStore" not in listed.text, listed.text
         metrics = {"x-gateway-api-key": ADMIN_KEY}
         assert wait_until(lambda: "gateway_state_store_errors_total{" in request(
             "GET", closed.url + "/metrics", headers=metrics).text, timeout=10)
