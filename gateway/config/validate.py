@@ -309,11 +309,11 @@ def _check_provider(n: Config, base: str) -> None:
                     f"unknown provider {provider!r}; accepted providers: {', '.join(provider_names())}",
                 )
     if n.custom_host is not None:
-        from gateway.upstream.ssrf import check_url
+        from gateway.upstream.ssrf import check_base_url
 
         at = _join(base, "custom_host")
         try:
-            check_url(n.custom_host, at)
+            check_base_url(n.custom_host, at)
         except InvalidRequest as exc:
             raise ConfigError.at(at, exc.message[len(at) + 1:]) from None
 

@@ -122,9 +122,9 @@ def _check(fields: dict[str, Any]) -> None:
         )
     host = fields.get("custom_host")
     if host is not None:
-        from gateway.upstream.ssrf import check_url
+        from gateway.upstream.ssrf import check_base_url
 
-        check_url(host, "custom_host")
+        check_base_url(host, "custom_host")
     kind = fields.get("cloudB_deployment_type")
     if kind is not None and kind not in ("serverless", "managed"):
         raise InvalidRequest("cloudB_deployment_type must be serverless or managed", param="cloudB_deployment_type")

@@ -103,6 +103,16 @@ def check_url(url: str, field: str = "custom_host") -> tuple[str, int, str]:
     return host, port or (443 if scheme == "https" else 80), scheme
 
 
+def check_base_url(url: str, field: str = "custom_host") -> tuple[str, int, str]:
+    """``check_url`` for a base URL the gateway appends route paths to (a ``custom_host``): a query string would
+    end up before the path, so it is refused too."""
+    checked = check_url(url, field)
+    if "?" in url:
+        raise InvalidRequest(f"{field} must not contain a query string (it is a base URL; the route path follows it)",
+                             param=field)
+    return checked
+
+
 class PinnedResolver(AbstractResolver):
     """Resolves, refuses non-public addresses (unless allow-listed) and caches what passed for a short time."""
 

@@ -54,6 +54,7 @@ def test_create_masks_secrets_and_lists_gets_deletes(gateway, mock):
     ({"slug": "ok", "provider": "nosuch"}, "provider"),
     ({"slug": "ok", "provider": "@other"}, "provider"),
     ({"slug": "ok", "provider": "vendorA", "custom_host": "ftp://example.com"}, "custom_host"),
+    ({"slug": "ok", "provider": "vendorA", "custom_host": "https://example.com/v1?tenant=a"}, "custom_host"),
     ({"slug": "ok", "provider": "vendorA", "api_key": ""}, "api_key"),
     ({"slug": "ok", "provider": "vendorA", "api_key": 7}, "api_key"),
     ({"slug": "ok", "provider": "cloudB", "cloudB_deployment_type": "shared"}, "cloudB_deployment_type"),

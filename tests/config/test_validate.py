@@ -469,6 +469,7 @@ def test_a_buffer_is_accepted_as_text():
         (fallback(KEY, {**KEY, "custom_host": "ftp://models.internal/v1"}), "targets[1].custom_host"),
         (fallback(KEY, {**KEY, "custom_host": "http://models.internal/v1#frag"}), "targets[1].custom_host"),
         (fallback(KEY, {**KEY, "custom_host": "https://user:pw@models.internal/v1"}), "targets[1].custom_host"),
+        (fallback(KEY, {**KEY, "custom_host": "https://models.internal/v1?tenant=a"}), "targets[1].custom_host"),
         ({**KEY, "custom_host": "not a url"}, "custom_host"),
         ({**KEY, "custom_host": "http://"}, "custom_host"),
     ],
