@@ -18,7 +18,7 @@ from gateway.config.schema import Config
 from gateway.controlplane import configs, prompts, providers
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.controlplane.secrets import SecretBox, SecretError
-from gateway.http.errors import GatewayError
+from gateway.http.errors import RecordUnusable
 from gateway.state.base import StateStore, StateStoreError
 
 SLUG = "slug"
@@ -34,12 +34,6 @@ class RecordsNeeded(Exception):
     def __init__(self, wants: list[tuple[str, str, str]]) -> None:
         super().__init__(wants)
         self.wants = wants
-
-
-class Unusable(GatewayError):
-    """500: a stored record cannot be used (its secrets were sealed under another secret key)."""
-
-    code = "record_unusable"
 
 
 class RecordCache:
@@ -75,8 +69,8 @@ class RecordCache:
             value = self._entries[key]
         except KeyError:
             raise RecordsNeeded([key]) from None
-        if isinstance(value, Unusable):
-            raise Unusable(value.message, param=value.param)  # a fresh error: a raised one keeps its traceback
+        if isinstance(value, RecordUnusable):
+            raise RecordUnusable(value.message, param=value.param)  # a fresh error: a raised one keeps its traceback
         return value
 
     def has(self, kind: str, workspace: str, id: str) -> bool:
@@ -133,7 +127,7 @@ class RecordCache:
             try:
                 return providers.slug_config(self.box, record)
             except SecretError as exc:
-                return Unusable(f"provider slug '@{id}' cannot be used: {exc}", param="provider")
+                return RecordUnusable(f"provider slug '@{id}' cannot be used: {exc}", param="provider")
         if kind == CONFIG:
             saved = await self.configs.lookup(workspace, id)
             return None if saved is None else bytes(saved.config)

@@ -191,6 +191,12 @@ class CircuitOpen(GatewayError):
     code = "circuit_open"
 
 
+class RecordUnusable(GatewayError):
+    """500: a stored control-plane record cannot be used (its secrets were sealed under another secret key)."""
+
+    code = "record_unusable"
+
+
 class ConfigError(InvalidRequest):
     """400: the config is not valid. ``param`` is the JSON path of the fault (``targets[1].retry.attempts``)."""
 

@@ -177,6 +177,8 @@ def test_secrets_are_encrypted_at_rest_and_survive_a_restart(mock):
     try:
         resp = chat(server, admin["key"], **{"x-gateway-provider": "@kept"})
         assert resp.status == 500
-        assert "GATEWAY_SECRET_KEY" in resp.json()["error"]["message"]
+        error = resp.json()["error"]
+        assert "GATEWAY_SECRET_KEY" in error["message"]
+        assert error["code"] == "record_unusable" and error["param"] == "provider"
     finally:
         server.stop()
