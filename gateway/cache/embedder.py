@@ -138,10 +138,6 @@ class LocalEmbedder:
                     log.exception("the local embedding model failed to load; semantic lookups are skipped")
             return self._model
 
-    def warm(self) -> None:
-        """Load the model now, in this thread (for benchmarks and tools; requests load it lazily in the pool)."""
-        self._load()
-
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:

@@ -61,9 +61,6 @@ class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
     function_call: str | dict[str, Any] | None = None
 
 
-HYPERPARAMETERS: tuple[str, ...] = Hyperparameters.__struct_fields__
-
-
 class RenderBody(Hyperparameters, forbid_unknown_fields=True, omit_defaults=True):
     """The body of ``POST /v1/prompts/{id}/render`` and ``/completions``: variables plus hyperparameters."""
 
