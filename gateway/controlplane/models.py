@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
 from gateway.http.errors import GatewayError
 from gateway.providers.base import UpstreamRequest, upstream_error
@@ -99,7 +100,7 @@ class ModelCatalog:
 
     def __init__(self, client: UpstreamClient) -> None:
         self.client = client
-        self._cache: dict[tuple[str, str, str], tuple[float, list[_Item]]] = {}
+        self._cache: BoundedCache[tuple[str, str, str], tuple[float, list[_Item]]] = BoundedCache(_CACHE_MAX)
         self._limit = asyncio.Semaphore(CONCURRENCY)
 
     async def _fetch(self, config: Config) -> list[_Item]:
@@ -122,8 +123,6 @@ class ModelCatalog:
             items = _listing.decode(body).data
         except msgspec.DecodeError:
             raise GatewayError(f"{config.provider} answered its models list in an unknown format") from None
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
         self._cache[key] = (now + TTL_S, items)
         return items
 

@@ -9,6 +9,7 @@ value per key) and one dictionary lookup before its ``reserve``.
 
 from __future__ import annotations
 
+from gateway.bounded_cache import BoundedCache
 from gateway.policies.compiled import REQUESTS, Bucket, CompiledPolicy, RequestFacts
 from gateway.state.base import BudgetItem
 
@@ -62,7 +63,7 @@ class WorkspacePolicies:
                 if key not in keys:
                     keys.append(key)
         self.fact_keys = tuple(keys)
-        self.plans: dict[tuple, Plan] = {}
+        self.plans: BoundedCache[tuple, Plan] = BoundedCache(MAX_PLANS)
 
     def plan(self, facts: RequestFacts, now_ms: int) -> tuple[Plan, bool]:
         """The plan for this request, and whether it was made just now (its buckets may be new to this worker)."""
@@ -71,7 +72,5 @@ class WorkspacePolicies:
         if plan is not None and now_ms < plan.until:
             return plan, False
         plan = Plan(self.policies, facts, now_ms)
-        if len(self.plans) >= MAX_PLANS:
-            self.plans.clear()
         self.plans[signature] = plan
         return plan, True

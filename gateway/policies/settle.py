@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from gateway.bounded_cache import BoundedCache
 from gateway.observability.cost import Prices
 from gateway.observability.entry import tokens
 from gateway.policies import periods
@@ -93,7 +94,8 @@ class Settler:
         self.queue_max = queue_max
         self.task_count = tasks
         self._tasks: list[asyncio.Task] = []
-        self._seen: set[tuple[str, str]] = set()
+        #: (policy id, bucket id) pairs already noted by this worker
+        self._seen: BoundedCache[tuple[str, str], None] = BoundedCache(_MAX_SEEN)
         self.dropped = 0
 
     def start(self) -> None:
@@ -140,9 +142,7 @@ class Settler:
             key = (policy.id, bucket.id)
             if key in self._seen:
                 continue
-            if len(self._seen) >= _MAX_SEEN:
-                self._seen.clear()
-            self._seen.add(key)
+            self._seen[key] = None
             self._put(self._note_bucket, policy.id, bucket)
 
     async def _run(self) -> None:
