@@ -78,6 +78,26 @@ def test_filters_match_those_of_v1_logs(gateway, mock):
     assert quiet == {"other model": [], "other provider": []}
 
 
+def test_a_time_range_lets_through_only_the_records_inside_it(gateway, mock):
+    trace = trace_id()
+    now = time.time()
+    streams = {name: stream(gateway, f"?trace_id={trace}{query}") for name, query in {
+        "open": f"&from={now - 60:.3f}&to={now + 3600:.3f}",
+        "iso": f"&from={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now - 60))}",
+        "ended": f"&to={now - 60:.3f}",
+        "not yet": f"&from={now + 3600:.3f}",
+    }.items()}
+    try:
+        assert post(f"{gateway.url}/v1/chat/completions", CHAT, chat_headers(mock.scenario(), trace)).status == 200
+        inside = {name: [i["trace_id"] for i in streams[name].logs(1, timeout=5)] for name in ("open", "iso")}
+        outside = {name: streams[name].logs(1, timeout=1.5) for name in ("ended", "not yet")}
+    finally:
+        for live in streams.values():
+            live.close()
+    assert inside == {"open": [trace], "iso": [trace]}
+    assert outside == {"ended": [], "not yet": []}
+
+
 def test_the_backlog_comes_first_oldest_first_then_live_records(gateway, mock):
     trace = trace_id()
     base = mock.scenario()

@@ -17,6 +17,7 @@ from tests.support.servers import ADMIN_KEY
 
 XSS = "<img src=x onerror=alert(1)>"
 XSS_META = "<script>alert(2)</script>"
+XSS_MODEL = "<img src=x onerror=alert(3)>"
 
 
 def sdk(gateway, base: str, trace: str, **headers: str) -> OpenAI:
@@ -105,6 +106,25 @@ def test_the_charts_show_the_requests_just_made(page, console_gateway, mock):
     assert int(page.locator("#chart-rps").get_attribute("data-points")) > 0
     page.locator('#glance-groups tr[data-group=\'["vendorA","gpt-4o-mini"]\']').click()  # a click on its row: all
     expect(page.locator(".charts")).to_have_attribute("data-focus", "")
+
+
+def test_a_model_name_full_of_markup_shows_as_text_in_the_log_and_the_charts_page(page, console_gateway, mock):
+    enter_key(page, console_gateway)
+    expect(page.locator("#live-state")).to_have_text("live")
+    trace = new_trace()
+    sdk(console_gateway, mock.scenario(), trace).chat.completions.create(
+        model=XSS_MODEL, messages=[{"role": "user", "content": "hi"}])
+    row = page.locator(f'#log-rows tr[data-trace="{trace}"]')
+    expect(row).to_contain_text(XSS_MODEL, timeout=5000)
+    page.click('#nav a[data-page="glance"]')
+    page.click('button[data-window="15m"]')
+    expect(page.locator("#glance-groups")).to_contain_text(XSS_MODEL, timeout=10000)
+    expect(page.locator("#glance-group option", has_text=XSS_MODEL)).to_have_count(1)
+    page.select_option("#glance-group", label=f"vendorA · {XSS_MODEL}")
+    expect(page.locator(".charts")).to_have_attribute("data-focus", json.dumps(["vendorA", XSS_MODEL],
+                                                                                separators=(",", ":")))
+    assert page.locator("main img").count() == 0
+    page.wait_for_timeout(300)  # an injected handler would have fired by now
 
 
 def test_a_bad_config_is_highlighted_at_its_path(page, console_gateway):
