@@ -101,8 +101,13 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             default = "unset"
         text = f"{info.help} ({names}; default {default})".replace("%", "%%")
         if info.kind is bool:
-            parser.add_argument(info.flag, dest=info.name, action=argparse.BooleanOptionalAction, default=None,
-                                help=text)
+            # ``--x`` turns it on and ``--no-x`` off; for a setting named ``no_x`` (``--no-x``) the off flag is
+            # ``--x`` (argparse's BooleanOptionalAction would read any ``--no-`` flag as off)
+            off = "--" + info.flag[5:] if info.flag.startswith("--no-") else "--no-" + info.flag[2:]
+            pair = parser.add_mutually_exclusive_group()
+            pair.add_argument(info.flag, dest=info.name, action="store_const", const=True, default=None, help=text)
+            pair.add_argument(off, dest=info.name, action="store_const", const=False, default=None,
+                              help=f"the opposite of {info.flag}")
         else:
             metavar = _METAVARS.get(info.kind, "TEXT")
             parser.add_argument(info.flag, dest=info.name, default=None, metavar=metavar, help=text)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gateway import _speedups
 from gateway.settings import FIELDS
 from tests.support.http import post, request
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -47,5 +48,24 @@ def test_flags_reach_the_workers(mock):
         for _ in range(4):  # whichever worker answers
             assert post(f"{server.url}/v1/chat/completions", big, headers).status == 413
             assert request("GET", f"{server.url}/metrics").status == 200
+    finally:
+        server.stop()
+
+
+def test_on_off_flags_say_what_they_mean(mock):
+    """``--no-extensions`` turns the setting of that name on (the pure twins), ``--extensions`` off; other on/off
+    settings take ``--x`` and ``--no-x``."""
+    server = start_gateway(flags=("--no-extensions", "--no-console"))
+    try:
+        assert set(request("GET", f"{server.url}/health").json()["speedups"].values()) == {"pure"}
+        assert request("GET", f"{server.url}/console").status == 404
+    finally:
+        server.stop()
+    server = start_gateway({"GATEWAY_NO_EXTENSIONS": "1", "GATEWAY_CONSOLE": "off"},
+                           flags=("--extensions", "--console"))
+    try:
+        assert request("GET", f"{server.url}/console").status == 200
+        expected = {"pure"} if _speedups.compiled("sse") is None else {"compiled"}
+        assert set(request("GET", f"{server.url}/health").json()["speedups"].values()) == expected
     finally:
         server.stop()
