@@ -14,13 +14,15 @@ from gateway.http.types import Scope
 
 
 class LogScope:
-    """The rows a caller may see: one workspace, or every workspace (``workspace`` is then None)."""
+    """The rows a caller may see: one workspace, or every workspace (``workspace`` is then None); ``api_key`` is the
+    caller's key, for readers that go on reading (a log stream checks it is still valid)."""
 
-    __slots__ = ("workspace", "every_workspace")
+    __slots__ = ("workspace", "every_workspace", "api_key")
 
-    def __init__(self, workspace: str | None, every_workspace: bool) -> None:
+    def __init__(self, workspace: str | None, every_workspace: bool, api_key: str = "") -> None:
         self.workspace = workspace
         self.every_workspace = every_workspace
+        self.api_key = api_key
 
     def allows(self, workspace: str | None) -> bool:
         return self.every_workspace or workspace == self.workspace
@@ -42,7 +44,7 @@ async def log_scope(runtime: Runtime, scope: Scope) -> LogScope:
     if asked is not None:
         if not root and asked != ctx.workspace:
             raise Forbidden("this key reads only its own workspace's logs", param="workspace")
-        return LogScope(asked, False)
+        return LogScope(asked, False, ctx.api_key or "")
     if root:
-        return LogScope(None, True)
-    return LogScope(ctx.workspace, False)
+        return LogScope(None, True, ctx.api_key or "")
+    return LogScope(ctx.workspace, False, ctx.api_key or "")

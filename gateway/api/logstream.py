@@ -5,6 +5,8 @@ The same key rules (``logscope``) and filters as ``GET /v1/logs`` (``trace_id``,
 records to send first, oldest first. Then each new matching record is one ``event: log`` whose ``id:`` is the
 record's id and whose data is the ``/v1/logs`` item; ``event: skipped`` (``{"skipped": n}``) says how many records
 this connection missed because it fell behind; a ``: keep-alive`` comment goes out every ``HEARTBEAT_S`` of silence.
+Before each chunk the stream checks that its key still may read logs (a dict lookup; a store read after the records
+changed): a revoked key's stream ends there and gets nothing more.
 
 One poller per worker feeds every connection (``gateway.observability.logtail``); a connection whose socket takes
 more than ``SEND_TIMEOUT_S`` to accept a chunk is closed, so a stuck console holds nothing. When the worker is
@@ -22,7 +24,7 @@ import msgspec
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
-from gateway.http.errors import InvalidRequest, NotFound
+from gateway.http.errors import GatewayError, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
@@ -89,7 +91,7 @@ class LogStreamEndpoint:
             stopping = self.stop.event
             waker = asyncio.ensure_future(_wake_on(stopping, subscriber))
             try:
-                await self._pump(send, subscriber, gone, stopping)
+                await self._pump(send, subscriber, gone, stopping, reader.api_key)
             finally:
                 waker.cancel()
         finally:
@@ -107,8 +109,19 @@ class LogStreamEndpoint:
         subscriber.skip_through(rows[0][0])  # the newest backlog row: live frames start after it
         return b"".join(event_frame(row_id, doc) for row_id, doc in reversed(rows))
 
-    @staticmethod
-    async def _pump(send: Send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event) -> None:
+    async def _allowed(self, api_key: str) -> bool:
+        """Whether the stream's key may still read logs (not revoked, still with ``logs.read``)."""
+        keys = self.runtime.keys
+        record = keys.known(api_key)
+        if record is None:
+            try:
+                record = await keys.lookup(api_key)
+            except GatewayError:  # the store cannot say right now: the next chunk asks again
+                return True
+        return record is not None and "logs.read" in record.scopes
+
+    async def _pump(self, send: Send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event,
+                    api_key: str) -> None:
         while not stopping.is_set():
             try:
                 await asyncio.wait_for(subscriber.wake.wait(), HEARTBEAT_S)
@@ -121,11 +134,13 @@ class LogStreamEndpoint:
                 return
             if not chunk:
                 continue
+            if not await self._allowed(api_key):
+                break
             try:
                 await asyncio.wait_for(send_chunk(send, chunk), SEND_TIMEOUT_S)
             except (TimeoutError, OSError, RuntimeError):
                 return  # a stuck or vanished console: drop it
-        try:  # the worker is stopping: end the response so the server can finish
+        try:  # the worker is stopping or the key was revoked: end the response
             await asyncio.wait_for(end_stream(send), SEND_TIMEOUT_S)
         except (TimeoutError, OSError, RuntimeError):
             pass

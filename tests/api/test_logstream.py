@@ -16,6 +16,7 @@ import uuid
 import msgspec
 import pytest
 
+from tests.support.controlplane import api, create_key
 from tests.support.http import post, request
 from tests.support.keys import add_key
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -170,6 +171,30 @@ def test_keys_read_the_workspaces_they_may_read(team_gateway, mock):
     mine = request("GET", listed, headers={"x-gateway-api-key": MEMBER_A}).json()["data"]
     assert [i["workspace"] for i in mine] == ["team-a"]  # the same rule on /v1/logs
     assert len(request("GET", listed, headers={"x-gateway-api-key": ADMIN_KEY}).json()["data"]) == 3
+
+
+def test_a_revoked_key_s_stream_ends_and_gets_no_more_records(gateway, mock):
+    trace = trace_id()
+    base = mock.scenario()
+    member = create_key(gateway, "member", scopes=["inference", "logs.read"])
+    writer = create_key(gateway, "member", member["workspace_id"])
+    live = stream(gateway, f"?trace_id={trace}", member["key"])
+    try:
+        assert live.status == 200
+        assert post(f"{gateway.url}/v1/chat/completions", CHAT, chat_headers(base, trace, member["key"])).status == 200
+        assert [i["trace_id"] for i in live.logs(1, timeout=5)] == [trace]
+        revoked = api(gateway, "DELETE", f"/v1/api-keys/{member['id']}?workspace_id={member['workspace_id']}")
+        assert revoked.status == 200, revoked.text
+        # its workspace goes on making records, which no longer reach the revoked key
+        assert post(f"{gateway.url}/v1/chat/completions", CHAT, chat_headers(base, trace, writer["key"])).status == 200
+        assert live.logs(1, timeout=5) == []
+        deadline = time.monotonic() + 20  # the stream ends by the next heartbeat at the latest
+        while not live.ended and time.monotonic() < deadline:
+            live.read_event(0.5)
+        assert live.ended
+    finally:
+        live.close()
+    assert stream(gateway, "", member["key"]).status == 401
 
 
 def test_records_from_every_worker_appear(mock_server, mock):
