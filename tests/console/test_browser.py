@@ -127,6 +127,25 @@ def test_a_model_name_full_of_markup_shows_as_text_in_the_log_and_the_charts_pag
     page.wait_for_timeout(300)  # an injected handler would have fired by now
 
 
+def test_a_late_answer_for_a_window_left_behind_does_not_replace_the_one_picked(page, console_gateway):
+    enter_key(page, console_gateway, where="#/glance")
+    charts = page.locator(".charts")
+    page.click('button[data-window="15m"]')
+    expect(charts).to_have_attribute("data-window", "15m")
+    held = []
+    page.route(re.compile(r".*/v1/logs/aggregates\?window=1d.*"), lambda route: held.append(route))  # slow day
+    page.click('button[data-window="1d"]')
+    page.wait_for_timeout(300)
+    page.click('button[data-window="1h"]')
+    expect(charts).to_have_attribute("data-window", "1h")
+    assert held, "the day's request was not made"
+    for route in held:
+        route.continue_()
+    page.wait_for_timeout(1000)  # the day's answer has arrived by now
+    expect(charts).to_have_attribute("data-window", "1h")
+    expect(page.locator('button[data-window="1h"]')).to_have_class("active")
+
+
 def test_a_bad_config_is_highlighted_at_its_path(page, console_gateway):
     enter_key(page, console_gateway, where="#/playground")
     bad = ('{\n  "strategy": {"mode": "fallback"},\n  "targets": [\n    {"provider": "vendorA", "api_key": "k"},\n'

@@ -47,6 +47,7 @@ function mount(root) {
   let window_ = sessionStorage.getItem("gateway-console-window") || "15m";
   let timer = null;
   let stopped = false;
+  let asked = 0;  // the latest refresh: an answer to an earlier one (another window or focus) is dropped
   let focus = "";  // "" for everything, else JSON of [provider, model]
   const charts = new Map();
   const buttons = el("div", { class: "windows", role: "group", "aria-label": "Window" });
@@ -137,21 +138,23 @@ function mount(root) {
 
   async function refresh() {
     clearTimeout(timer);
+    const mine = ++asked;
     const params = { window: window_ };
     if (focus) [params.provider, params.model] = JSON.parse(focus);
     try {
       const everything = getJson(`v1/logs/aggregates${query({ window: window_ })}`);
       const [all, report] = await Promise.all([everything, focus ? getJson(`v1/logs/aggregates${query(params)}`)
                                                                  : everything]);
-      if (stopped) return;
+      if (stopped || mine !== asked) return;
       note.textContent = "";
       fillPicker(all.groups);
       drawCards(report);
       drawCharts(report);
       drawGroups(all);
       chartGrid.dataset.focus = focus;
+      chartGrid.dataset.window = report.window;
     } catch (error) {
-      if (stopped) return;
+      if (stopped || mine !== asked) return;
       note.textContent = error.message;
     }
     if (!stopped) timer = setTimeout(refresh, REFRESH_MS[window_] || 15000);
