@@ -3,8 +3,9 @@
 The body is the config's JSON text. A valid config answers 200 ``{"object": "config.validation", "valid": true,
 "tree": ...}`` with its routing tree (``gateway.routing.describe``); an invalid one answers the same 400 a request
 carrying it in ``x-gateway-config`` gets, whose ``param`` is the JSON path of the fault (``targets[1].retry``).
-Any gateway key may validate (any key may send a config). Nothing is cached: validating as someone types does not
-push the data plane's parsed configs out of their cache.
+Any gateway key may validate (any key may send a config). Provider slugs are looked up in the caller's workspace,
+as for a request: an unknown slug, or a slug's secrets pointed at another host, is the same 400. Nothing is cached:
+validating as someone types does not push the data plane's parsed configs out of their cache.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from __future__ import annotations
 import msgspec
 
 from gateway.api.inference import authenticate
+from gateway.api.prompted import loaded
 from gateway.api.runtime import Runtime
+from gateway.config.references import ConfigReferences
 from gateway.config.validate import ConfigParser, decode_config
+from gateway.controlplane.directory import RecordsNeeded
 from gateway.http.body import read_request_body
 from gateway.http.context import build_context
 from gateway.http.respond import send_json
@@ -37,8 +41,13 @@ class ValidateConfigEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
-        await authenticate(runtime, build_context(scope["headers"]))
+        workspace = (await authenticate(runtime, build_context(scope["headers"]))).workspace
         body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
         parser = ConfigParser()  # its own caches, thrown away: the runtime's parsed configs stay as they are
         config = parser.validate(decode_config(body))
+        records, check = runtime.records, ConfigReferences.check
+        try:
+            check(config, workspace, records)
+        except RecordsNeeded as needed:
+            await loaded(records, needed, check, config, workspace, records)
         await send_json(send, 200, _encode(Validation(describe(config, Planner(parser)))))

@@ -130,3 +130,16 @@ class ConfigReferences:
         expanded = _expand(config, "", workspace, records, EMPTY)
         records.keep(key, (config, expanded))
         return expanded
+
+    @staticmethod
+    def check(config: Config, workspace: str, records: RecordCache) -> None:
+        """What ``expand`` checks (unknown slugs, a slug's secrets sent to another host), remembering nothing: for
+        configs that are only looked at (``POST /v1/configs/validate``). Raises RecordsNeeded or the same 400."""
+        slugs: list[str] = []
+        _scan(config, "", slugs)
+        if not slugs:
+            return
+        missing = [(SLUG, workspace, name) for name in slugs if not records.has(SLUG, workspace, name)]
+        if missing:
+            raise RecordsNeeded(missing)
+        _expand(config, "", workspace, records, EMPTY)

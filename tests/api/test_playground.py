@@ -86,3 +86,23 @@ def test_a_body_that_is_not_utf8_or_nests_too_deeply_is_a_400_naming_the_config(
 def test_validation_needs_a_gateway_key(gateway):
     assert validate(gateway, {"retry": {"attempts": 1}}, {"content-type": "application/json"}).status == 401
     assert validate(gateway, {"retry": {"attempts": 1}}, {"x-gateway-api-key": "nope"}).status == 401
+
+
+def test_slugs_are_checked_in_the_callers_workspace_as_a_request_would(gateway, mock):
+    from tests.support.controlplane import api, create_key
+
+    owner, other = create_key(gateway), create_key(gateway)
+    base = mock.scenario()
+    body = {"slug": "team", "provider": "vendorA", "api_key": "sk-team-secret-0123456789", "custom_host": base + "/v1"}
+    assert api(gateway, "POST", "/v1/providers", body, owner["key"]).status == 201
+    fallback = {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@team"}, {"provider": "@nope"}]}
+    as_owner = {"x-gateway-api-key": owner["key"], "content-type": "application/json"}
+    assert validate(gateway, {"provider": "@team"}, as_owner).status == 200
+    unknown = validate(gateway, fallback, as_owner)
+    assert unknown.status == 400 and unknown.json()["error"]["param"] == "targets[1].provider"
+    moved = validate(gateway, {"provider": "@team", "custom_host": "https://example.com/v1"}, as_owner)
+    assert moved.status == 400 and moved.json()["error"]["param"] == "custom_host"
+    # another workspace has no slug of that name
+    elsewhere = validate(gateway, {"provider": "@team"}, {"x-gateway-api-key": other["key"],
+                                                          "content-type": "application/json"})
+    assert elsewhere.status == 400 and elsewhere.json()["error"]["param"] == "provider"
