@@ -30,6 +30,8 @@ from typing import Annotated, Any, Literal, Mapping
 
 import msgspec
 
+from gateway.state.redis_url import check_redis_url
+
 _TRUE = {"1", "true", "yes", "on"}
 #: where ``gateway serve`` leaves the parsed settings for its worker processes
 HANDOFF_ENV = "GATEWAY_SERVE_SETTINGS"
@@ -247,9 +249,15 @@ def load(environ: Mapping[str, str] | None = None, flags: Mapping[str, str | boo
         values[name] = info.from_text(value) if isinstance(value, str) else value
         source[name] = info.flag
     try:
-        return msgspec.convert(values, Settings, strict=False)
+        settings = msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise ValueError(_explain(exc, values, source)) from None
+    if settings.redis_url:
+        try:
+            check_redis_url(settings.redis_url)
+        except ValueError as exc:  # the message never repeats the URL: it may hold a password
+            raise ValueError(f"{source.get('redis_url', ENV['redis_url'])}: {exc}") from None
+    return settings
 
 
 def _explain(exc: msgspec.ValidationError, values: Mapping[str, Any], source: Mapping[str, str]) -> str:

@@ -39,6 +39,15 @@ def test_a_bad_flag_value_stops_the_start_naming_the_flag():
     assert "bad setting: --workers" in done.stderr
 
 
+def test_a_malformed_redis_url_stops_the_start_and_the_keys_command_naming_the_variable(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_REDIS_URL": "redis://:pw@h:63x9/0"}
+    for args in (("serve", "--port", "1"), ("keys", "list")):
+        done = run_cli(*args, env=env)
+        assert done.returncode == 2, done.stderr
+        assert "bad setting: GATEWAY_REDIS_URL: the port must be a number" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
 def test_flags_reach_the_workers(mock):
     server = start_gateway(flags=("--max-body-bytes", "1000", "--metrics-public"), workers=2)
     try:

@@ -56,6 +56,28 @@ def test_secrets_are_marked_and_the_admin_key_and_redis_url_are_among_them():
     assert load({"GATEWAY_ADMIN_KEY": "k", "GATEWAY_REDIS_URL": "redis://:pw@h/0"}).redis_url == "redis://:pw@h/0"
 
 
+@pytest.mark.parametrize(("url", "why"), [
+    ("localhost:6379", "must start with redis://"),
+    ("http://:hunter2@h:6379/0", "must start with redis://"),
+    ("redis://:hunter2@h:63x9/0", "the port must be a number"),
+    ("redis://:hunter2@h:6379/zero", "the database after the host must be a number"),
+    ("redis://:hunter2@:6379/0", "needs a host"),
+    ("redis+cluster://:hunter2@h1:7000,:7001", "a node needs host:port"),
+    ("unix://", "needs the socket's path"),
+])
+def test_a_redis_url_that_cannot_work_is_refused_without_repeating_its_password(url, why):
+    with pytest.raises(ValueError) as caught:
+        load({"GATEWAY_REDIS_URL": url})
+    assert str(caught.value).startswith("GATEWAY_REDIS_URL: ") and why in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["redis://h", "rediss://u:p@h:6380/2", "unix:///run/redis.sock",
+                                 "redis+cluster://h1:7000,h2:7001", "rediss+cluster://u:p@h1:7000"])
+def test_every_documented_redis_url_form_is_accepted(url):
+    assert load({"GATEWAY_REDIS_URL": url}).redis_url == url
+
+
 def test_the_readme_documents_every_setting_with_its_default():
     rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
     for info in FIELDS:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any, Sequence
-from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -47,35 +46,9 @@ from gateway.state.base import (
     check_reserve,
     check_settle,
 )
+from gateway.state.redis_url import is_cluster_url, parse_cluster_url
 
 log = logging.getLogger("gateway.state")
-
-CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
-
-
-def is_cluster_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
-
-
-def parse_cluster_url(url: str) -> tuple[list[tuple[str, int]], str | None, str | None, bool]:
-    """``redis+cluster://[user:pass@]host:port,host:port`` -> (nodes, username, password, tls)."""
-    scheme, _, rest = url.partition("://")
-    if scheme.lower() not in CLUSTER_SCHEMES:
-        raise ValueError(f"not a cluster URL: {scheme}://")
-    netloc = rest.split("/", 1)[0].split("?", 1)[0]
-    username = password = None
-    if "@" in netloc:
-        auth, netloc = netloc.rsplit("@", 1)
-        user, sep, secret = auth.partition(":")
-        username, password = (unquote(user) or None), (unquote(secret) if sep else None)
-    nodes = []
-    for part in netloc.split(","):
-        parsed = urlsplit("//" + part.strip())
-        if not parsed.hostname:
-            raise ValueError(f"cluster URL: a node needs host:port, got {part!r}")
-        nodes.append((parsed.hostname, parsed.port or 6379))
-    return nodes, username, password, CLUSTER_SCHEMES[scheme.lower()]
-
 
 def _record_value(workspace: str, doc: bytes) -> bytes:
     ws = workspace.encode()
