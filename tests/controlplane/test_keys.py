@@ -47,6 +47,21 @@ def test_a_revoked_key_is_refused_within_a_second_on_every_worker(mock):
         server.stop()
 
 
+def test_a_rotated_keys_old_secret_is_refused_within_a_second_on_every_worker(mock):
+    server = start_gateway(workers=2)
+    try:
+        base = mock.scenario()
+        member = create_key(server, "member")
+        assert all_answer(server, member["key"], base, 200)  # both workers now hold the old secret
+        resp = api(server, "POST", f"/v1/api-keys/{member['id']}/rotate?workspace_id={member['workspace_id']}", {})
+        assert resp.status == 200
+        time.sleep(REVOKE_WITHIN_S)
+        assert all_answer(server, member["key"], base, 401)
+        assert all_answer(server, resp.json()["key"], base, 200)
+    finally:
+        server.stop()
+
+
 def test_two_instances_on_one_redis_agree_on_keys(mock, shared_redis):
     first, second = start_gateway(shared_redis), start_gateway(shared_redis)
     try:
