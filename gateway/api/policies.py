@@ -4,10 +4,12 @@ For each kind: ``POST`` creates (200, ``{id, object: "policy_usage_limits"}``), 
 (``{object: "list", data, total}``; query ``workspace_id``, ``status`` (``active`` / ``archived``; absent: both),
 ``type``, for rate limits ``unit``, and ``page_size`` / ``current_page`` (pages counted from 0; ``page_size`` 0 or
 absent: everything); ``total`` counts every match, not just the page), and on ``/{policy_id}``: ``GET`` reads one,
-``PUT`` updates (conditions included; ``type`` and ``group_by`` are fixed) and ``DELETE`` archives (the policy stops
-applying at once on this worker and within a second everywhere; it stays readable, and ``PUT`` with
-``status: "active"`` restores it). Every answer that shows a policy carries its current usage (see
-``gateway/policies/usage.py``). Rules: ``gateway/controlplane/policies.py``.
+``PUT`` updates (conditions included; ``type`` and ``group_by`` are fixed) and ``DELETE`` archives (it stays
+readable, and ``PUT`` with ``status: "active"`` restores it). Every write answers once the change applies on this
+worker and, with several workers or Redis, after two record-watch intervals, by when the other workers and
+instances have loaded it: requests sent after the answer meet the change wherever they land. Every answer that
+shows a policy carries its current usage (see ``gateway/policies/usage.py``).
+Rules: ``gateway/controlplane/policies.py``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ class _KindRoutes:
         self.new = new
         self.update_record = update
         self.filters = filters
+        settings = runtime.settings
+        #: two record-watch intervals: every other worker polls the records version within one and loads the
+        #: policies in the next, so requests sent after the answer meet the change wherever they land
+        shared = settings.workers > 1 or bool(settings.redis_url)
+        self.spread_s = 2 * settings.state_watch_interval_ms / 1000 if shared else 0.0
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         one = self.path + "/{policy_id}"
@@ -64,9 +71,12 @@ class _KindRoutes:
         return record
 
     async def _applied(self) -> None:
-        """A policy changed: this worker applies it before answering (the others within a second)."""
+        """A policy changed: this worker applies it before answering, and with other workers or instances the
+        answer waits until their record watchers have had time to load it (see ``spread_s``)."""
         self.runtime.policies.invalidate()
         await self.runtime.policies.refresh()
+        if self.spread_s:
+            await asyncio.sleep(self.spread_s)
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)

@@ -12,7 +12,19 @@ import pytest
 
 from tests.support.http import post, request
 from tests.support.keys import add_key
-from tests.support.policies import ADMIN, RATE, USAGE, chat, chat_headers, create, get
+from tests.support.policies import (
+    ADMIN,
+    RATE,
+    USAGE,
+    chat,
+    chat_headers,
+    concurrently,
+    create,
+    get,
+    rate_limit,
+    same_day,
+    statuses,
+)
 from tests.support.servers import start_gateway
 
 MEMBER_KEY = "member-key-" + uuid.uuid4().hex
@@ -337,3 +349,20 @@ def test_records_survive_a_restart():
         assert get(second, RATE, policy_id)["value"] == 100
     finally:
         second.stop()
+
+
+def test_requests_sent_right_after_a_create_meet_the_policy_on_every_worker(mock):
+    """Two workers, default settings, a fresh connection per request (both workers take some): a burst sent as
+    soon as the create has answered is limited exactly, as is a burst sent right after an archive is not."""
+    server = start_gateway(workers=2)
+    try:
+        base = mock.scenario()
+        for _ in range(2):  # twice: the first create must not only have been lucky
+            run = uuid.uuid4().hex[:12]
+            policy_id = rate_limit(server, run, 5)
+            answers = same_day(lambda run=run: concurrently([server.url], chat_headers(base, run), 20))
+            assert statuses(answers) == {200: 5, 429: 15}
+        assert request("DELETE", f"{server.url}{RATE}/{policy_id}", headers=ADMIN).status == 200
+        assert statuses(concurrently([server.url], chat_headers(base, run), 10)) == {200: 10}
+    finally:
+        server.stop()
