@@ -1,7 +1,9 @@
 """Redis for tests: the shared server from GATEWAY_TEST_REDIS_URL, and private redis-server processes (a single
 server a test may stop and restart, or a three-master cluster) on free loopback ports.
 
-CI (the ``CI`` variable, which ``.ci/run`` exports) never starts the cluster: it is slow to form on a small box.
+Without ``redis-server`` on the PATH the private servers skip their tests, except in CI (the ``CI`` variable, which
+``.ci/run`` exports) or with GATEWAY_TEST_REQUIRE_REDIS=1, where a missing ``redis-server`` fails them: the
+cluster run is part of the Redis suite there (forming it takes a few seconds, once per session).
 """
 
 from __future__ import annotations
@@ -17,11 +19,23 @@ import uuid
 import pytest
 
 
+def _on(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def need_redis_server() -> None:
+    """Skip the calling test without ``redis-server``; fail instead in CI or with GATEWAY_TEST_REQUIRE_REDIS=1."""
+    if shutil.which("redis-server") is None:
+        if _on("CI") or _on("GATEWAY_TEST_REQUIRE_REDIS"):
+            pytest.fail("redis-server is not installed, and CI or GATEWAY_TEST_REQUIRE_REDIS=1 needs it")
+        pytest.skip("redis-server is not installed")
+
+
 def test_redis_url() -> str:
     """The shared Redis's URL; without one the calling test skips, or fails when GATEWAY_TEST_REQUIRE_REDIS=1."""
     url = os.environ.get("GATEWAY_TEST_REDIS_URL")
     if not url:
-        if os.environ.get("GATEWAY_TEST_REQUIRE_REDIS", "").strip().lower() in {"1", "true", "yes", "on"}:
+        if _on("GATEWAY_TEST_REQUIRE_REDIS"):
             pytest.fail("GATEWAY_TEST_REQUIRE_REDIS=1 but GATEWAY_TEST_REDIS_URL is not set")
         pytest.skip("no Redis: set GATEWAY_TEST_REDIS_URL (GATEWAY_TEST_REQUIRE_REDIS=1 makes this a failure)")
     return url
@@ -72,8 +86,7 @@ class RedisProcess:
     """One private redis-server on loopback (no persistence); ``stop`` and ``start`` keep its port."""
 
     def __init__(self, port: int | None = None, *extra: str) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.skip("redis-server is not installed")
+        need_redis_server()
         self.port = port or _free_port_pair()
         self.dir = tempfile.mkdtemp(prefix="gw-redis-")
         self.extra = extra
@@ -103,8 +116,6 @@ class RedisCluster:
     """Three masters, no replicas, formed with ``redis-cli --cluster create``."""
 
     def __init__(self) -> None:
-        if os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no", "off"}:
-            pytest.skip("the Redis Cluster run is skipped in CI (CI is set)")
         self.nodes = [RedisProcess(None, "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
                                    "--cluster-config-file", f"nodes-{uuid.uuid4().hex[:8]}.conf") for _ in range(3)]
         self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
