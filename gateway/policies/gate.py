@@ -88,6 +88,8 @@ class PolicyGate:
         self.stale = True
         self.loaded = False
         self._generation = 0
+        #: ids of stored policies that could not be compiled (logged once each)
+        self._unusable: set[str] = set()
         self._loading: asyncio.Future | None = None
         self._next_try = 0.0
         self.fail_closed = settings.state_fail_mode == "closed"
@@ -136,13 +138,25 @@ class PolicyGate:
         except GatewayError:  # the store is unreachable: keep what we have, try again later
             self._next_try = time.monotonic() + _RETRY_LOAD_S
             return
+        except Exception:  # stored records this code cannot read must not fail every request
+            log.exception("policies: the stored policies could not be read; keeping the set loaded before")
+            self._next_try = time.monotonic() + _RETRY_LOAD_S
+            return
         finally:
             self._loading = None
         grouped: dict[str, list[CompiledPolicy]] = {}
         records: list[UsageLimitPolicy | RateLimitPolicy] = [*rate, *usage]
         for record in records:
             if record.status == "active":
-                grouped.setdefault(record.workspace_id, []).append(CompiledPolicy(record))
+                try:
+                    compiled = CompiledPolicy(record)
+                except Exception:  # one unusable record must not fail every request
+                    if record.id not in self._unusable:
+                        self._unusable.add(record.id)
+                        log.exception("policy %s (workspace %s) cannot be compiled and is not enforced",
+                                      record.id, record.workspace_id)
+                    continue
+                grouped.setdefault(record.workspace_id, []).append(compiled)
         self.by_workspace = {ws: WorkspacePolicies(items) for ws, items in grouped.items()}
         self.loaded = True
         if generation == self._generation:

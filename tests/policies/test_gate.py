@@ -336,3 +336,45 @@ async def test_requests_wait_for_a_reload_in_flight_instead_of_using_an_outdated
         assert all(isinstance(o, RateLimited) for o in outcomes)
     finally:
         await gate.close()
+
+
+async def test_a_stored_policy_that_cannot_be_compiled_is_skipped_and_the_others_still_apply(monkeypatch):
+    from gateway.policies import gate as gate_module
+
+    store = CountingStore()
+    gate = PolicyGate(store, Settings(), lambda key: "key-1")
+    conditions, group = [Condition("metadata.run", "r")], [GroupBy("workspace_id")]
+    enforced = await gate.rate_limits.create(RateLimitPolicy(
+        type="requests", unit="rpd", value=0, workspace_id="ws", conditions=conditions, group_by=group))
+    broken = await gate.rate_limits.create(RateLimitPolicy(
+        type="requests", unit="rpd", value=5, workspace_id="ws", conditions=conditions, group_by=group))
+    real = gate_module.CompiledPolicy
+
+    def compile_or_fail(record):
+        if record.id == broken.id:
+            raise ValueError("a record this build cannot read")
+        return real(record)
+
+    monkeypatch.setattr(gate_module, "CompiledPolicy", compile_or_fail)
+    await gate.start()
+    try:
+        with pytest.raises(RateLimited) as refused:
+            await gate.admit(*request_parts("ws", "r"))
+        assert enforced.id in refused.value.message
+    finally:
+        await gate.close()
+
+
+async def test_policies_that_cannot_be_read_keep_requests_flowing(monkeypatch):
+    store = CountingStore()
+    gate = PolicyGate(store, Settings(), lambda key: "key-1")
+
+    async def unreadable(*args, **kwargs):
+        raise msgspec.ValidationError("Expected `int`, got `str` - at `$.value`")
+
+    monkeypatch.setattr(gate.usage_limits, "list", unreadable)
+    await gate.start()
+    try:
+        assert await gate.admit(*request_parts("ws", "r")) is None  # fail open, as when the store is down
+    finally:
+        await gate.close()
