@@ -79,11 +79,9 @@ async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None 
         key = ctx.api_key
         if not key:
             raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-        record = runtime.keys.known(key)
+        record = await runtime.keys.lookup(key)
         if record is None:
-            record = await runtime.keys.lookup(key)
-            if record is None:
-                raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
+            raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
     if scope is not None and scope not in record.scopes:
         raise missing_scope(scope)
     ctx.workspace = record.workspace

@@ -111,13 +111,10 @@ class LogStreamEndpoint:
 
     async def _allowed(self, api_key: str) -> bool:
         """Whether the stream's key may still read logs (not revoked, still with ``logs.read``)."""
-        keys = self.runtime.keys
-        record = keys.known(api_key)
-        if record is None:
-            try:
-                record = await keys.lookup(api_key)
-            except GatewayError:  # the store cannot say right now: the next chunk asks again
-                return True
+        try:
+            record = await self.runtime.keys.lookup(api_key)  # memory first: a store read only after a change
+        except GatewayError:  # the store cannot say right now: the next chunk asks again
+            return True
         return record is not None and "logs.read" in record.scopes
 
     async def _pump(self, send: Send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event,

@@ -37,7 +37,7 @@ class MetricsEndpoint:
             if not key:
                 raise Unauthorized("missing admin key: send x-gateway-api-key or Authorization: Bearer",
                                    param="x-gateway-api-key")
-            record = runtime.keys.known(key) or await runtime.keys.lookup(key)
+            record = await runtime.keys.lookup(key)
             if record is None:
                 raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
             if not record.root:

@@ -124,10 +124,7 @@ class ConfigReferences:
         refs = self.refs_of(config)
         if refs is None:
             return config
-        missing = [(SLUG, workspace, name) for name in refs.slugs if not records.has(SLUG, workspace, name)]
-        if missing:
-            raise RecordsNeeded(missing)
-        expanded = _expand(config, "", workspace, records, EMPTY)
+        expanded = _expand_named(config, refs.slugs, workspace, records)
         records.keep(key, (config, expanded))
         return expanded
 
@@ -137,9 +134,13 @@ class ConfigReferences:
         configs that are only looked at (``POST /v1/configs/validate``). Raises RecordsNeeded or the same 400."""
         slugs: list[str] = []
         _scan(config, "", slugs)
-        if not slugs:
-            return
-        missing = [(SLUG, workspace, name) for name in slugs if not records.has(SLUG, workspace, name)]
-        if missing:
-            raise RecordsNeeded(missing)
-        _expand(config, "", workspace, records, EMPTY)
+        if slugs:
+            _expand_named(config, slugs, workspace, records)
+
+
+def _expand_named(config: Config, slugs: list[str], workspace: str, records: RecordCache) -> Config:
+    """``config`` expanded once every slug it names is loaded (RecordsNeeded names those that are not)."""
+    missing = [(SLUG, workspace, name) for name in slugs if not records.has(SLUG, workspace, name)]
+    if missing:
+        raise RecordsNeeded(missing)
+    return _expand(config, "", workspace, records, EMPTY)
