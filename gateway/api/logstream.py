@@ -30,6 +30,7 @@ from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
+from gateway.waiting import wait_event, within
 
 MAX_BACKLOG = 100
 HEARTBEAT_S = 15.0
@@ -120,13 +121,11 @@ class LogStreamEndpoint:
     async def _pump(self, send: Send, subscriber: Subscriber, gone: asyncio.Event, stopping: asyncio.Event,
                     api_key: str) -> None:
         while not stopping.is_set():
-            try:
-                await asyncio.wait_for(subscriber.wake.wait(), HEARTBEAT_S)
-            except TimeoutError:
-                chunk = _KEEP_ALIVE
-            else:
+            if await wait_event(subscriber.wake, HEARTBEAT_S):
                 subscriber.wake.clear()
                 chunk = subscriber.take()
+            else:
+                chunk = _KEEP_ALIVE
             if gone.is_set():
                 return
             if not chunk:
@@ -134,11 +133,11 @@ class LogStreamEndpoint:
             if not await self._allowed(api_key):
                 break
             try:
-                await asyncio.wait_for(send_chunk(send, chunk), SEND_TIMEOUT_S)
+                await within(send_chunk(send, chunk), SEND_TIMEOUT_S)
             except (TimeoutError, OSError, RuntimeError):
                 return  # a stuck or vanished console: drop it
         try:  # the worker is stopping or the key was revoked: end the response
-            await asyncio.wait_for(end_stream(send), SEND_TIMEOUT_S)
+            await within(end_stream(send), SEND_TIMEOUT_S)
         except (TimeoutError, OSError, RuntimeError):
             pass
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
+from gateway.waiting import within
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -106,7 +108,7 @@ class LocalEmbedder:
             return None
         future.add_done_callback(lambda _f: _call_soon(loop, self._finished))
         try:
-            vector = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+            vector = await within(asyncio.wrap_future(future), self.timeout_s)
         except TimeoutError:
             self.stats.timed_out += 1
             return None

@@ -39,6 +39,7 @@ from gateway.controlplane.records import (
 )
 from gateway.http.errors import Forbidden, InvalidRequest, ServiceUnavailable
 from gateway.state.base import StateStore, StateStoreError
+from gateway.waiting import within
 
 KEY_KIND = "api_key"
 SECRET_KIND = "api_key_secret"
@@ -361,7 +362,7 @@ class KeyStore:
             self._pending[secret] = pending
             pending.add_done_callback(lambda done: self._settled(secret, done))
         try:
-            return await asyncio.wait_for(asyncio.shield(pending), LOOKUP_WAIT_S)
+            return await within(asyncio.shield(pending), LOOKUP_WAIT_S)
         except (TimeoutError, StateStoreError):
             raise _busy("the state store is slow or unreachable") from None
 

@@ -60,6 +60,7 @@ from gateway.jobs.filestore import FileMissing
 from gateway.schema.batches import TERMINAL, Batch, BatchError, BatchErrors, BatchUsage, RequestCounts
 from gateway.settings import Settings
 from gateway.state.base import StateStoreError
+from gateway.waiting import wait_event
 
 log = logging.getLogger("gateway.jobs")
 
@@ -134,6 +135,7 @@ class BatchRunner:
             log.warning("batch %s paused: %s (a later pass resumes it)", self.id, exc.__class__.__name__)
         finally:
             keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)  # it must not outlive the run (or the store)
             try:
                 await self.store.store.release(lease_key(self.id), self.holder)
             except StateStoreError:
@@ -347,11 +349,7 @@ class BatchRunner:
 
     async def _wait_stop(self, seconds: float) -> bool:
         """Sleep ``seconds`` unless the batch stops first (then True)."""
-        try:
-            await asyncio.wait_for(self._stopped.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_event(self._stopped, seconds)
 
     async def _persist(self, number: int, value: bytes, keep: int) -> bool:
         """Store a line's result (retrying while the store is unreachable); True when this call stored it."""

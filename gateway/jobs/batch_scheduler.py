@@ -20,6 +20,7 @@ from gateway.http.errors import GatewayError
 from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
 from gateway.jobs.batch_store import lease_key
 from gateway.state.base import StateStoreError
+from gateway.waiting import wait_event
 
 log = logging.getLogger("gateway.jobs")
 
@@ -52,10 +53,7 @@ class BatchScheduler:
                 log.debug("batch scan skipped: %s", exc)
             except Exception:  # the scheduler must outlive any one bad pass
                 log.exception("batch scan failed")
-            try:
-                await asyncio.wait_for(wake.wait(), interval)
-            except TimeoutError:
-                pass
+            await wait_event(wake, interval)
             wake.clear()
 
     async def scan(self) -> None:

@@ -26,6 +26,7 @@ from gateway.observability.record import Recorder, RequestRecord
 from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.tracing import OtlpExporter, request_spans
 from gateway.settings import Settings, data_path
+from gateway.waiting import wait_event, within
 
 QUEUE_SIZE = 10_000
 BATCH_SIZE = 512
@@ -87,7 +88,7 @@ class ObservabilityRecorder(Recorder):
             self._wake.set()
         if self._task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), 10.0)
+                await within(asyncio.shield(self._task), 10.0)
             except TimeoutError:
                 self._task.cancel()
         if self._queue:
@@ -106,10 +107,7 @@ class ObservabilityRecorder(Recorder):
         wake = self._wake
         assert wake is not None
         while True:
-            try:
-                await asyncio.wait_for(wake.wait(), self._interval)
-            except TimeoutError:
-                pass
+            await wait_event(wake, self._interval)
             wake.clear()
             try:
                 await self.drain()

@@ -26,6 +26,7 @@ import msgspec
 from gateway import __version__
 from gateway.http.context import client_headers
 from gateway.observability import metrics
+from gateway.waiting import wait_event, within
 
 _HEX = frozenset("0123456789abcdef")
 _encode = msgspec.json.encode
@@ -196,10 +197,7 @@ class OtlpExporter:
     async def _run(self) -> None:
         assert self._wake is not None
         while not self._closing:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, self.interval_s)
             self._wake.clear()
             while self._queue and not self._closing:
                 await self._export(self._take())
@@ -237,7 +235,7 @@ class OtlpExporter:
         if self._wake is not None:
             self._wake.set()
         try:
-            await asyncio.wait_for(self._finish(), self.timeout_s)
+            await within(self._finish(), self.timeout_s)
         except TimeoutError:
             metrics.count(metrics.SPANS_DROPPED, ("export_failed",), len(self._queue))
             self._queue.clear()

@@ -30,6 +30,7 @@ from gateway.observability.entry import tokens
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, Bucket, CompiledPolicy, from_units
 from gateway.state.base import BudgetItem, StateStore, StateStoreError
+from gateway.waiting import within
 
 log = logging.getLogger("gateway.policies")
 _encode = msgspec.json.encode
@@ -108,7 +109,7 @@ class Settler:
         """Finish the queued work (bounded by ``drain_s``), then stop."""
         if self.queue is not None:
             try:
-                await asyncio.wait_for(self.queue.join(), drain_s)
+                await within(self.queue.join(), drain_s)
             except TimeoutError:
                 log.warning("policy settlement: %d items left unsettled at shutdown", self.queue.qsize())
         for task in self._tasks:

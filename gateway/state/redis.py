@@ -14,6 +14,9 @@ or Redis Cluster (redis-py asyncio; hiredis parses replies when installed, as th
 - A background probe PINGs every ``probe_interval_ms`` and keeps ``healthy``; a connection error marks the store
   unhealthy and wakes the probe at once. While unhealthy, calls fail fast with ``StateStoreUnavailable`` instead
   of waiting for timeouts; reconnection is automatic when the server answers again.
+- A task cancelled while a call is in flight gets its ``CancelledError`` when the call returns, even where
+  redis-py's own ``asyncio.wait_for`` swallowed it (Python 3.11, CPython gh-86296): a worker that stops its
+  background loops, or a request whose client left, never carries on as if nothing happened.
 - The cache space is plain ``SET key value PX ttl`` / ``GET``: Redis evicts by its own ``maxmemory-policy``.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -47,8 +50,16 @@ from gateway.state.base import (
     check_settle,
 )
 from gateway.state.redis_url import is_cluster_url, parse_cluster_url
+from gateway.waiting import wait_event
 
 log = logging.getLogger("gateway.state")
+
+def _honour_cancel(task: asyncio.Task | None, asked: int) -> None:
+    """Raise the cancel a redis-py call swallowed: redis-py writes through ``asyncio.wait_for``, which on Python
+    3.11 drops a cancel that lands as the write completes (CPython gh-86296), so a cancelled caller would carry on."""
+    if task is not None and task.cancelling() > asked:
+        raise asyncio.CancelledError
+
 
 def _record_value(workspace: str, doc: bytes) -> bytes:
     ws = workspace.encode()
@@ -134,13 +145,12 @@ class RedisStateStore(StateStore):
         self.healthy = True
 
     async def _probe_loop(self) -> None:
+        task = asyncio.current_task()
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.probe_interval_s)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, self.probe_interval_s)
             self._wake.clear()
             await self._probe_once()
+            _honour_cancel(task, 0)
 
     async def _call(self, operation: str, fn: Any, *args: Any, retry_safe: bool = False) -> Any:
         """Run one client call with the store's failure rules (fail fast, one safe retry, metrics)."""
@@ -148,9 +158,11 @@ class RedisStateStore(StateStore):
             count_state_store_error(self.backend, operation)
             raise StateStoreUnavailable(f"redis state store unavailable: {self.last_error}")
         attempts = 2 if retry_safe else 1
+        task = asyncio.current_task()
+        asked = task.cancelling() if task is not None else 0
         for attempt in range(attempts):
             try:
-                return await fn(*args)
+                result = await fn(*args)
             except RedisConnectionError as exc:
                 if attempt + 1 < attempts:
                     continue
@@ -160,8 +172,10 @@ class RedisStateStore(StateStore):
             except RedisError as exc:
                 count_state_store_error(self.backend, operation)
                 raise StateStoreError(f"redis state store: {operation}: {exc}") from None
+            _honour_cancel(task, asked)
+            return result
 
-    def _down(self, operation: str, exc: BaseException) -> None:
+    def _down(self, operation: str, exc: BaseException) -> NoReturn:
         count_state_store_error(self.backend, operation)
         self.healthy = False
         self.last_error = str(exc) or exc.__class__.__name__

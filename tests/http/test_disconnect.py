@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.http.disconnect import DisconnectWatch
+from gateway.waiting import within
 
 
 def _receiver(messages: list[dict], calls: list[int]):
@@ -24,7 +25,7 @@ def test_the_watch_cancels_the_relay_when_the_client_leaves():
         await asyncio.sleep(0)
         watch = DisconnectWatch(_receiver([{"type": "http.disconnect"}], calls), relay, after_s=0.01)
         try:
-            await asyncio.wait_for(asyncio.shield(relay), 2)
+            await within(asyncio.shield(relay), 2)
         except asyncio.CancelledError:
             pass
         fired = watch.fired()

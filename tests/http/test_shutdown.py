@@ -3,11 +3,11 @@ installed over a default action."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 
 from gateway.http.shutdown import StopNotice
+from gateway.waiting import within
 
 
 async def test_a_stop_signal_sets_the_event_and_reaches_the_previous_handler():
@@ -18,7 +18,7 @@ async def test_a_stop_signal_sets_the_event_and_reaches_the_previous_handler():
         event = notice.event
         assert not event.is_set()
         os.kill(os.getpid(), signal.SIGTERM)
-        await asyncio.wait_for(event.wait(), 5)
+        await within(event.wait(), 5)
         assert seen == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -21,6 +21,7 @@ from gateway.jobs.filestore import DirectoryFileStore
 from gateway.schema.batches import Batch
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
+from gateway.waiting import within
 
 CHAT = "/v1/chat/completions"
 OK = b'{"object":"chat.completion","usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}'
@@ -93,7 +94,7 @@ class Harness:
 
     async def run(self, batch_id: str, holder: str = "h1", timeout: float = 30) -> Batch:  # noqa: ASYNC109
         assert await self.store.lease(lease_key(batch_id), holder, self.settings.batch_lease_ms)
-        await asyncio.wait_for(BatchRunner(self.deps, batch_id, holder).run(), timeout)
+        await within(BatchRunner(self.deps, batch_id, holder).run(), timeout)
         return (await self.batches.get("default", batch_id)).batch
 
     async def output(self, file_id: str | None) -> list[dict]:

@@ -11,6 +11,7 @@ import msgspec
 
 from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import MAX_BUFFER_BYTES, MAX_FRAMES, LogTail, Subscriber, event_frame, row_matcher
+from gateway.waiting import within
 
 
 def doc(**fields) -> bytes:
@@ -123,7 +124,7 @@ async def test_the_tail_reads_rows_written_by_the_store_and_stops_without_subscr
     deadline = time.monotonic() + 5
     got: list[dict] = []
     while len(got) < 3 and time.monotonic() < deadline:
-        await asyncio.wait_for(sub.wake.wait(), 5)
+        await within(sub.wake.wait(), 5)
         sub.wake.clear()
         got += frames_of(sub.take())
     assert [item["trace_id"] for item in got] == ["t0", "t1", "t2"]  # not the row written before subscribing
@@ -134,7 +135,7 @@ async def test_the_tail_reads_rows_written_by_the_store_and_stops_without_subscr
     assert tail._task.done() and tail._conn is None
     await tail.subscribe(sub)  # a later subscriber starts it again, from the newest row
     store.insert([(time.time(), "default", "again", 200, "vendorA", doc(trace_id="again"))])
-    await asyncio.wait_for(sub.wake.wait(), 5)
+    await within(sub.wake.wait(), 5)
     assert [item["trace_id"] for item in frames_of(sub.take())] == ["again"]
     await tail.close()
     store.close()
@@ -146,7 +147,7 @@ async def test_a_read_that_finds_too_many_rows_skips_the_oldest(tmp_path):
     sub = subscriber()
     await tail.subscribe(sub)
     store.insert([(time.time(), "default", f"t{i}", 200, "vendorA", doc(trace_id=f"t{i}")) for i in range(25)])
-    await asyncio.wait_for(sub.wake.wait(), 5)
+    await within(sub.wake.wait(), 5)
     data = sub.take()
     assert data.startswith(b'event: skipped\ndata: {"skipped":15}\n\n')
     assert [item["trace_id"] for item in frames_of(data)] == [f"t{i}" for i in range(15, 25)]

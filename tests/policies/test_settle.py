@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from gateway.controlplane.policies import Condition, GroupBy, UsageLimitPolicy
 from gateway.observability.cost import Prices
 from gateway.observability.record import RequestRecord
@@ -12,6 +10,7 @@ from gateway.policies.settle import Hold, Settler, actual_amounts, alerts_log
 from gateway.schema.common import Usage
 from gateway.state.base import BudgetItem
 from gateway.state.memory import MemoryStateStore
+from gateway.waiting import within
 
 
 def policy(type_: str, limit: float = 1000, alert: float | None = None) -> CompiledPolicy:
@@ -72,4 +71,4 @@ async def test_a_full_queue_drops_instead_of_blocking():
     for _ in range(5):
         settler.submit(hold, finished())
     assert settler.dropped == 3
-    await asyncio.wait_for(settler.close(), 5)
+    await within(settler.close(), 5)

@@ -159,3 +159,26 @@ async def test_a_log_keeps_only_the_newest_items_and_shows_the_gap(store):
     items = await store.log_read(log, 2, 10)
     assert items == [(8, b"7"), (9, b"8"), (10, b"9")]  # first seq != 3: the reader knows it missed some
     assert await store.log_append(log, b"10", 3) == 11
+
+
+async def test_a_caller_cancelled_during_a_call_ends_cancelled_wherever_the_cancel_lands(store):
+    """A worker stops its loops by cancelling them: a cancel landing at any loop turn of a write then a read must
+    end the caller, never let it carry on (redis-py's write path could swallow it on Python 3.11)."""
+    key, carried_on = name(), []
+    for turns in range(40):
+        async def caller() -> str:
+            await store.set(key, b"v")
+            await store.get(key)
+            return "carried on"
+
+        task = asyncio.create_task(caller())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        if task.done():
+            break
+        task.cancel()
+        try:
+            carried_on.append((turns, await task))
+        except asyncio.CancelledError:
+            pass
+    assert carried_on == []

@@ -11,6 +11,7 @@ import pytest
 from gateway.state import sqlite_ops
 from gateway.state.base import BudgetItem
 from gateway.state.sqlite import SQLiteStateStore
+from gateway.waiting import within
 from tests.support.state_race import admitted_across_processes
 
 
@@ -133,7 +134,7 @@ async def test_a_held_write_lock_makes_calls_fail_within_the_busy_timeout(tmp_pa
     holder.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StateStoreUnavailable):
-            await asyncio.wait_for(store.reserve("ws", [BudgetItem("k", 5, 1, 60_000)]), 10)
+            await within(store.reserve("ws", [BudgetItem("k", 5, 1, 60_000)]), 10)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
