@@ -21,7 +21,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import GatewayError
-from gateway.http.sse import RELAY_CR
+from gateway.http.sse import RELAY_CR, RELAY_DONE
 from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
@@ -61,6 +61,7 @@ class _ChunkUsage(msgspec.Struct):
 
 _envelope = msgspec.json.Decoder(_Envelope)
 _NULL_USAGE_MEMBER = b',"usage":null'
+_DONE_EVENT = b"data: [DONE]\n\n"
 _chunk = msgspec.json.Decoder(_ChunkUsage)
 
 
@@ -128,8 +129,9 @@ class VendorAStream(InBandErrorHolder):
 
     Fast path: a chunk that starts and ends on event boundaries (the splitter holds nothing, the chunk ends with a
     blank line, has no CR) and cannot hold an error, usage or [DONE] is relayed as the very bytes received, with no
-    splitting or re-encoding; anything else goes through the splitter. ``"usage":null`` (which vendorA puts on every
-    chunk once usage is asked for) does not count as usage.
+    splitting or re-encoding; so are the events before a final ``data: [DONE]`` (the read that ends a stream,
+    which under load often carries many events); anything else goes through the splitter. ``"usage":null`` (which
+    vendorA puts on every chunk once usage is asked for) does not count as usage.
 
     ``strip_usage`` (set by the pipeline when it asked for usage the client did not ask for): the usage-only chunk
     (empty ``choices``) is read but not relayed, and the ``"usage":null`` members are dropped from the others.
@@ -156,8 +158,14 @@ class VendorAStream(InBandErrorHolder):
             self.raise_held()
         chunk, flags = self._scan(chunk, self.strip_usage)
         ends_aligned = chunk.endswith(b"\n\n") and not flags & RELAY_CR
-        if self.aligned and ends_aligned and not flags and not self.done:
-            return [chunk]
+        if self.aligned and ends_aligned and not self.done:
+            if not flags:
+                return [chunk]
+            if flags == RELAY_DONE and chunk.endswith(_DONE_EVENT):
+                body = chunk[:-len(_DONE_EVENT)]
+                if (not body or body.endswith(b"\n\n")) and b"[DONE]" not in body:
+                    self.done = True  # the last read: its events as received, the [DONE] left to the pipeline
+                    return [body] if body else []
         out = self._events(self.splitter.feed(chunk))
         self.aligned = ends_aligned and self.passthrough_ready()
         return out

@@ -64,3 +64,30 @@ def test_aligned_chunks_are_relayed_as_received_and_misaligned_ones_are_split():
     crlf = CHUNK.replace(b"\n", b"\r\n")
     assert stream.feed(crlf) == [CHUNK]  # normalised through the splitter
     assert stream.feed(b"data: [DONE]\n\n") == [] and stream.close() == []
+
+
+@pytest.mark.parametrize("last", [CHUNK * 3 + b"data: [DONE]\n\n", b"data: [DONE]\n\n"], ids=["events+done", "done"])
+def test_the_read_that_ends_the_stream_relays_its_events_as_received_and_swallows_done(last):
+    stream = VendorAStream("vendorA")
+    assert stream.feed(CHUNK) == [CHUNK]
+    out = stream.feed(last)
+    assert b"".join(out) == last[: -len(b"data: [DONE]\n\n")] and stream.done
+    assert stream.feed(CHUNK) == [] and stream.close() == []  # nothing after [DONE] goes out
+
+
+@pytest.mark.parametrize("last", [
+    CHUNK[:-1] + b"data: [DONE]\n\n",  # [DONE] as a second data line of the last event: not the end
+    CHUNK + b"data: [DONE]\n\n" + b"data: [DONE]\n\n",
+    CHUNK + b"data:[DONE]\n\n",
+], ids=["continuation-line", "done-twice", "no-space"])
+def test_a_last_read_the_fast_path_cannot_vouch_for_goes_through_the_splitter(last):
+    fast, slow = VendorAStream("vendorA"), VendorAStream("vendorA")
+    slow.aligned = False  # forces the splitter: what the relay must match
+    out = [*fast.feed(last)]
+    expected = [*slow.feed(last)]
+    assert out == expected
+    if fast.done:
+        assert fast.close() == slow.close() == []
+    else:
+        with pytest.raises(GatewayError):
+            fast.close()
