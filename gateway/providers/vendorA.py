@@ -21,7 +21,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import GatewayError
-from gateway.http.sse import RELAY_CR, RELAY_DONE
+from gateway.http.sse import RELAY_CR
 from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
@@ -60,9 +60,21 @@ class _ChunkUsage(msgspec.Struct):
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
-_NULL_USAGE_MEMBER = b',"usage":null'
-_DONE_EVENT = b"data: [DONE]\n\n"
 _chunk = msgspec.json.Decoder(_ChunkUsage)
+_NULL_USAGE_MEMBER = b',"usage":null'
+_INSPECTED = (b'"error"', b'"usage"', b"[DONE]")
+
+
+def _inspect_from(chunk: bytes) -> int:
+    """Where the first event that may hold an error, usage or [DONE] starts, in a chunk that starts and ends on
+    event boundaries with LF line ends (an event ends at the first blank line: JSON data holds no raw newline)."""
+    cut = len(chunk)
+    for marker in _INSPECTED:
+        at = chunk.find(marker, 0, cut)
+        if at >= 0:
+            cut = at
+    end = chunk.rfind(b"\n\n", 0, cut)
+    return 0 if end < 0 else end + 2
 
 
 def bearer_headers(api_key: str | None) -> dict[str, str]:
@@ -129,8 +141,9 @@ class VendorAStream(InBandErrorHolder):
 
     Fast path: a chunk that starts and ends on event boundaries (the splitter holds nothing, the chunk ends with a
     blank line, has no CR) and cannot hold an error, usage or [DONE] is relayed as the very bytes received, with no
-    splitting or re-encoding; so are the events before a final ``data: [DONE]`` (the read that ends a stream,
-    which under load often carries many events); anything else goes through the splitter. ``"usage":null`` (which
+    splitting or re-encoding. In an aligned chunk that holds one of those, the events before the first that might
+    are relayed the same way and only the rest goes through the splitter (the read that ends a stream, with usage
+    and [DONE], often carries many events under load); anything else goes through the splitter. ``"usage":null`` (which
     vendorA puts on every chunk once usage is asked for) does not count as usage.
 
     ``strip_usage`` (set by the pipeline when it asked for usage the client did not ask for): the usage-only chunk
@@ -161,11 +174,15 @@ class VendorAStream(InBandErrorHolder):
         if self.aligned and ends_aligned and not self.done:
             if not flags:
                 return [chunk]
-            if flags == RELAY_DONE and chunk.endswith(_DONE_EVENT):
-                body = chunk[:-len(_DONE_EVENT)]
-                if (not body or body.endswith(b"\n\n")) and b"[DONE]" not in body:
-                    self.done = True  # the last read: its events as received, the [DONE] left to the pipeline
-                    return [body] if body else []
+            start = _inspect_from(chunk)
+            if start:  # the events before the first one to inspect go out as received
+                try:
+                    out = self._events(self.splitter.feed(chunk[start:]))
+                except GatewayError as error:
+                    self.held_error = error  # raised on the next call, after what came before it went out
+                    out = []
+                self.aligned = self.passthrough_ready()
+                return [chunk[:start], *out]
         out = self._events(self.splitter.feed(chunk))
         self.aligned = ends_aligned and self.passthrough_ready()
         return out

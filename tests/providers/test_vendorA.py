@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.http.errors import GatewayError
 from gateway.providers.vendorA import VendorAStream
@@ -16,7 +18,7 @@ ERROR = b'data: {"error":{"message":"went wrong","type":"server_error","code":50
 def test_events_before_an_error_in_the_same_read_go_out_first():
     stream = VendorAStream("vendorA")
     out = stream.feed(CHUNK + CHUNK + ERROR)
-    assert len(out) == 2 and b'"hi"' in out[0]
+    assert b"".join(out) == CHUNK + CHUNK  # as received, before the error is raised
     with pytest.raises(GatewayError) as info:
         stream.feed(b"")
     assert info.value.status == 503 and info.value.message == "went wrong"
@@ -66,28 +68,51 @@ def test_aligned_chunks_are_relayed_as_received_and_misaligned_ones_are_split():
     assert stream.feed(b"data: [DONE]\n\n") == [] and stream.close() == []
 
 
-@pytest.mark.parametrize("last", [CHUNK * 3 + b"data: [DONE]\n\n", b"data: [DONE]\n\n"], ids=["events+done", "done"])
-def test_the_read_that_ends_the_stream_relays_its_events_as_received_and_swallows_done(last):
+
+USAGE = b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}\n\n'
+NULL_USAGE = b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}\n\n'
+DONE = b"data: [DONE]\n\n"
+
+
+class SplitterOnly(VendorAStream):
+    """The relay with every chunk through the splitter: what the fast paths must be indistinguishable from."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(provider)
+        self.aligned = False
+
+    def passthrough_ready(self) -> bool:
+        return False
+
+
+def relay(stream: VendorAStream, chunks: list[bytes]) -> tuple[bytes, object]:
+    """Everything the stream relays for ``chunks`` then its end, and how it ended (an error's status, or usage)."""
+    out = b""
+    try:
+        for chunk in chunks:
+            out += b"".join(stream.feed(chunk))
+        out += b"".join(stream.feed(b""))
+        out += b"".join(stream.close())
+    except GatewayError as error:
+        return out, error.status
+    return out, stream.usage.total_tokens if stream.usage else None
+
+
+def test_the_read_that_ends_the_stream_relays_its_events_as_received():
     stream = VendorAStream("vendorA")
     assert stream.feed(CHUNK) == [CHUNK]
-    out = stream.feed(last)
-    assert b"".join(out) == last[: -len(b"data: [DONE]\n\n")] and stream.done
-    assert stream.feed(CHUNK) == [] and stream.close() == []  # nothing after [DONE] goes out
+    out = stream.feed(CHUNK * 3 + USAGE + DONE)
+    assert out[0] == CHUNK * 3 and stream.done  # the events before the usage event, the very bytes
+    assert stream.usage.total_tokens == 7 and stream.close() == []
 
 
-@pytest.mark.parametrize("last", [
-    CHUNK[:-1] + b"data: [DONE]\n\n",  # [DONE] as a second data line of the last event: not the end
-    CHUNK + b"data: [DONE]\n\n" + b"data: [DONE]\n\n",
-    CHUNK + b"data:[DONE]\n\n",
-], ids=["continuation-line", "done-twice", "no-space"])
-def test_a_last_read_the_fast_path_cannot_vouch_for_goes_through_the_splitter(last):
-    fast, slow = VendorAStream("vendorA"), VendorAStream("vendorA")
-    slow.aligned = False  # forces the splitter: what the relay must match
-    out = [*fast.feed(last)]
-    expected = [*slow.feed(last)]
-    assert out == expected
-    if fast.done:
-        assert fast.close() == slow.close() == []
-    else:
-        with pytest.raises(GatewayError):
-            fast.close()
+@settings(max_examples=300, deadline=None)
+@given(events=st.lists(st.sampled_from([CHUNK, NULL_USAGE, USAGE, ERROR, DONE, CHUNK[:-1] + DONE]), max_size=8),
+       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=6), strip=st.booleans())
+def test_relayed_bytes_and_ending_do_not_depend_on_the_fast_paths_or_on_where_reads_are_cut(events, cuts, strip):
+    body = b"".join(events)
+    points = sorted({min(c, len(body)) for c in cuts})
+    chunks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)]) if b > a]
+    fast, slow = VendorAStream("vendorA"), SplitterOnly("vendorA")
+    fast.strip_usage = slow.strip_usage = strip
+    assert relay(fast, chunks) == relay(slow, chunks)
