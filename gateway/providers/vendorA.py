@@ -176,13 +176,13 @@ class VendorAStream(InBandErrorHolder):
                 return [chunk]
             start = _inspect_from(chunk)
             if start:  # the events before the first one to inspect go out as received
-                try:
-                    out = self._events(self.splitter.feed(chunk[start:]))
-                except GatewayError as error:
-                    self.held_error = error  # raised on the next call, after what came before it went out
-                    out = []
                 self.aligned = self.passthrough_ready()
-                return [chunk[:start], *out]
+                out = [chunk[:start]]
+                try:
+                    out += self._events(self.splitter.feed(chunk[start:]))
+                except GatewayError as error:
+                    return self.hold(error, out)
+                return out
         out = self._events(self.splitter.feed(chunk))
         self.aligned = ends_aligned and self.passthrough_ready()
         return out

@@ -54,6 +54,7 @@ from gateway.waiting import wait_event
 
 log = logging.getLogger("gateway.state")
 
+
 def _honour_cancel(task: asyncio.Task | None, asked: int) -> None:
     """Raise the cancel a redis-py call swallowed: redis-py writes through ``asyncio.wait_for``, which on Python
     3.11 drops a cancel that lands as the write completes (CPython gh-86296), so a cancelled caller would carry on."""
