@@ -7,12 +7,14 @@ must follow a JSON schema (anthropic ``tool_choice {type: tool, name}`` / ``{typ
 
 Decisions, the same for both providers:
 
-- ``{"type": "json_schema", "json_schema": {"name", "description"?, "schema"?}}``: the tool's input schema is
-  ``schema`` (``PERMISSIVE_OBJECT`` when absent); the root must be an object schema (both APIs want a tool input to
-  be an object), else a 400 naming ``response_format.json_schema.schema``.
+``response_format`` has passed ``gateway.schema.chat.check_response_format`` (the one check for every provider:
+its type, ``json_schema.name`` and ``json_schema.schema``) before an adapter sees it.
+
+- ``{"type": "json_schema", "json_schema": {"name", "description"?, "schema"}}``: the tool's input schema is
+  ``schema``; the root must be an object schema (both APIs want a tool input to be an object), else a 400 naming
+  ``response_format.json_schema.schema``.
 - ``{"type": "json_object"}``: no schema is given, so the tool takes ``PERMISSIVE_OBJECT`` (any JSON object).
-- ``{"type": "text"}`` (or no ``response_format``): nothing changes. Any other type is a 400 naming
-  ``response_format.type``.
+- ``{"type": "text"}`` (or no ``response_format``): nothing changes.
 - The tool is named ``json_response`` (``json_response_1``, ``_2``... when a client tool already has that name).
 - With no client tools, or ``tool_choice: "none"``, the output tool is forced: the answer is the JSON.
 - With client tools and ``tool_choice`` ``"auto"`` or unset, the output tool joins them and the model must call one
@@ -57,16 +59,9 @@ def requested_schema(response_format: dict[str, Any] | None) -> tuple[dict[str, 
         return None
     if kind == "json_object":
         return PERMISSIVE_OBJECT, _DESCRIPTION + "."
-    if kind != "json_schema":
-        raise InvalidRequest("response_format.type must be 'text', 'json_object' or 'json_schema'",
-                             param="response_format.type")
-    spec = response_format.get("json_schema")
-    if not isinstance(spec, dict):
-        raise InvalidRequest("response_format.json_schema must be an object", param="response_format.json_schema")
-    schema = spec.get("schema")
-    if schema is None:
-        schema = PERMISSIVE_OBJECT
-    elif not isinstance(schema, dict) or schema.get("type", "object") != "object":
+    spec = response_format["json_schema"]  # json_schema, checked when the body was decoded
+    schema = spec["schema"]
+    if schema.get("type", "object") != "object":
         raise InvalidRequest("response_format.json_schema.schema must be an object schema ({\"type\": \"object\", "
                              "...}) for this provider", param="response_format.json_schema.schema")
     elif "type" not in schema:

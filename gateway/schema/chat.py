@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -86,11 +87,49 @@ class ChatRequest(msgspec.Struct, frozen=True):
 
 _decoder = BodyDecoder(ChatRequest)
 _TOOL_CHOICES = ("none", "auto", "required")
+RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema")
+#: ``response_format.json_schema.name`` as vendorA's API takes it
+_SCHEMA_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def check_response_format(fmt: dict[str, Any]) -> None:
+    """The one check of ``response_format``, the same for every provider (vendorA's rules): ``type`` is ``text``,
+    ``json_object`` or ``json_schema``; ``json_schema`` needs ``json_schema`` with a ``name`` (letters, digits, ``_``
+    and ``-``, at most 64) and a ``schema`` object; ``description`` is a string and ``strict`` a boolean when sent.
+    Other members pass through untouched. A violation is a 400 naming the field."""
+    kind = fmt.get("type")
+    if kind not in RESPONSE_FORMAT_TYPES:
+        got = "missing" if kind is None else repr(kind) if isinstance(kind, str) else f"a {type(kind).__name__}"
+        raise InvalidRequest(f"response_format.type must be 'text', 'json_object' or 'json_schema' (got {got})",
+                             param="response_format.type")
+    if kind != "json_schema":
+        return
+    spec = fmt.get("json_schema")
+    if not isinstance(spec, dict):
+        raise InvalidRequest("response_format.json_schema is required for type 'json_schema': an object with name "
+                             "and schema", param="response_format.json_schema")
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        raise InvalidRequest("response_format.json_schema.name is required: 1 to 64 letters, digits, '_' or '-'",
+                             param="response_format.json_schema.name")
+    if not isinstance(spec.get("schema"), dict):
+        raise InvalidRequest("response_format.json_schema.schema is required: a JSON Schema object",
+                             param="response_format.json_schema.schema")
+    description = spec.get("description")
+    if description is not None and not isinstance(description, str):
+        raise InvalidRequest("response_format.json_schema.description must be a string",
+                             param="response_format.json_schema.description")
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidRequest("response_format.json_schema.strict must be a boolean",
+                             param="response_format.json_schema.strict")
 
 
 def parse_chat(body: bytes) -> ChatRequest:
     """Decode and validate a chat body; any violation is a 400 naming the field."""
     req = _decoder.decode(body)
+    if req.response_format is not None:
+        check_response_format(req.response_format)
     if req.top_logprobs is not None and not req.logprobs:
         raise InvalidRequest("top_logprobs requires logprobs to be true", param="top_logprobs")
     if req.stream_options is not None and not req.stream:

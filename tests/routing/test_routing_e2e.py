@@ -179,13 +179,17 @@ def test_params_are_overridden_then_defaulted_then_dropped(gateway, mock):
     base = mock.scenario()
     config = target(base, override_params={"model": "forced", "temperature": 0.1},
                     default_params={"max_tokens": 77, "temperature": 1.5, "user": "dflt"},
-                    drop_params=["user", "response_format.json_schema", "messages.0.name"])
-    body = {**CHAT, "temperature": 0.9, "response_format": {"type": "json_schema", "json_schema": {"x": 1}},
+                    drop_params=["user", "response_format.json_schema.strict", "messages.0.name"])
+    response_format = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"},
+                                                              "strict": True}}
+    body = {**CHAT, "temperature": 0.9, "response_format": response_format,
             "messages": [{"role": "user", "content": "hi", "name": "n"}]}
     assert send(gateway, config, body).status == 200
     sent = msgspec.json.decode(mock.calls(base)["requests"][0]["body"])
     assert sent["model"] == "forced" and sent["temperature"] == 0.1 and sent["max_tokens"] == 77
-    assert "user" not in sent and sent["response_format"] == {"type": "json_schema"}
+    assert "user" not in sent
+    assert sent["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "x", "schema": {"type": "object"}}}
     assert sent["messages"][0] == {"role": "user", "content": "hi"}
 
 
