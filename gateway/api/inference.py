@@ -46,6 +46,8 @@ DONE = b"data: [DONE]\n\n"
 #: endpoints whose answers are text, counted in tokens (and estimated when the provider reports none)
 _TEXT_ENDPOINTS = frozenset({CHAT, COMPLETIONS})
 _USAGE_OPTION = b'{"stream_options":{"include_usage":true},'
+#: the fields the answering target did not send upstream (see gateway/providers/fields.py)
+DROPPED_HEADER = b"x-gateway-dropped-params"
 PROMPTS_RUN = "prompts.run"
 
 
@@ -175,7 +177,9 @@ class Pipeline:
                 state.attempts = 1
                 outcome = await attempt(node)
             if steps is not None:
+                dropped = outcome.dropped
                 outcome = await steps.answered(outcome)
+                outcome.dropped = dropped  # a held stream comes back as a new outcome
         except ClientDisconnected:
             record.status = 499
             record.error = "client disconnected before sending its body"
@@ -197,6 +201,8 @@ class Pipeline:
         headers = response_headers(ctx, state, outcome.provider, record.cache_status)
         if steps is not None and steps.held:
             headers.extend(steps.response_headers())
+        if outcome.dropped is not None:
+            headers.append((DROPPED_HEADER, outcome.dropped))
         if isinstance(outcome, JsonOutcome):
             record.status = outcome.status
             usage = outcome.usage
@@ -264,7 +270,9 @@ class Pipeline:
                 call_body, call_request = hit
             if steps is not None:  # input checks, then the cache lookup
                 new_body, cached = await steps.before_attempt(node, call_body, params if call_body is body else None)
-                if cached is not None:
+                if cached is not None:  # made by this target from this body: it dropped the same fields
+                    if adapter.fields is not None:
+                        cached.dropped = adapter.dropped_params(endpoint, config, call_body)
                     return cached
                 if new_body is not None:
                     call_body, call_request = new_body, parse(new_body)
@@ -277,6 +285,7 @@ class Pipeline:
             record.request = call_request
             call = UpstreamCall(endpoint, config, call_body, call_request, stream, ctx, provider)
             upstream_request = await adapter.build_request(call)
+            dropped = adapter.dropped_params(endpoint, config, call_body) if adapter.fields is not None else None
             forwarded = ctx.forwarded(config.forward_headers, masked_headers)
             if forwarded:
                 forwarded.update(upstream_request.headers)
@@ -292,13 +301,13 @@ class Pipeline:
                     data = await read_response_body(response)
                     record.upstream_s = time.perf_counter() - record.upstream_started
                     result = adapter.parse_response(call, response.status, response.headers, data)
-                    return JsonOutcome(result.body, result.usage, result.model, provider)
+                    return JsonOutcome(result.body, result.usage, result.model, provider, dropped=dropped)
                 transformer = adapter.stream(call)
                 if strip_usage:  # only vendorA-wire streams (VendorAStream) are asked for usage
                     transformer.strip_usage = True  # type: ignore[attr-defined]
                 first, ended = await _first_events(response, transformer, provider)
                 record.ttft_s = time.perf_counter() - record.started
-                return StreamOutcome(response, transformer, first, provider, call.model, ended)
+                return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped)
             except BaseException:
                 response.close()
                 raise

@@ -14,26 +14,28 @@ from gateway.upstream.client import failure_text
 
 class JsonOutcome:
     """A whole answer: unified JSON ``body``, the provider's usage, and the status to answer with (200; 246 when a
-    guardrail failed without denying)."""
+    guardrail failed without denying), and the fields the answering target dropped (``x-gateway-dropped-params``)."""
 
-    __slots__ = ("body", "usage", "model", "provider", "status")
+    __slots__ = ("body", "usage", "model", "provider", "status", "dropped")
 
-    def __init__(self, body: bytes, usage: Any, model: str | None, provider: str, status: int = 200) -> None:
+    def __init__(self, body: bytes, usage: Any, model: str | None, provider: str, status: int = 200,
+                 dropped: bytes | None = None) -> None:
         self.body = body
         self.usage = usage
         self.model = model
         self.provider = provider
         self.status = status
+        self.dropped = dropped
 
 
 class StreamOutcome:
     """A stream to relay: the upstream ``response`` and its ``transformer``, the ``first`` events already read, and
-    the status to start the stream with."""
+    the status to start the stream with, and the fields the answering target dropped (``x-gateway-dropped-params``)."""
 
-    __slots__ = ("response", "transformer", "first", "provider", "model", "ended", "status")
+    __slots__ = ("response", "transformer", "first", "provider", "model", "ended", "status", "dropped")
 
     def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
-                 model: str | None, ended: bool, status: int = 200) -> None:
+                 model: str | None, ended: bool, status: int = 200, dropped: bytes | None = None) -> None:
         self.response = response
         self.transformer = transformer
         self.first = first
@@ -42,6 +44,7 @@ class StreamOutcome:
         #: the upstream stream already ended (and the transformer was closed) while reading the first events
         self.ended = ended
         self.status = status
+        self.dropped = dropped
 
 
 def held_error(transformer: Any) -> GatewayError | None:

@@ -23,6 +23,7 @@ import msgspec
 
 from gateway.http.context import RequestContext
 from gateway.http.errors import BadUpstreamResponse, GatewayError, InvalidRequest, UpstreamError
+from gateway.providers.fields import FieldTable
 from gateway.schema.common import Usage
 
 if TYPE_CHECKING:
@@ -116,6 +117,9 @@ class ProviderAdapter(abc.ABC):
     name: str = ""
     #: endpoints this provider serves
     endpoints: frozenset[str] = frozenset()
+    #: endpoint -> the table of the unified fields this adapter takes, refuses or drops (``fields.FieldTable``);
+    #: None for adapters that send the client's body as it is (nothing to work out per request)
+    fields: dict[str, FieldTable] | None = None
 
     @classmethod
     def create(cls, client: UpstreamClient) -> ProviderAdapter:
@@ -143,6 +147,14 @@ class ProviderAdapter(abc.ABC):
         ``/files/file-abc/content``; ``query`` without ``?``; ``body`` bytes or a binary file object) in this
         provider's URL and auth. Only providers listing those endpoints implement it (``check_endpoint`` first)."""
         raise InvalidRequest(f"provider '{self.name}' does not serve {path}", param="provider")
+
+    def dropped_params(self, endpoint: str, target: Any, body: bytes) -> bytes | None:
+        """The ``x-gateway-dropped-params`` value for a body sent to ``target`` (None when nothing is dropped); the
+        pipeline asks only adapters that have ``fields``."""
+        table = self.fields.get(endpoint) if self.fields is not None else None
+        if table is None:
+            return None
+        return table.dropped(body, getattr(target, "strict_vendorA_compliance", None) is not False)
 
     def check_endpoint(self, endpoint: str) -> None:
         if endpoint not in self.endpoints:

@@ -94,12 +94,12 @@ def test_image_of_unknown_type_is_a_400_naming_the_part():
 
 def test_generation_config_from_sampling_fields():
     body = body_for(temperature=0.2, top_p=0.9, max_tokens=10, max_completion_tokens=64, stop=["END", "STOP"],
-                    n=3, seed=42, presence_penalty=0.5, frequency_penalty=-0.5, logprobs=True, top_logprobs=2,
+                    n=3, seed=42, presence_penalty=0.5, frequency_penalty=-0.5,
                     thinking={"type": "enabled", "budget_tokens": 1024})
     assert body["generationConfig"] == {
         "temperature": 0.2, "topP": 0.9, "maxOutputTokens": 64, "stopSequences": ["END", "STOP"],
         "candidateCount": 3, "seed": 42, "presencePenalty": 0.5, "frequencyPenalty": -0.5,
-        "responseLogprobs": True, "logprobs": 2, "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 1024},
+        "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 1024},
     }
 
 

@@ -29,8 +29,10 @@ Facts relied on, from Anthropic's public API reference and guides (platform.clau
 
 Choices made here: ``max_tokens`` is ``max_completion_tokens``, else ``max_tokens``, else 4096; system and developer
 messages are joined with newlines into ``system`` (a list of text blocks when any part has ``cache_control``);
-consecutive same-role turns are merged; ``n > 1``, ``functions``/``function_call`` and the ``function`` role are 400s;
-vendorA-only sampling fields (penalties, logit_bias, logprobs, seed) are dropped. ``response_format`` becomes a forced
+consecutive same-role turns are merged; what happens to each unified field is the data of ``request.CHAT_FIELDS`` and
+``request.COMPLETION_FIELDS``: ``n > 1``, ``logprobs``, ``functions``/``function_call`` (and the ``function`` role)
+are 400s; vendorA-only sampling fields (penalties, logit_bias, seed) and fields unknown here are dropped and named
+in ``x-gateway-dropped-params``. ``response_format`` becomes a forced
 output tool whose ``input_schema`` is the schema and whose input comes back as ``message.content``
 (``structured_output``; chosen over the native ``output_config.format`` because a forced tool works on every model,
 while native structured output is limited to recent models and a narrower schema dialect); since the API refuses
@@ -47,7 +49,13 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.http.errors import GatewayError
-from gateway.providers.anthropic.request import DEFAULT_MAX_TOKENS, chat_body, completion_body
+from gateway.providers.anthropic.request import (
+    CHAT_FIELDS,
+    COMPLETION_FIELDS,
+    DEFAULT_MAX_TOKENS,
+    chat_body,
+    completion_body,
+)
 from gateway.providers.anthropic.response import (
     PROVIDER,
     chat_completion,
@@ -81,6 +89,7 @@ def is_strict(target: Any) -> bool:
 class AnthropicAdapter(ProviderAdapter):
     name = PROVIDER
     endpoints = frozenset({CHAT, COMPLETIONS})
+    fields = {CHAT: CHAT_FIELDS, COMPLETIONS: COMPLETION_FIELDS}
 
     def url(self, call: UpstreamCall) -> str:
         base = call.target.custom_host or BASE_URL

@@ -8,6 +8,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from gateway.http.errors import InvalidRequest
+from gateway.providers.fields import FieldTable, above_one, is_true, present
 from gateway.providers.structured_output import OutputTool, output_tool
 from gateway.schema.chat import ChatRequest, Message
 from gateway.schema.completions import CompletionRequest
@@ -17,6 +18,36 @@ DEFAULT_MAX_TOKENS = 4096
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
+_NO_LOGPROBS = "logprobs is not supported by anthropic (its answers carry no log probabilities)"
+
+#: the chat fields anthropic takes (as they are or translated) and refuses; any other field is dropped
+CHAT_FIELDS = FieldTable(
+    taken=frozenset({"messages", "model", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options",
+                     "temperature", "top_p", "tools", "tool_choice", "parallel_tool_calls", "user",
+                     "response_format", "thinking"}),
+    refused={
+        "n": (above_one, "n > 1 is not supported by anthropic"),
+        "logprobs": (is_true, _NO_LOGPROBS),
+        "top_logprobs": (present, "top_logprobs is not supported by anthropic (its answers carry no log "
+                                  "probabilities)"),
+        "functions": (present, "functions and function_call are deprecated and not supported by anthropic; use "
+                               "tools"),
+        "function_call": (present, "functions and function_call are deprecated and not supported by anthropic; "
+                                   "use tools"),
+    },
+)
+#: the text completion fields anthropic takes and refuses; any other field is dropped
+COMPLETION_FIELDS = FieldTable(
+    taken=frozenset({"model", "prompt", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p",
+                     "user"}),
+    refused={
+        "n": (above_one, "n > 1 is not supported by anthropic"),
+        "best_of": (above_one, "best_of > 1 is not supported by anthropic"),
+        "echo": (is_true, "echo is not supported by anthropic"),
+        "suffix": (is_true, "suffix is not supported by anthropic"),
+        "logprobs": (present, _NO_LOGPROBS),
+    },
+)
 
 
 class MessageParam(msgspec.Struct, gc=False):
@@ -282,11 +313,7 @@ def _stop(stop: str | list[str] | None) -> list[str] | UnsetType:
 
 def chat_body(req: ChatRequest, stream: bool) -> bytes:
     """A chat completions request as Messages API JSON bytes."""
-    if req.n is not None and req.n > 1:
-        raise InvalidRequest("n > 1 is not supported by anthropic", param="n")
-    if req.functions is not None or req.function_call is not None:
-        raise InvalidRequest("functions and function_call are deprecated and not supported by anthropic; use tools",
-                             param="functions" if req.functions is not None else "function_call")
+    CHAT_FIELDS.refuse(req)
     output = output_tool(req)
     if output is not None and _thinking_on(req.thinking):
         raise InvalidRequest("response_format cannot be combined with thinking on anthropic: structured output is a "
@@ -319,14 +346,7 @@ def completion_body(req: CompletionRequest, stream: bool) -> bytes:
         if len(prompt) != 1 or not isinstance(prompt[0], str):
             raise InvalidRequest("anthropic takes a single string prompt", param="prompt")
         prompt = prompt[0]
-    if req.n is not None and req.n > 1:
-        raise InvalidRequest("n > 1 is not supported by anthropic", param="n")
-    if req.best_of is not None and req.best_of > 1:
-        raise InvalidRequest("best_of > 1 is not supported by anthropic", param="best_of")
-    if req.echo:
-        raise InvalidRequest("echo is not supported by anthropic", param="echo")
-    if req.suffix:
-        raise InvalidRequest("suffix is not supported by anthropic", param="suffix")
+    COMPLETION_FIELDS.refuse(req)
     if not prompt:
         raise InvalidRequest("prompt must not be empty", param="prompt")
     body = MessagesBody(

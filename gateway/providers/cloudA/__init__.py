@@ -50,6 +50,7 @@ class CloudAAdapter(ProviderAdapter):
 
     name = "cloudA"
     endpoints = frozenset({CHAT})
+    fields = {CHAT: converse.CHAT_FIELDS}
 
     def __init__(self) -> None:
         self._urls: BoundedCache[tuple[str | None, str, str, bool], tuple[str, str, str]] = BoundedCache(4096)

@@ -22,21 +22,23 @@ Facts relied on (AWS's public Bedrock Runtime API reference for Converse / Conve
 
 Choices made here: ``system`` and ``developer`` messages become ``system`` blocks; ``tool`` messages become user
 ``toolResult`` blocks; consecutive messages with the same Converse role are merged; ``tool_choice: "required"`` is
-``any``; ``"none"`` sends no toolConfig unless the history holds tool blocks (then the tools go without a choice).
-A turn whose history holds tool calls but which sends no ``tools`` (a plain follow-up after a tool round, as several
-client libraries send it) gets a ``toolConfig`` rebuilt from the history: one ``toolSpec`` per tool name the
-history calls, with the permissive schema ``{"type": "object", "additionalProperties": true}`` and no
-``toolChoice`` (the model may call those tools again; their calls come back as ``tool_calls``). ``n > 1`` is a 400
-naming ``n`` (Converse answers one choice). ``response_format`` becomes a forced output tool (a ``toolSpec`` whose
-``inputSchema.json`` is the schema, ``toolChoice {tool: {name}}``, or ``{any: {}}`` beside client tools) whose input
-comes back as ``message.content`` (``structured_output``; ``toolChoice`` ``any`` / ``tool`` is honoured by the
-models that support it, e.g. anthropic's and mistral's large models). Images must be ``data:`` URLs; ``seed``,
-penalties and ``logit_bias`` have no Converse field and are not sent. ``thinking`` goes to
-``additionalModelRequestFields.thinking`` and reasoning text comes back as ``reasoning_content`` only when
-``strict_vendorA_compliance`` is false. ``prompt_tokens`` is ``inputTokens``; ``cacheReadInputTokens`` is reported as
+``any``; ``"none"`` sends no toolConfig unless the history holds tool blocks (then the tools go without a choice). A
+turn whose history holds tool calls but which sends no ``tools`` (a plain follow-up after a tool round, as several
+client libraries send it) gets a ``toolConfig`` rebuilt from the history: one ``toolSpec`` per tool name the history
+calls, with the permissive schema ``{"type": "object", "additionalProperties": true}`` and no ``toolChoice`` (the
+model may call those tools again; their calls come back as ``tool_calls``). What happens to each unified field is the
+data of ``CHAT_FIELDS``: ``n > 1`` (Converse answers one choice) and ``logprobs`` are 400s naming the field; the
+others Converse has no place for are dropped and named in ``x-gateway-dropped-params``. ``response_format`` becomes a
+forced output tool (a ``toolSpec`` whose ``inputSchema.json`` is the schema, ``toolChoice {tool: {name}}``, or ``{any:
+{}}`` beside client tools) whose input comes back as ``message.content`` (``structured_output``; ``toolChoice``
+``any`` / ``tool`` is honoured by the models that support it, e.g. anthropic's and mistral's large models). Images
+must be ``data:`` URLs; ``seed``, penalties, ``logit_bias``, ``user`` and ``parallel_tool_calls`` have no Converse
+field and are not sent. ``thinking`` goes to ``additionalModelRequestFields.thinking`` and reasoning text comes back
+as ``reasoning_content`` only when ``strict_vendorA_compliance`` is false (under strict compliance ``thinking`` is
+dropped). ``prompt_tokens`` is ``inputTokens``; ``cacheReadInputTokens`` is reported as
 ``prompt_tokens_details.cached_tokens``. Answers carry ``"system_fingerprint": null`` (Converse has none). An error
-body that is not AWS-shaped (no ``message`` / ``Message``: a proxy or load balancer in front) keeps what the
-upstream said: its vendorA-style ``error.message`` / ``message``, else the start of the body.
+body that is not AWS-shaped (no ``message`` / ``Message``: a proxy or load balancer in front) keeps what the upstream
+said: its vendorA-style ``error.message`` / ``message``, else the start of the body.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import msgspec
 
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import malformed, upstream_error
+from gateway.providers.fields import FieldTable, above_one, is_true, present
 from gateway.providers.structured_output import PERMISSIVE_OBJECT, OutputTool, output_tool
 from gateway.schema.chat import ChatRequest
 from gateway.schema.common import Usage
@@ -87,6 +90,20 @@ ERROR_STATUSES = {
 }
 
 _DATA_URL = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp);base64,(.+)$", re.S | re.I)
+
+#: the chat fields Converse takes (as they are or translated) and refuses; any other field is dropped
+CHAT_FIELDS = FieldTable(
+    taken=frozenset({"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+                     "stream", "stream_options", "tools", "functions", "tool_choice", "function_call",
+                     "response_format"}),
+    refused={
+        "n": (above_one, "n > 1 is not supported by cloudA (Converse answers one choice)"),
+        "logprobs": (is_true, "logprobs is not supported by cloudA (Converse answers carry no log probabilities)"),
+        "top_logprobs": (present, "top_logprobs is not supported by cloudA (Converse answers carry no log "
+                                  "probabilities)"),
+    },
+    loose_only=frozenset({"thinking"}),
+)
 
 
 def new_id() -> str:
@@ -255,8 +272,7 @@ def _tool_config(request: ChatRequest, called: list[str], has_tool_blocks: bool,
 
 def build_body(request: ChatRequest, reasoning: bool) -> bytes:
     """The Converse / ConverseStream JSON body for a unified chat request."""
-    if request.n is not None and request.n > 1:
-        raise InvalidRequest("n > 1 is not supported by cloudA (Converse answers one choice)", param="n")
+    CHAT_FIELDS.refuse(request)
     output = output_tool(request)
     messages, system, called, has_tool_blocks = _messages(request)
     body: dict[str, Any] = {"messages": messages}

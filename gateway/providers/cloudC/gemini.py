@@ -10,9 +10,12 @@ Request (unified -> Gemini):
 - Content parts: ``text`` -> ``text``; ``image_url`` / ``file`` data URLs -> ``inlineData {mimeType, data}``;
   ``gs://`` and ``http(s)`` URLs -> ``fileData {mimeType, fileUri}`` (MIME type from the part or the extension).
 - ``generationConfig``: temperature, topP, maxOutputTokens (max_completion_tokens or max_tokens), stopSequences,
-  candidateCount (n), seed, presencePenalty, frequencyPenalty, responseLogprobs / logprobs (logprobs /
-  top_logprobs), responseMimeType ``application/json`` (+ responseSchema from ``json_schema.schema``) for
-  ``response_format``, thinkingConfig {includeThoughts, thinkingBudget} from ``thinking``.
+  candidateCount (n), seed, presencePenalty, frequencyPenalty, responseMimeType ``application/json`` (+
+  responseSchema from ``json_schema.schema``) for ``response_format``, thinkingConfig {includeThoughts,
+  thinkingBudget} from ``thinking``.
+- ``CHAT_FIELDS`` is the data of what happens to each unified field: ``logprobs: true`` / ``top_logprobs`` are a 400
+  (answers do not carry generateContent's log probabilities back); ``logit_bias``, ``parallel_tool_calls``, ``user``
+  and fields unknown here are dropped and named in ``x-gateway-dropped-params``.
 - ``tools`` / legacy ``functions`` -> ``tools: [{functionDeclarations: [{name, description, parameters}]}]``;
   ``tool_choice`` -> ``toolConfig.functionCallingConfig`` mode AUTO / NONE / ANY (``required``) or ANY with
   ``allowedFunctionNames`` for a named function. Tool and response schemas are translated to the OpenAPI-subset
@@ -74,6 +77,7 @@ from gateway.providers.cloudC.wire import (
     ToolConfig,
     response_decoder,
 )
+from gateway.providers.fields import FieldTable, is_true, present
 from gateway.schema.common import Usage
 
 PROVIDER = "cloudC"
@@ -88,6 +92,18 @@ _MIME_BY_EXT = {
     "mov": "video/quicktime", "webm": "video/webm", "mpeg": "video/mpeg", "avi": "video/x-msvideo",
 }
 _TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+#: the chat fields generateContent takes (as they are or translated) and refuses; any other field is dropped
+CHAT_FIELDS = FieldTable(
+    taken=frozenset({"messages", "model", "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "n",
+                     "seed", "presence_penalty", "frequency_penalty", "response_format", "thinking", "tools",
+                     "functions", "tool_choice", "function_call", "stream", "stream_options"}),
+    refused={
+        "logprobs": (is_true, "logprobs is not supported by cloudC (the gateway does not return generateContent "
+                              "log probabilities)"),
+        "top_logprobs": (present, "top_logprobs is not supported by cloudC (the gateway does not return "
+                                  "generateContent log probabilities)"),
+    },
+)
 #: a functionCall part's thoughtSignature travels in the tool call's id after this mark, so that the client echoing
 #: the id back in the next turn echoes the signature the model needs to see with its own function call
 SIGNATURE_MARK = "__thought__"
@@ -273,16 +289,9 @@ def _generation_config(request: Any) -> GenerationConfig | None:
         kind = fmt.get("type")
         if kind == "json_object":
             mime = "application/json"
-        elif kind == "json_schema":
+        elif kind == "json_schema":  # checked when the body was decoded: json_schema.schema is an object
             mime = "application/json"
-            spec = fmt.get("json_schema") or {}
-            if not isinstance(spec, dict):
-                raise InvalidRequest("response_format.json_schema must be an object",
-                                     param="response_format.json_schema")
-            schema = openapi_schema(spec.get("schema")) if spec.get("schema") is not None else None
-        elif kind != "text":
-            raise InvalidRequest("response_format.type must be 'text', 'json_object' or 'json_schema'",
-                                 param="response_format.type")
+            schema = openapi_schema(fmt["json_schema"]["schema"])
     thinking = None
     if request.thinking:
         if request.thinking.get("type") == "disabled":
@@ -299,8 +308,6 @@ def _generation_config(request: Any) -> GenerationConfig | None:
         seed=request.seed,
         presence_penalty=request.presence_penalty,
         frequency_penalty=request.frequency_penalty,
-        response_logprobs=True if request.logprobs else None,
-        logprobs=request.top_logprobs if request.logprobs else None,
         response_mime_type=mime,
         response_schema=schema,
         thinking_config=thinking,
@@ -313,6 +320,7 @@ _EMPTY_CONFIG = GenerationConfig()
 
 def build_request(request: Any) -> bytes:
     """The generateContent body for a unified chat request (a ``ChatRequest``)."""
+    CHAT_FIELDS.refuse(request)
     contents, system = build_contents(request.messages)
     body = GenerateContentRequest(
         contents=contents,

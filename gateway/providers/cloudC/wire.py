@@ -82,8 +82,6 @@ class GenerationConfig(_Wire):
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    response_logprobs: bool | None = None
-    logprobs: int | None = None
     response_mime_type: str | None = None
     response_schema: dict[str, Any] | None = None
     thinking_config: ThinkingConfig | None = None
