@@ -36,7 +36,15 @@ from typing import Any
 import msgspec
 
 from gateway.providers.base import EMBEDDINGS, RERANK, UpstreamCall, UpstreamResult, malformed
-from gateway.providers.retrieval import RetrievalAdapter, embedding_result, input_texts, rerank_result
+from gateway.providers.fields import FieldTable
+from gateway.providers.retrieval import (
+    EMBED_FIELDS,
+    RERANK_TAKEN,
+    RetrievalAdapter,
+    embedding_result,
+    input_texts,
+    rerank_result,
+)
 
 BASE_URL = "https://api.cohere.com/v2"
 PATHS = {RERANK: "/rerank", EMBEDDINGS: "/embed"}
@@ -90,6 +98,8 @@ class CohereAdapter(RetrievalAdapter):
     name = "cohere"
     base_url = BASE_URL
     paths = PATHS
+    fields = {EMBEDDINGS: EMBED_FIELDS,
+              RERANK: FieldTable(RERANK_TAKEN | {"max_tokens_per_doc", "priority"})}
 
     def headers(self, call: UpstreamCall) -> dict[str, str]:
         headers = super().headers(call)

@@ -28,7 +28,15 @@ from typing import Any
 import msgspec
 
 from gateway.providers.base import EMBEDDINGS, RERANK, UpstreamCall
-from gateway.providers.retrieval import TokenBilledAdapter, TokenUsage, VectorList, input_texts
+from gateway.providers.fields import FieldTable
+from gateway.providers.retrieval import (
+    EMBED_FIELDS,
+    RERANK_TAKEN,
+    TokenBilledAdapter,
+    TokenUsage,
+    VectorList,
+    input_texts,
+)
 
 BASE_URL = "https://api.jina.ai/v1"
 PATHS = {RERANK: "/rerank", EMBEDDINGS: "/embeddings"}
@@ -62,6 +70,7 @@ class JinaAdapter(TokenBilledAdapter):
     name = "jina"
     base_url = BASE_URL
     paths = PATHS
+    fields = {EMBEDDINGS: EMBED_FIELDS, RERANK: FieldTable(RERANK_TAKEN)}
     rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
     embed_decoder = msgspec.json.Decoder(_EmbedAnswer)
 

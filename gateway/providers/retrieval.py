@@ -36,10 +36,17 @@ from gateway.providers.base import (
     malformed,
     upstream_error,
 )
+from gateway.providers.fields import FieldTable
 from gateway.providers.vendorA import bearer_headers
 from gateway.schema.common import Usage
 
 _encode = msgspec.json.encode
+
+#: the embeddings fields cohere, voyage and jina take (``encoding_format: base64`` is done by the gateway); any
+#: other field (``user``...) is dropped
+EMBED_FIELDS = FieldTable(frozenset({"model", "input", "input_type", "dimensions", "encoding_format"}))
+#: the rerank fields every one of them takes, as they are or renamed; each adapter adds its own
+RERANK_TAKEN = frozenset({"model", "query", "documents", "top_n", "return_documents"})
 
 
 class RerankDocumentOut(msgspec.Struct, gc=False):

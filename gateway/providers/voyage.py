@@ -29,7 +29,8 @@ from typing import Any
 import msgspec
 
 from gateway.providers.base import EMBEDDINGS, RERANK, UpstreamCall
-from gateway.providers.retrieval import TokenBilledAdapter, TokenUsage, input_texts
+from gateway.providers.fields import FieldTable
+from gateway.providers.retrieval import EMBED_FIELDS, RERANK_TAKEN, TokenBilledAdapter, TokenUsage, input_texts
 
 BASE_URL = "https://api.voyageai.com/v1"
 PATHS = {RERANK: "/rerank", EMBEDDINGS: "/embeddings"}
@@ -51,6 +52,7 @@ class VoyageAdapter(TokenBilledAdapter):
     name = "voyage"
     base_url = BASE_URL
     paths = PATHS
+    fields = {EMBEDDINGS: EMBED_FIELDS, RERANK: FieldTable(RERANK_TAKEN | {"truncation"})}
     rerank_decoder = msgspec.json.Decoder(_RerankAnswer)
 
     def rerank_body(self, call: UpstreamCall) -> dict[str, Any]:

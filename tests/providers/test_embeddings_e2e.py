@@ -182,3 +182,12 @@ def test_jina_validation_list_is_relayed(embed):
     resp, _ = embed("jina", input_type="poetry")
     assert resp.status == 422
     assert resp.json()["error"]["message"].startswith("task: task must be one of")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_fields_a_provider_does_not_take_are_named_in_the_dropped_params_header(embed, provider):
+    resp, requests = embed(provider, user="u-1", dimensions=256)
+    assert resp.status == 200 and resp.headers["x-gateway-dropped-params"] == "user"
+    assert "user" not in sent(requests)
+    plain, _ = embed(provider, encoding_format="float")
+    assert plain.status == 200 and "x-gateway-dropped-params" not in plain.headers

@@ -203,3 +203,11 @@ def test_anthropic_text_completions_refuse_logprobs_and_name_what_they_drop(gate
     done = post(url, {"model": MODELS["anthropic"], "prompt": "hi", "seed": 1, "n": 1},
                 headers(target("anthropic", base)))
     assert done.status == 200 and done.headers[DROPPED] == "seed"
+
+
+def test_cloudC_embeddings_name_what_predict_does_not_take(gateway, mock):
+    base = mock.scenario()
+    body = {"model": "text-embedding-005", "input": "hi", "user": "u-1", "dimensions": 8}
+    resp = post(f"{gateway.url}/v1/embeddings", body, headers(target("cloudC", base)))
+    assert resp.status == 200 and resp.headers[DROPPED] == "user"
+    assert '"user":' not in mock.calls(base)["requests"][0]["body"]

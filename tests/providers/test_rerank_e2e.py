@@ -174,3 +174,16 @@ def test_provider_without_rerank_is_a_400_naming_provider(gateway, mock, gw_head
                 gw_headers(mock.url + "/v1"))
     assert resp.status == 400
     assert resp.json()["error"]["param"] == "provider"
+
+
+@pytest.mark.parametrize("provider,dropped", [
+    ("cohere", "truncation,rank_fields,parameters"),
+    ("voyage", "max_tokens_per_doc,priority,rank_fields,parameters"),
+    ("jina", "max_tokens_per_doc,priority,truncation,rank_fields,parameters"),
+])
+def test_fields_a_provider_does_not_take_are_named_in_the_dropped_params_header(rerank, provider, dropped):
+    resp, _ = rerank(provider, max_tokens_per_doc=512, priority=1, truncation=False, rank_fields=["text"],
+                     parameters={"a": 1})
+    assert resp.status == 200 and resp.headers["x-gateway-dropped-params"] == dropped
+    plain, _ = rerank(provider, top_n=2, return_documents=True)
+    assert plain.status == 200 and "x-gateway-dropped-params" not in plain.headers

@@ -55,7 +55,7 @@ class CloudCAdapter(ProviderAdapter):
 
     name = NAME
     endpoints = frozenset({CHAT, EMBEDDINGS})
-    fields = {CHAT: gemini.CHAT_FIELDS}
+    fields = {CHAT: gemini.CHAT_FIELDS, EMBEDDINGS: embeddings.FIELDS}
 
     def __init__(self, tokens: TokenCache) -> None:
         self.tokens = tokens

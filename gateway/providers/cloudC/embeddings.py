@@ -22,9 +22,13 @@ import msgspec
 
 from gateway.http.errors import InvalidRequest
 from gateway.providers.base import malformed
+from gateway.providers.fields import FieldTable
 from gateway.schema.common import Usage, validation_error
 
 PROVIDER = "cloudC"
+#: the embeddings fields ``:predict`` takes (``model`` is in the path); any other field (``user``...) is dropped
+FIELDS = FieldTable(frozenset({"model", "input", "dimensions", "encoding_format", "task_type", "input_type",
+                               "title"}))
 
 
 class EmbeddingsBody(msgspec.Struct):
