@@ -173,6 +173,12 @@ def test_a_cached_answer_names_what_its_target_dropped(gateway, mock):
             break
     assert hit is not None and hit.headers["x-gateway-cache-status"] == "HIT"
     assert hit.headers[DROPPED] == "seed" and mock.calls(base)["calls"] == 1
+    status, replay_headers, events = stream_events(
+        f"{gateway.url}/v1/chat/completions", {"model": MODELS["anthropic"], "stream": True, "seed": 3,
+                                               "messages": [{"role": "user", "content": f"cache {base}"}]},
+        headers(config))
+    assert status == 200 and list(events)[-1] == b"[DONE]"
+    assert replay_headers["x-gateway-cache-status"] == "HIT" and replay_headers[DROPPED] == "seed"
 
 
 # --- refused: dropping would change the answer ----------------------------------------------------------------
@@ -211,3 +217,23 @@ def test_cloudC_embeddings_name_what_predict_does_not_take(gateway, mock):
     resp = post(f"{gateway.url}/v1/embeddings", body, headers(target("cloudC", base)))
     assert resp.status == 200 and resp.headers[DROPPED] == "user"
     assert '"user":' not in mock.calls(base)["requests"][0]["body"]
+
+
+def test_a_refusal_falls_back_to_a_target_that_can_honour_the_field(gateway, mock):
+    refusing, able = mock.scenario(), mock.scenario()
+    config = {"strategy": {"mode": "fallback"}, "targets": [target("anthropic", refusing), target("vendorA", able)]}
+    resp = chat(gateway, config, "vendorA", logprobs=True, top_logprobs=2)
+    assert resp.status == 200 and resp.headers["x-gateway-provider"] == "vendorA"
+    assert DROPPED not in resp.headers
+    assert mock.calls(refusing)["calls"] == 0 and sent(mock, able)["logprobs"] is True
+
+
+def test_a_stream_held_for_an_output_guardrail_keeps_the_header(gateway, mock):
+    base = mock.scenario([{"reply": "a calm answer"}])
+    guard = {"deny": True, "default.contains": {"words": ["Hello"], "operator": "none"}}
+    config = target("cloudC", base, output_guardrails=[guard])
+    status, resp_headers, events = stream_events(
+        f"{gateway.url}/v1/chat/completions",
+        {"model": MODELS["cloudC"], "messages": HI, "stream": True, "user": "u-1"}, headers(config))
+    assert status == 200 and list(events)[-1] == b"[DONE]"
+    assert resp_headers["x-gateway-stream-held"] == "true" and resp_headers[DROPPED] == "user"
