@@ -22,23 +22,24 @@ Facts relied on (AWS's public Bedrock Runtime API reference for Converse / Conve
 
 Choices made here: ``system`` and ``developer`` messages become ``system`` blocks; ``tool`` messages become user
 ``toolResult`` blocks; consecutive messages with the same Converse role are merged; ``tool_choice: "required"`` is
-``any``; ``"none"`` sends no toolConfig unless the history holds tool blocks (then the tools go without a choice). A
-turn whose history holds tool calls but which sends no ``tools`` (a plain follow-up after a tool round, as several
-client libraries send it) gets a ``toolConfig`` rebuilt from the history: one ``toolSpec`` per tool name the history
-calls, with the permissive schema ``{"type": "object", "additionalProperties": true}`` and no ``toolChoice`` (the
-model may call those tools again; their calls come back as ``tool_calls``). What happens to each unified field is the
-data of ``CHAT_FIELDS``: ``n > 1`` (Converse answers one choice) and ``logprobs`` are 400s naming the field; the
-others Converse has no place for are dropped and named in ``x-gateway-dropped-params``. ``response_format`` becomes a
-forced output tool (a ``toolSpec`` whose ``inputSchema.json`` is the schema, ``toolChoice {tool: {name}}``, or ``{any:
-{}}`` beside client tools) whose input comes back as ``message.content`` (``structured_output``; ``toolChoice``
-``any`` / ``tool`` is honoured by the models that support it, e.g. anthropic's and mistral's large models). Images
-must be ``data:`` URLs; ``seed``, penalties, ``logit_bias``, ``user`` and ``parallel_tool_calls`` have no Converse
-field and are not sent. ``thinking`` goes to ``additionalModelRequestFields.thinking`` and reasoning text comes back
-as ``reasoning_content`` only when ``strict_vendorA_compliance`` is false (under strict compliance ``thinking`` is
-dropped). ``prompt_tokens`` is ``inputTokens``; ``cacheReadInputTokens`` is reported as
-``prompt_tokens_details.cached_tokens``. Answers carry ``"system_fingerprint": null`` (Converse has none). An error
-body that is not AWS-shaped (no ``message`` / ``Message``: a proxy or load balancer in front) keeps what the upstream
-said: its vendorA-style ``error.message`` / ``message``, else the start of the body.
+``any``; ``"none"`` sends no toolConfig unless the history holds tool blocks (then the tools go without a choice).
+A turn whose history holds tool calls but which sends no ``tools`` (a plain follow-up after a tool round, as several
+client libraries send it) gets a ``toolConfig`` rebuilt from the history: one ``toolSpec`` per tool name the
+history calls, with the permissive schema ``{"type": "object", "additionalProperties": true}`` and no
+``toolChoice`` (the model may call those tools again; their calls come back as ``tool_calls``). What happens to each
+unified field is the data of ``CHAT_FIELDS``: ``n > 1`` (Converse answers one choice) and ``logprobs`` are 400s
+naming the field; the fields Converse has no place for are dropped and named in ``x-gateway-dropped-params``.
+``response_format`` becomes a forced output tool (a ``toolSpec`` whose
+``inputSchema.json`` is the schema, ``toolChoice {tool: {name}}``, or ``{any: {}}`` beside client tools) whose input
+comes back as ``message.content`` (``structured_output``; ``toolChoice`` ``any`` / ``tool`` is honoured by the
+models that support it, e.g. anthropic's and mistral's large models). Images must be ``data:`` URLs; ``seed``,
+penalties, ``logit_bias``, ``user`` and ``parallel_tool_calls`` have no Converse field and are not sent. ``thinking``
+goes to ``additionalModelRequestFields.thinking`` and reasoning text comes back as ``reasoning_content`` only when
+``strict_vendorA_compliance`` is false (else ``thinking`` is dropped). ``prompt_tokens`` is ``inputTokens``;
+``cacheReadInputTokens`` is reported as ``prompt_tokens_details.cached_tokens``. Answers carry
+``"system_fingerprint": null`` (Converse has none). An error body that is not AWS-shaped (no ``message`` /
+``Message``: a proxy or load balancer in front) keeps what the upstream said: its vendorA-style ``error.message`` /
+``message``, else the start of the body.
 """
 
 from __future__ import annotations
