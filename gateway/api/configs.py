@@ -95,7 +95,7 @@ class ConfigRoutes:
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record = await self.repo.get(workspace, scope["path_params"]["config_id"])
         box = self.runtime.records.box
-        changes = configs.update_fields(body, self.runtime.configs, self._stored_secrets(record))
+        changes = configs.update_fields(body, self.runtime.configs, lambda: self._stored_secrets(record))
         if "config" in changes:
             await self._check_slugs(changes["config"], workspace)
         else:

@@ -18,7 +18,7 @@ secrets were sealed (plain text, no ``sealed``) still works and is sealed the fi
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -26,7 +26,7 @@ from gateway.config.validate import ConfigParser
 from gateway.controlplane.providers import MASK, SECRET_FIELDS, mask
 from gateway.controlplane.records import Entity, Repository
 from gateway.controlplane.secrets import SecretBox
-from gateway.http.errors import ConfigError, InvalidRequest
+from gateway.http.errors import ConfigError, InvalidRequest, ServiceUnavailable
 
 KIND = "config"
 Unset = msgspec.UnsetType
@@ -87,12 +87,13 @@ def create_fields(body: ConfigBody, parser: ConfigParser) -> dict[str, Any]:
         raise InvalidRequest("name is required", param="name")
     if body.config is UNSET:
         raise InvalidRequest("config is required (a config object)", param="config")
-    return {"name": check_name(body.name), "config": check_config(unmasked(body.config, {}), parser)}
+    # a new config has nothing stored yet: a masked value in it is a 400
+    return {"name": check_name(body.name), "config": check_config(unmasked(body.config, dict), parser)}
 
 
-def update_fields(body: ConfigBody, parser: ConfigParser, stored: dict[Path, Any]) -> dict[str, Any]:
+def update_fields(body: ConfigBody, parser: ConfigParser, stored: Callable[[], dict[Path, Any]]) -> dict[str, Any]:
     """The fields an update changes (a config is validated like at creation; a masked value in it keeps the secret
-    ``stored`` at the same path)."""
+    ``stored()`` gives at the same path)."""
     changes: dict[str, Any] = {}
     if body.name is not UNSET:
         changes["name"] = check_name(body.name)
@@ -144,13 +145,15 @@ def _looks_masked(value: Any) -> bool:
     return isinstance(value, str) and (value == MASK or _MASKED.match(value) is not None)
 
 
-def unmasked(raw: msgspec.Raw, stored: dict[Path, Any]) -> msgspec.Raw:
-    """``raw`` with each masked secret value replaced by the secret ``stored`` at its path (whose mask it is); a
-    masked value without one is a 400 naming the path. The text is returned as given when it holds no mask."""
+def unmasked(raw: msgspec.Raw, secrets: Callable[[], dict[Path, Any]]) -> msgspec.Raw:
+    """``raw`` with each masked secret value replaced by the secret stored at its path (whose mask it is; ``secrets``
+    opens them, asked only when a mask is there); a masked value without one is a 400 naming the path. The text is
+    returned as given when it holds no mask."""
     doc = msgspec.json.decode(bytes(raw))
     masked = [(path, value) for path, value in _secrets(doc) if _looks_masked(value)]
     if not masked:
         return raw
+    stored = secrets()
     for path, value in masked:
         if path not in stored or mask(stored[path]) != value:
             raise InvalidRequest(
@@ -200,11 +203,15 @@ def is_plain(record: SavedConfig) -> bool:
 
 async def sealed_record(repo: Repository[SavedConfig], box: SecretBox, record: SavedConfig) -> SavedConfig:
     """``record`` with its secrets sealed: a plain (older) record is sealed and stored again, unchanged otherwise
-    (same text in use, same ``last_updated_at``), unless it changed since it was read."""
+    (same text in use, same ``last_updated_at``), unless it changed since it was read. Best effort: when the store
+    cannot take the write now, the next read seals it."""
     if not is_plain(record):
         return record
     sealed = msgspec.structs.replace(record, **sealed_fields(box, record.workspace_id, record.id, record.config))
-    current = await repo.lookup(record.workspace_id, record.id)
-    if current is not None and current == record:
-        await repo.rewrite(sealed)
+    try:
+        current = await repo.lookup(record.workspace_id, record.id)
+        if current is not None and current == record:
+            await repo.rewrite(sealed)
+    except ServiceUnavailable:
+        pass
     return sealed

@@ -269,3 +269,33 @@ def test_a_record_saved_in_clear_is_sealed_on_first_read_and_keeps_working(mock,
     finally:
         server.stop()
 
+
+
+def test_a_config_sealed_under_another_secret_key_says_which_setting_to_align(mock):
+    data_dir = tempfile.mkdtemp(prefix="gw-config-secrets-")
+    base = mock.scenario()
+    server = start_gateway(data_dir=data_dir)
+    try:
+        admin = create_key(server)
+        record = api(server, "POST", "/v1/configs", {"name": "c", "config": config_with_secrets(base)},
+                     admin["key"]).json()
+    finally:
+        server.stop()
+    server = start_gateway({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
+    try:
+        resp = chat(server, admin["key"], **{"x-gateway-config": record["id"]})
+        assert resp.status == 500, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == "record_unusable" and error["param"] == "x-gateway-config"
+        assert "GATEWAY_SECRET_KEY" in error["message"] and record["id"] in error["message"]
+        got = api(server, "GET", f"/v1/configs/{record['id']}", key=admin["key"])
+        assert got.status == 200 and got.json()["config"] == masked_form(base)  # reading needs no opening
+        assert api(server, "PUT", f"/v1/configs/{record['id']}", {"name": "n"}, admin["key"]).status == 500
+        assert mock.calls(base)["calls"] == 0
+        # the way out: send the config again with its secrets (no masked value needs the old key)
+        fixed = api(server, "PUT", f"/v1/configs/{record['id']}", {"config": config_with_secrets(base)}, admin["key"])
+        assert fixed.status == 200, fixed.text
+        assert chat(server, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+        assert sent_key(mock, base) == f"Bearer {NESTED_KEY}"
+    finally:
+        server.stop()
