@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gateway.controlplane.keys import DEFAULT_SCOPES, SCOPES, ApiKeys
+from gateway.controlplane.keys import DEFAULT_SCOPES, SCOPES, ApiKeys, KeyRecord, check_grant
+from gateway.http.errors import Forbidden
 from gateway.state.sqlite import SQLiteStateStore
 from tests.support.controlplane import api, chat, create_key, new_workspace
 from tests.support.servers import ADMIN_KEY, start_gateway
 
 ALL = tuple(SCOPES)
+ROLES = ("admin", "member")
 SUBSETS = [list(c) for n in range(len(ALL) + 1) for c in itertools.combinations(ALL, n)]
 
 
@@ -33,6 +35,28 @@ def refused(resp, code: str, param: str, names: str) -> None:
 def key_ids(server, workspace: str) -> set[str]:
     listed = api(server, "GET", f"/v1/api-keys?workspace_id={workspace}").json()
     return {k["id"] for k in listed["data"]}
+
+
+def test_the_rule_over_every_role_and_scope_subset_of_caller_and_new_key():
+    """The rule itself, exhaustively (2 x 64 callers x 2 x 64 new keys): allowed exactly when the new key's role is
+    no higher and its scopes are a subset; the 403 names the first scope lacking. The HTTP tests below sample it."""
+    rank = {"member": 0, "admin": 1}
+    for caller_role, caller_scopes, role, scopes in itertools.product(ROLES, SUBSETS, ROLES, SUBSETS):
+        caller = KeyRecord("ws", caller_role, scopes=frozenset(caller_scopes))
+        lacking = [s for s in scopes if s not in caller_scopes]
+        try:
+            check_grant(caller, role, scopes, param="scopes")
+        except Forbidden as error:
+            assert rank[role] > rank[caller_role] or lacking
+            expected = "missing_role" if rank[role] > rank[caller_role] else "missing_scope"
+            assert error.code == expected
+            if expected == "missing_scope":
+                assert f"'{lacking[0]}'" in error.message
+        else:
+            assert rank[role] <= rank[caller_role] and not lacking
+        root = KeyRecord("ws", caller_role, root=True, scopes=frozenset(caller_scopes))
+        check_grant(root, role, scopes, param="scopes", root=True)  # the root key may grant anything
+        check_grant(None, role, scopes, param="scopes", root=True)  # and so may the operator's command line
 
 
 def test_the_issues_narrowed_admin_cannot_mint_itself_a_full_key(gateway, mock):
