@@ -14,7 +14,7 @@ import pytest
 from gateway.controlplane.configs import KIND, SavedConfig
 from gateway.state.redis import RedisStateStore
 from gateway.state.sqlite import SQLiteStateStore
-from tests.support.controlplane import api, chat, create_key, eventually
+from tests.support.controlplane import api, chat, clear_redis_prefix, create_key, eventually
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -158,8 +158,6 @@ def store_env(request):
         return
     url, prefix = test_redis_url(), random_prefix()
     yield {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix}, data_dir, (url, prefix)
-    from tests.support.controlplane import clear_redis_prefix
-
     clear_redis_prefix(url, prefix)
 
 
