@@ -6,9 +6,15 @@ then uses it. ``PUT`` takes ``name`` and/or ``config`` (validated the same way);
 within a second. The provider slugs a config names must exist in the workspace, and it may not send a slug's
 secrets to another host (``gateway.config.slug_hosts``), when it is saved as when it is used: a slug deleted or
 changed later makes requests using the config answer the same 400.
+
+Credentials in a config are sealed at rest and masked in every answer (``gateway.controlplane.configs``); a masked
+value sent back in a ``PUT`` keeps the stored secret. A record saved in clear by an older release is sealed the
+first time any route or request reads it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
@@ -16,7 +22,8 @@ from gateway.api.admin import authorize, int_query, page, read_json, send_list, 
 from gateway.api.prompted import loaded
 from gateway.api.runtime import Runtime
 from gateway.controlplane import configs
-from gateway.controlplane.directory import RecordsNeeded
+from gateway.controlplane.directory import RecordsNeeded, unusable
+from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.schema.common import BodyDecoder
@@ -44,10 +51,12 @@ class ConfigRoutes:
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         fields = configs.create_fields(body, self.runtime.configs)
         await self._check_slugs(fields["config"], workspace)
-        record = configs.SavedConfig(workspace_id=workspace, organisation_id=caller.key.organisation, **fields)
+        id = self.repo.new_id()
+        fields.update(configs.sealed_fields(self.runtime.records.box, workspace, id, fields["config"]))
+        record = configs.SavedConfig(id=id, workspace_id=workspace, organisation_id=caller.key.organisation, **fields)
         record = await self.repo.create(record)
         self.runtime.records_changed()
-        await send_record(send, record, 201)
+        await send_record(send, record.public(), 201)
 
     async def _check_slugs(self, text: msgspec.Raw, workspace: str) -> None:
         """The config's slug references expanded in ``workspace`` as a request's are: an unknown slug, or a slug's
@@ -68,23 +77,45 @@ class ConfigRoutes:
         records = await self.repo.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)
-        await send_list(send, page(records, size, current), len(records))
+        shown = [(await self._sealed(r)).public() for r in page(records, size, current)]
+        await send_list(send, shown, len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
-        await send_record(send, await self.repo.get(caller.workspace, scope["path_params"]["config_id"]))
+        record = await self.repo.get(caller.workspace, scope["path_params"]["config_id"])
+        await send_record(send, (await self._sealed(record)).public())
+
+    async def _sealed(self, record: configs.SavedConfig) -> configs.SavedConfig:
+        """The record as answers show it; one saved in clear by an older release is sealed now."""
+        return await configs.sealed_record(self.repo, self.runtime.records.box, record)
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         body = await read_json(scope, receive, _body)
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record = await self.repo.get(workspace, scope["path_params"]["config_id"])
-        changes = configs.update_fields(body, self.runtime.configs)
+        box = self.runtime.records.box
+        changes = configs.update_fields(body, self.runtime.configs, lambda: self._stored_secrets(record))
         if "config" in changes:
             await self._check_slugs(changes["config"], workspace)
+        else:
+            changes["config"] = msgspec.Raw(self._opened(record))
+        changes.update(configs.sealed_fields(box, workspace, record.id, changes["config"]))
         record = await self.repo.replace(msgspec.structs.replace(record, **changes))
         self.runtime.records_changed()
-        await send_record(send, record)
+        await send_record(send, record.public())
+
+    def _stored_secrets(self, record: configs.SavedConfig) -> dict[configs.Path, Any]:
+        try:
+            return configs.stored_secrets(self.runtime.records.box, record)
+        except SecretError as exc:
+            raise unusable(record, exc) from None
+
+    def _opened(self, record: configs.SavedConfig) -> bytes:
+        try:
+            return configs.opened(self.runtime.records.box, record)
+        except SecretError as exc:
+            raise unusable(record, exc) from None
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)

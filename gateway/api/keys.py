@@ -2,8 +2,9 @@
 
 ``POST /v1/api-keys`` ``{name, role?, workspace_id?, scopes?, rotation_period?}`` answers 201 with the record and
 ``key``, the secret (shown only here and by rotate). ``role`` defaults to ``member``; a workspace that no record
-names yet is created by naming it (the root key only: other admins act in their own workspace). Deleting a key
-revokes it: every worker and instance refuses it within a second.
+names yet is created by naming it (the root key only: other admins act in their own workspace). A key creates and
+rotates only keys within its own role and scopes (403 naming the scope it lacks). Deleting a key revokes it: every
+worker and instance refuses it within a second.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class KeyRoutes:
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record, secret = await self.keys.create(
             name=body.name, role=body.role, workspace=workspace, organisation=caller.key.organisation,
-            scopes=body.scopes, rotation_period=body.rotation_period,
+            scopes=body.scopes, rotation_period=body.rotation_period, granter=caller.key,
         )
         self.runtime.records_changed()
         await send_record(send, record.public(secret), 201)
@@ -72,6 +73,6 @@ class KeyRoutes:
 
     async def rotate(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
-        record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"])
+        record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"], caller.key)
         self.runtime.records_changed()
         await send_record(send, record.public(secret))

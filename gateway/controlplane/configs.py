@@ -1,22 +1,40 @@
 """Saved configs: a validated config stored per workspace under an id, used as ``x-gateway-config: <id>``.
 
-The config is kept as the JSON text it was given (after the same validation a request's config gets), so a request
-using the id parses it through the same cache as an inline config: the same text is one parsed Config.
+The config is kept as JSON text (after the same validation a request's config gets), so a request using the id
+parses it through the same cache as an inline config: the same text is one parsed Config.
+
+Its credentials are sealed at rest as a provider slug's are: every value of a key named in
+``providers.SECRET_FIELDS`` (``api_key``, the cloudA keys and session token, ``cloudC_service_account_json``),
+wherever it sits (the root, ``targets`` at any depth, any nested object), is taken out of the stored text, which
+keeps it masked in its place (``providers.mask``: what every answer shows), and the values go together into
+``sealed``, bound to the record's kind, workspace and id. ``opened`` puts them back: the per-worker record cache
+does that once per load, so a request pays nothing for it.
+
+A masked value sent back in a create or update (a config read from the API and sent again) keeps the secret stored
+at the same JSON path; a masked value with no stored secret there is a 400 naming the path. A record saved before
+secrets were sealed (plain text, no ``sealed``) still works and is sealed the first time it is read.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Callable
 
 import msgspec
 
 from gateway.config.validate import ConfigParser
-from gateway.controlplane.records import Entity
-from gateway.http.errors import ConfigError, InvalidRequest
+from gateway.controlplane.providers import MASK, SECRET_FIELDS, mask
+from gateway.controlplane.records import Entity, Repository
+from gateway.controlplane.secrets import SecretBox
+from gateway.http.errors import ConfigError, InvalidRequest, ServiceUnavailable
 
 KIND = "config"
 Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
+#: where a secret sits in a config document: object keys and list indexes from the root
+Path = tuple[str | int, ...]
+_SECRET_KEYS = frozenset(SECRET_FIELDS)
+_MASKED = re.compile(r"^.{3}\*{4}.{4}$", re.DOTALL)
 
 
 class ConfigBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -30,8 +48,16 @@ class ConfigBody(msgspec.Struct, forbid_unknown_fields=True):
 class SavedConfig(Entity, kw_only=True):
     object: str = "config"
     name: str
-    #: the config's JSON text, as given
+    #: the config's JSON text, its secrets masked (exactly as answers show it)
     config: msgspec.Raw
+    #: the secrets as one sealed JSON list of ``[path, value]`` (None when the config holds none)
+    sealed: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The record as the API answers it: secrets masked, the sealed blob left out."""
+        doc = msgspec.structs.asdict(self)
+        del doc["sealed"]
+        return doc
 
 
 def check_name(name: str) -> str:
@@ -56,21 +82,136 @@ def check_config(raw: msgspec.Raw, parser: ConfigParser) -> msgspec.Raw:
 
 
 def create_fields(body: ConfigBody, parser: ConfigParser) -> dict[str, Any]:
-    """The name and config of a create (both required)."""
+    """The name and config (secrets in clear) of a create (both required)."""
     if body.name is UNSET:
         raise InvalidRequest("name is required", param="name")
     if body.config is UNSET:
         raise InvalidRequest("config is required (a config object)", param="config")
-    return {"name": check_name(body.name), "config": check_config(body.config, parser)}
+    # a new config has nothing stored yet: a masked value in it is a 400
+    return {"name": check_name(body.name), "config": check_config(unmasked(body.config, dict), parser)}
 
 
-def update_fields(body: ConfigBody, parser: ConfigParser) -> dict[str, Any]:
-    """The fields an update changes (a config is validated like at creation)."""
+def update_fields(body: ConfigBody, parser: ConfigParser, stored: Callable[[], dict[Path, Any]]) -> dict[str, Any]:
+    """The fields an update changes (a config is validated like at creation; a masked value in it keeps the secret
+    ``stored()`` gives at the same path)."""
     changes: dict[str, Any] = {}
     if body.name is not UNSET:
         changes["name"] = check_name(body.name)
     if body.config is not UNSET:
-        changes["config"] = check_config(body.config, parser)
+        changes["config"] = check_config(unmasked(body.config, stored), parser)
     if not changes:
         raise InvalidRequest("nothing to update: send name and/or config", param="config")
     return changes
+
+
+# --- secrets: found, masked, sealed, opened ----------------------------------------------------------------------
+
+
+def _secrets(doc: Any, path: Path = ()) -> list[tuple[Path, Any]]:
+    """Every (path, value) of a secret key in ``doc``, at any depth (a null value is no secret)."""
+    found: list[tuple[Path, Any]] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key in _SECRET_KEYS and value is not None:
+                found.append(((*path, key), value))
+            elif isinstance(value, (dict, list)):
+                found.extend(_secrets(value, (*path, key)))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            if isinstance(value, (dict, list)):
+                found.extend(_secrets(value, (*path, i)))
+    return found
+
+
+def _put(doc: Any, path: Path, value: Any) -> None:
+    for step in path[:-1]:
+        doc = doc[step]
+    doc[path[-1]] = value
+
+
+def path_text(path: Path) -> str:
+    """``("targets", 0, "api_key")`` as ``config.targets[0].api_key``."""
+    text = "config"
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}"
+    return text
+
+
+def _context(workspace: str, id: str) -> str:
+    return f"{KIND}/{workspace}/{id}"
+
+
+def _looks_masked(value: Any) -> bool:
+    return isinstance(value, str) and (value == MASK or _MASKED.match(value) is not None)
+
+
+def unmasked(raw: msgspec.Raw, secrets: Callable[[], dict[Path, Any]]) -> msgspec.Raw:
+    """``raw`` with each masked secret value replaced by the secret stored at its path (whose mask it is; ``secrets``
+    opens them, asked only when a mask is there); a masked value without one is a 400 naming the path. The text is
+    returned as given when it holds no mask."""
+    doc = msgspec.json.decode(bytes(raw))
+    masked = [(path, value) for path, value in _secrets(doc) if _looks_masked(value)]
+    if not masked:
+        return raw
+    stored = secrets()
+    for path, value in masked:
+        if path not in stored or mask(stored[path]) != value:
+            raise InvalidRequest(
+                f"{path_text(path)} is a masked value with no stored secret at that place: send the secret itself "
+                "(a masked value sent back unchanged keeps the secret stored at the same place)",
+                param=path_text(path),
+            )
+        _put(doc, path, stored[path])
+    return msgspec.Raw(msgspec.json.encode(doc))
+
+
+def sealed_fields(box: SecretBox, workspace: str, id: str, raw: msgspec.Raw) -> dict[str, Any]:
+    """``config`` (the text with its secrets masked) and ``sealed`` (the secrets) of a config in clear."""
+    doc = msgspec.json.decode(bytes(raw))
+    found = _secrets(doc)
+    if not found:
+        return {"config": raw, "sealed": None}
+    for path, value in found:
+        _put(doc, path, mask(value))
+    sealed = box.seal(msgspec.json.encode([[list(path), value] for path, value in found]), _context(workspace, id))
+    return {"config": msgspec.Raw(msgspec.json.encode(doc)), "sealed": sealed}
+
+
+def stored_secrets(box: SecretBox, record: SavedConfig) -> dict[Path, Any]:
+    """The record's secrets by path, opened (SecretError when another key sealed them); a plain record's as
+    they stand in its text."""
+    if record.sealed is None:
+        return dict(_secrets(msgspec.json.decode(bytes(record.config))))
+    pairs = msgspec.json.decode(box.open(record.sealed, _context(record.workspace_id, record.id)))
+    return {tuple(path): value for path, value in pairs}
+
+
+def opened(box: SecretBox, record: SavedConfig) -> bytes:
+    """The config's text with its secrets in clear, as requests use it (SecretError as ``stored_secrets``)."""
+    if record.sealed is None:
+        return bytes(record.config)
+    doc = msgspec.json.decode(bytes(record.config))
+    for path, value in stored_secrets(box, record).items():
+        _put(doc, path, value)
+    return msgspec.json.encode(doc)
+
+
+def is_plain(record: SavedConfig) -> bool:
+    """True for a record saved before secrets were sealed that holds some in clear."""
+    return record.sealed is None and bool(_secrets(msgspec.json.decode(bytes(record.config))))
+
+
+async def sealed_record(repo: Repository[SavedConfig], box: SecretBox, record: SavedConfig) -> SavedConfig:
+    """``record`` with its secrets sealed: a plain (older) record is sealed and stored again, unchanged otherwise
+    (same text in use, same ``last_updated_at``), unless it changed since it was read. Best effort: when the store
+    cannot take the write now, the next read seals it."""
+    if not is_plain(record):
+        return record
+    sealed = msgspec.structs.replace(record, **sealed_fields(box, record.workspace_id, record.id, record.config))
+    try:
+        current = await repo.lookup(record.workspace_id, record.id)
+        if current is not None and current == record:
+            await repo.rewrite(sealed)
+    except ServiceUnavailable:
+        pass
+    return sealed

@@ -36,6 +36,11 @@ class RecordsNeeded(Exception):
         self.wants = wants
 
 
+def unusable(record: configs.SavedConfig, exc: SecretError) -> RecordUnusable:
+    """The 500 of a saved config whose secrets this gateway cannot open (sealed under another secret key)."""
+    return RecordUnusable(f"saved config '{record.id}' cannot be used: {exc}", param="x-gateway-config")
+
+
 class RecordCache:
     """Per-worker caches of slugs (as Configs), saved configs (as JSON text) and prompts (compiled)."""
 
@@ -130,7 +135,13 @@ class RecordCache:
                 return RecordUnusable(f"provider slug '@{id}' cannot be used: {exc}", param="provider")
         if kind == CONFIG:
             saved = await self.configs.lookup(workspace, id)
-            return None if saved is None else bytes(saved.config)
+            if saved is None:
+                return None
+            saved = await configs.sealed_record(self.configs, self.box, saved)
+            try:
+                return configs.opened(self.box, saved)  # once per load: the text stays cached until records change
+            except SecretError as exc:
+                return unusable(saved, exc)
         prompt = await self.prompts.lookup(workspace, id)
         return None if prompt is None else prompts.Template(prompt)
 

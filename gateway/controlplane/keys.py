@@ -14,6 +14,10 @@ the old one stops working, the id, role and scopes stay, and ``rotation_due`` st
 
 The bootstrap admin key (``GATEWAY_ADMIN_KEY``, or the one ``gateway serve`` generates when no root key exists) is
 ``root``: an organisation-wide admin that may act on any workspace by naming ``workspace_id``.
+
+Granting (``check_grant``): a key creates or rotates only keys within its own role and scopes (a rotated key's
+secret is a key of that role and scopes in the caller's hands), so no key can widen itself; only a root key rotates
+a root key. The root key, and the ``gateway keys`` command (which needs the store itself), may grant anything.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from gateway.waiting import within
 KEY_KIND = "api_key"
 SECRET_KIND = "api_key_secret"
 ROLES = ("admin", "member")
+#: what a role may do, compared when a key grants one: an admin may make members, never the other way
+ROLE_RANK = {"member": 0, "admin": 1}
 
 #: every scope and what it allows (admin routes need the admin role whatever the scopes)
 SCOPES: dict[str, str] = {
@@ -78,6 +84,26 @@ IN_PROCESS_KEY = "gateway.key"
 def missing_scope(scope: str) -> Forbidden:
     """The 403 for a key that lacks ``scope``."""
     return Forbidden(f"this gateway key lacks the scope '{scope}'", param="x-gateway-api-key", code="missing_scope")
+
+
+def check_grant(granter: KeyRecord | None, role: str, scopes: list[str], *, param: str, role_param: str = "",
+                root: bool = False, action: str = "create a key") -> None:
+    """403 unless ``granter`` may hand out a key of ``role`` with ``scopes`` (``root``: a root key): only keys within
+    its own role and scopes, a root key only by a root key. ``granter`` None (the operator's command line) and the
+    root key may grant anything. The 403 names the first role or scope the granter lacks."""
+    if granter is None or granter.root:
+        return
+    rule = "a gateway key may create or rotate only keys within its own role and scopes"
+    if root:
+        raise Forbidden(f"this gateway key may not {action}, a root key: only a root key may", param=param,
+                        code="missing_role")
+    if ROLE_RANK[role] > ROLE_RANK[granter.role]:
+        raise Forbidden(f"this gateway key's role is {granter.role}, so it may not {action} whose role is {role} "
+                        f"({rule})", param=role_param or param, code="missing_role")
+    for scope in scopes:
+        if scope not in granter.scopes:
+            raise Forbidden(f"this gateway key lacks the scope '{scope}', so it may not {action} that holds it "
+                            f"({rule})", param=param, code="missing_scope")
 
 
 def key_hash(secret: str) -> str:
@@ -211,16 +237,19 @@ class ApiKeys:
     async def create(self, *, name: str, role: str, workspace: str = DEFAULT_WORKSPACE,
                      organisation: str = DEFAULT_ORGANISATION, scopes: list[str] | None = None,
                      rotation_period: int | str | None = None, root: bool = False,
-                     secret: str | None = None) -> tuple[ApiKey, str]:
+                     secret: str | None = None, granter: KeyRecord | None = None) -> tuple[ApiKey, str]:
         """A new key and its secret (returned only here; ``secret`` imports a given one instead of generating it).
-        Validates role, scopes and rotation_period."""
+        Validates role, scopes and rotation_period; ``granter`` (the caller's key; None for the operator) must hold
+        the role and every scope (``check_grant``)."""
         if not name or len(name) > 255:
             raise InvalidRequest("name must be 1..255 characters", param="name")
         role = check_role(role)
+        granted = check_scopes(scopes, role)
+        check_grant(granter, role, granted, param="scopes", role_param="role", root=root)
         days = rotation_days(rotation_period)
         secret = secret or new_secret()
         stamp = now_iso()
-        record = ApiKey(name=name, role=role, scopes=check_scopes(scopes, role), workspace_id=workspace,
+        record = ApiKey(name=name, role=role, scopes=granted, workspace_id=workspace,
                         organisation_id=organisation, rotation_period=days, rotation_due=_due(stamp, days),
                         last_rotated_at=stamp, root=root, key_prefix=secret[:10], key_hash=key_hash(secret),
                         created_at=stamp)
@@ -255,9 +284,12 @@ class ApiKeys:
         await self._drop_principal(record.key_hash)
         return await self.repo.delete(workspace, id)
 
-    async def rotate(self, workspace: str, id: str) -> tuple[ApiKey, str]:
-        """A new secret for the key; the old one stops working."""
+    async def rotate(self, workspace: str, id: str, granter: KeyRecord | None = None) -> tuple[ApiKey, str]:
+        """A new secret for the key; the old one stops working. ``granter`` must hold the key's role and scopes
+        (``check_grant``): the new secret is that key in its hands."""
         record = await self.repo.get(workspace, id)
+        check_grant(granter, record.role, record.scopes, param="key_id", root=record.root,
+                    action=f"rotate the key '{record.id}'")
         secret = new_secret()
         stamp = now_iso()
         old_hash = record.key_hash

@@ -92,6 +92,10 @@ class Repository(Generic[E]):
         await self._put(record)
         return record
 
+    async def rewrite(self, record: E) -> None:
+        """Store a record again as it is (a change of form, not of content: ``last_updated_at`` stays)."""
+        await self._put(record)
+
     async def _put(self, record: E) -> None:
         try:
             await self.store.record_put(self.kind, self.storage_id(record.workspace_id, record.id),

@@ -31,12 +31,13 @@ def test_create_get_list_update_delete_and_use_by_id(gateway, mock):
     config = {"strategy": {"mode": "fallback"}, "targets": [target(first), target(second)]}
     record = save(gateway, admin, config, "fallback pair")
     assert record["id"].startswith("pc-") and record["object"] == "config"
-    assert record["config"] == config and record["name"] == "fallback pair"
+    shown = {**config, "targets": [{**t, "api_key": "********"} for t in config["targets"]]}  # secrets masked
+    assert record["config"] == shown and record["name"] == "fallback pair"
     assert record["workspace_id"] == admin["workspace_id"]
     resp = chat(gateway, admin["key"], **{"x-gateway-config": record["id"]})
     assert resp.status == 200 and resp.headers["x-gateway-last-used-option-index"] == "config.targets[0]"
     got = api(gateway, "GET", f"/v1/configs/{record['id']}", key=admin["key"]).json()
-    assert got["config"] == config
+    assert got["config"] == shown
     listed = api(gateway, "GET", "/v1/configs", key=admin["key"]).json()
     assert listed["total"] == 1 and listed["data"][0]["id"] == record["id"]
     updated = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": target(second)}, admin["key"])

@@ -1,0 +1,158 @@
+"""What a gateway key may hand out, through the real gateway: a key creates and rotates only keys within its own role
+and scopes (403 naming what it lacks), in its own workspace; the root key may do anything."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gateway.controlplane.keys import DEFAULT_SCOPES, SCOPES, ApiKeys, KeyRecord, check_grant
+from gateway.http.errors import Forbidden
+from gateway.state.sqlite import SQLiteStateStore
+from tests.support.controlplane import api, chat, create_key, new_workspace
+from tests.support.servers import ADMIN_KEY, start_gateway
+
+ALL = tuple(SCOPES)
+ROLES = ("admin", "member")
+SUBSETS = [list(c) for n in range(len(ALL) + 1) for c in itertools.combinations(ALL, n)]
+
+
+def subset_id(scopes: list[str]) -> str:
+    return "+".join(scopes) or "none"
+
+
+def refused(resp, code: str, param: str, names: str) -> None:
+    assert resp.status == 403, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == "permission_error" and error["code"] == code, error
+    assert error["param"] == param and names in error["message"], error
+
+
+def key_ids(server, workspace: str) -> set[str]:
+    listed = api(server, "GET", f"/v1/api-keys?workspace_id={workspace}").json()
+    return {k["id"] for k in listed["data"]}
+
+
+def test_the_rule_over_every_role_and_scope_subset_of_caller_and_new_key():
+    """The rule itself, exhaustively (2 x 64 callers x 2 x 64 new keys): allowed exactly when the new key's role is
+    no higher and its scopes are a subset; the 403 names the first scope lacking. The HTTP tests below sample it."""
+    rank = {"member": 0, "admin": 1}
+    for caller_role, caller_scopes, role, scopes in itertools.product(ROLES, SUBSETS, ROLES, SUBSETS):
+        caller = KeyRecord("ws", caller_role, scopes=frozenset(caller_scopes))
+        lacking = [s for s in scopes if s not in caller_scopes]
+        try:
+            check_grant(caller, role, scopes, param="scopes")
+        except Forbidden as error:
+            assert rank[role] > rank[caller_role] or lacking
+            expected = "missing_role" if rank[role] > rank[caller_role] else "missing_scope"
+            assert error.code == expected
+            if expected == "missing_scope":
+                assert f"'{lacking[0]}'" in error.message
+        else:
+            assert rank[role] <= rank[caller_role] and not lacking
+        root = KeyRecord("ws", caller_role, root=True, scopes=frozenset(caller_scopes))
+        check_grant(root, role, scopes, param="scopes", root=True)  # the root key may grant anything
+        check_grant(None, role, scopes, param="scopes", root=True)  # and so may the operator's command line
+
+
+def test_the_issues_narrowed_admin_cannot_mint_itself_a_full_key(gateway, mock):
+    narrow = create_key(gateway, "admin", scopes=["models.read"])
+    assert chat(gateway, narrow["key"], mock.scenario()).json()["error"]["code"] == "missing_scope"
+    resp = api(gateway, "POST", "/v1/api-keys", {"name": "wider", "role": "admin"}, narrow["key"])
+    refused(resp, "missing_scope", "scopes", "'inference'")
+    assert key_ids(gateway, narrow["workspace_id"]) == {narrow["id"]}  # nothing was created
+    # within its own scopes it may still create keys, and they get no more than asked
+    child = create_key(gateway, "admin", narrow["workspace_id"], narrow["key"], scopes=["models.read"])
+    assert child["scopes"] == ["models.read"]
+    assert chat(gateway, child["key"], mock.scenario()).status == 403
+
+
+@pytest.mark.parametrize("role", ["admin", "member"])
+@pytest.mark.parametrize("scopes", SUBSETS, ids=subset_id)
+def test_a_key_creates_and_rotates_only_keys_within_its_role_and_scopes(gateway, role, scopes):
+    caller = create_key(gateway, role, scopes=scopes)
+    workspace = caller["workspace_id"]
+    full_admin = create_key(gateway, "admin", workspace)  # made by the root key
+    if role == "member":  # a member reaches no key route at all
+        for resp in (api(gateway, "POST", "/v1/api-keys", {"name": "x", "role": "member", "scopes": []},
+                         caller["key"]),
+                     api(gateway, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=caller["key"])):
+            assert resp.status == 403 and "admin" in resp.json()["error"]["message"], resp.text
+        assert key_ids(gateway, workspace) == {caller["id"], full_admin["id"]}
+        return
+    made = {caller["id"], full_admin["id"]}
+    for target_role in ("admin", "member"):
+        # exactly its own scopes, and any part of them: allowed
+        for given in (scopes, scopes[:1], []):
+            child = create_key(gateway, target_role, workspace, caller["key"], scopes=given)
+            assert child["scopes"] == given and child["role"] == target_role
+            made.add(child["id"])
+            rotated = api(gateway, "POST", f"/v1/api-keys/{child['id']}/rotate", key=caller["key"])
+            assert rotated.status == 200 and rotated.json()["scopes"] == given, rotated.text
+        # one scope more than it has: 403 naming that scope, nothing created
+        for extra in (s for s in ALL if s not in scopes):
+            body = {"name": "wider", "role": target_role, "scopes": [*scopes, extra]}
+            refused(api(gateway, "POST", "/v1/api-keys", body, caller["key"]), "missing_scope", "scopes",
+                    f"'{extra}'")
+        # the role's defaults: allowed exactly when it holds them all
+        defaults = api(gateway, "POST", "/v1/api-keys", {"name": "defaults", "role": target_role}, caller["key"])
+        lacking = [s for s in DEFAULT_SCOPES[target_role] if s not in scopes]
+        if lacking:
+            refused(defaults, "missing_scope", "scopes", f"'{lacking[0]}'")
+        else:
+            assert defaults.status == 201 and defaults.json()["scopes"] == list(DEFAULT_SCOPES[target_role])
+            made.add(defaults.json()["id"])
+    # rotating a wider key would hand its secret over: refused unless it holds every scope
+    rotate = api(gateway, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=caller["key"])
+    if len(scopes) == len(ALL):
+        assert rotate.status == 200, rotate.text
+    else:
+        refused(rotate, "missing_scope", "key_id", f"'{next(s for s in ALL if s not in scopes)}'")
+    assert key_ids(gateway, workspace) == made
+
+
+def test_a_key_creates_keys_only_in_its_own_workspace_and_root_anywhere(gateway):
+    for scopes in (["models.read"], list(ALL)):
+        caller = create_key(gateway, "admin", scopes=scopes)
+        other = new_workspace()
+        for where in ({"workspace_id": other}, {}):
+            query = f"?workspace_id={other}" if not where else ""
+            resp = api(gateway, "POST", f"/v1/api-keys{query}", {"name": "x", "role": "member", "scopes": [],
+                                                                  **where}, caller["key"])
+            assert resp.status == 404 and resp.json()["error"]["param"] == "workspace_id", resp.text
+        assert api(gateway, "GET", f"/v1/api-keys?workspace_id={other}").json()["total"] == 0
+    made = api(gateway, "POST", "/v1/api-keys", {"name": "r", "role": "admin", "workspace_id": new_workspace()},
+               ADMIN_KEY)
+    assert made.status == 201 and made.json()["scopes"] == list(ALL)
+
+
+def test_only_a_root_key_rotates_a_root_key(mock):
+    data_dir = tempfile.mkdtemp(prefix="gw-grants-")
+
+    async def store_root() -> str:
+        store = SQLiteStateStore(str(Path(data_dir) / "state.db"), str(Path(data_dir) / "cache.db"))
+        await store.start()
+        try:
+            record, _ = await ApiKeys(store).create(name="recovery", role="admin", root=True)
+            return record.id
+        finally:
+            await store.close()
+
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    root_id = asyncio.run(store_root())
+    server = start_gateway(data_dir=data_dir)
+    try:
+        full_admin = create_key(server, "admin", "default")
+        assert not full_admin["root"]
+        refused(api(server, "POST", f"/v1/api-keys/{root_id}/rotate", key=full_admin["key"]), "missing_role",
+                "key_id", "root key")
+        rotated = api(server, "POST", f"/v1/api-keys/{root_id}/rotate", key=ADMIN_KEY)
+        assert rotated.status == 200 and rotated.json()["root"] is True
+        # the rotated root key may itself rotate and create anything
+        assert api(server, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=rotated.json()["key"]).status == 200
+    finally:
+        server.stop()
