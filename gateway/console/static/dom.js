@@ -9,6 +9,7 @@ export function el(tag, props = {}, ...children) {
     else if (name === "on") for (const [event, fn] of Object.entries(value)) node.addEventListener(event, fn);
     else if (name === "dataset") Object.assign(node.dataset, value);
     else if (name === "value") node.value = value;
+    else if (name === "href" && /^#[\w/-]*$/.test(value)) node.setAttribute("href", value);  // same-page links only
     else if (/^on/i.test(name) || name === "style" || name === "href" || name === "src") {
       throw new Error(`el(): ${name} is not set this way`);
     } else node.setAttribute(name, value === true ? "" : String(value));

@@ -96,13 +96,15 @@ function mount(root) {
     for (const tr of body.children) tr.classList.toggle("selected", tr.dataset.id === id);
     const record = state.rows.get(id);
     if (record) panel.replaceChildren(...detail(record));
+    // under the table (a narrow window): bring the record into sight
+    if (panel.getBoundingClientRect().top > window.innerHeight) panel.scrollIntoView({ block: "nearest" });
   }
 
   function row(record) {
     return el("tr", { class: statusClass(record.status), dataset: { id: record.id, trace: record.trace_id },
                       on: { click: () => select(record.id) } },
       el("td", { text: timeText(record) }), el("td", { class: "status", text: fmt(record.status) }),
-      el("td", { text: fmt(record.provider) }), el("td", { text: fmt(record.model) }),
+      el("td", { text: fmt(record.provider) }), el("td", { class: "model", text: fmt(record.model) }),
       el("td", { class: "num", text: fmt(record.latency_ms) }),
       el("td", { class: "num", text: fmt(record.gateway_latency_ms, 2) }),
       el("td", { class: "num", text: fmt(record.total_tokens) }),
@@ -170,9 +172,11 @@ function mount(root) {
     run();
   }
 
+  // the table's own scroll box is a named region a keyboard can focus and scroll sideways with the arrow keys
+  const wrap = el("div", { class: "table-wrap", role: "region", "aria-label": "Requests", tabindex: 0 }, table);
   root.append(el("section", { class: "logs-page" },
     el("div", { class: "toolbar" }, filterForm(apply), live, skipped), error,
-    el("div", { class: "split" }, el("div", { class: "table-wrap" }, table), panel)));
+    el("div", { class: "split" }, wrap, panel)));
   apply({});
   return () => {
     if (state.controller) state.controller.abort();

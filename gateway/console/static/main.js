@@ -22,24 +22,25 @@ function current() {
   return PAGES.find((p) => p.id === id) || PAGES[0];
 }
 
-function renderNav() {
-  clear(nav);
-  const active = current();
-  for (const p of PAGES) {
-    nav.append(el("a", { class: p === active ? "active" : "", "aria-current": p === active ? "page" : null,
-                         "data-page": p.id, on: { click: (event) => go(event, p) } }, p.title));
-  }
-}
+// The menu is built once, as links to the pages' hash routes: a keyboard reaches them with Tab, assistive tools list
+// them as links, and the browser keeps the page across back, forward and reload. Rendering a page only moves the
+// current-page mark, so the link just used keeps the focus.
+const links = PAGES.map((p) => el("a", { href: `#/${p.id}`, "data-page": p.id }, p.title));
+nav.append(...links);
 
-function go(event, p) {
-  event.preventDefault();
-  location.hash = `#/${p.id}`;
+function markNav() {
+  const active = current();
+  PAGES.forEach((p, i) => {
+    links[i].classList.toggle("active", p === active);
+    if (p === active) links[i].setAttribute("aria-current", "page");
+    else links[i].removeAttribute("aria-current");
+  });
 }
 
 function render() {
   if (unmount) unmount();
   unmount = null;
-  renderNav();
+  markNav();
   clear(root);
   if (!gatewayKey.get()) {
     root.append(el("section", { class: "empty" },
