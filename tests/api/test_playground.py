@@ -106,3 +106,35 @@ def test_slugs_are_checked_in_the_callers_workspace_as_a_request_would(gateway, 
     elsewhere = validate(gateway, {"provider": "@team"}, {"x-gateway-api-key": other["key"],
                                                           "content-type": "application/json"})
     assert elsewhere.status == 400 and elsewhere.json()["error"]["param"] == "provider"
+
+
+def test_saved_guardrails_are_resolved_in_the_callers_workspace_as_a_request_would(gateway, mock):
+    from tests.support.controlplane import api, chat, create_key
+
+    owner, other = create_key(gateway), create_key(gateway)
+    rule = {"name": "short", "checks": [{"id": "default.wordCount", "parameters": {"maxWords": 50}}]}
+    mine = api(gateway, "POST", "/v1/guardrails", rule, owner["key"]).json()["id"]
+    foreign = api(gateway, "POST", "/v1/guardrails", rule, other["key"]).json()["id"]
+    as_owner = {"x-gateway-api-key": owner["key"], "content-type": "application/json"}
+    leaf = {"provider": "vendorA", "api_key": "sk-x", "custom_host": mock.scenario() + "/v1"}
+    assert validate(gateway, {**leaf, "input_guardrails": [mine]}, as_owner).status == 200
+    for missing in (foreign, "gr_nosuch"):
+        config = {**leaf, "output_guardrails": [mine, missing]}
+        checked = validate(gateway, config, as_owner)
+        sent = chat(gateway, owner["key"], **{"x-gateway-config": msgspec.json.encode(config).decode()})
+        assert checked.status == sent.status == 400, (checked.text, sent.text)
+        assert checked.json()["error"] == sent.json()["error"]
+        assert checked.json()["error"]["param"] == "output_guardrails[1]"
+        nested = {"strategy": {"mode": "fallback"},
+                  "targets": [leaf, {"strategy": {"mode": "single"},
+                                     "targets": [{**leaf, "after_request_hooks": [{"id": missing}]}]}]}
+        checked = validate(gateway, nested, as_owner)
+        assert checked.status == 400, checked.text
+        assert checked.json()["error"]["param"] == "targets[1].targets[0].after_request_hooks[0]"
+        assert f"unknown guardrail '{missing}'" in checked.json()["error"]["message"]
+    # an item's own flags that the saved record cannot take are the request's 400 too
+    denying = {"name": "d", "checks": rule["checks"], "deny": True}
+    deny_id = api(gateway, "POST", "/v1/guardrails", denying, owner["key"]).json()["id"]
+    checked = validate(gateway, {**leaf, "output_guardrails": [{"id": deny_id, "async": True}]},
+                       as_owner)
+    assert checked.status == 400 and checked.json()["error"]["param"] == "output_guardrails[0]", checked.text
