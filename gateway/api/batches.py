@@ -2,7 +2,7 @@
 
 The body is checked first, every bad field a 400 naming it (``input_file_id`` required; ``completion_window``
 ``24h`` or ``immediate``; ``endpoint`` one of ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``;
-``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters). Then:
+``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters; any other field is unknown). Then:
 
 - an input file stored by the gateway (``file-gw-``) makes the gateway run the batch: every line goes through the
   pipeline with this request's provider identification (which must be present) and other gateway headers, as the
