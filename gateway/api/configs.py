@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
 from gateway.api.guardrails import check_saved_guardrails
 from gateway.api.prompted import loaded
 from gateway.api.runtime import Runtime
@@ -68,7 +68,7 @@ class ConfigRoutes:
             raise InvalidRequest(exc.message, param=f"config.{exc.param}" if exc.param else "config") from None
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=PAGED)
         records = await self.repo.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gateway.api.admin import authorize, send_record
+from gateway.api.admin import PAGED, authorize, send_record
 from gateway.api.runtime import Runtime
 from gateway.http.body import read_request_body
 from gateway.http.respond import send_json
@@ -92,7 +92,7 @@ class GuardrailRoutes:
         await send_record(send, record, 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=(*PAGED, "ids"))
         saved = _saved()
         query = saved.parse_list_query(caller.query)
         records = await self.repo.list(caller.workspace)

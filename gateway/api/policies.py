@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway.api.admin import Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
 from gateway.api.runtime import Runtime
 from gateway.controlplane import policies as rules
 from gateway.controlplane.records import Repository, store_unavailable
@@ -44,6 +44,7 @@ class _KindRoutes:
         self.new = new
         self.update_record = update
         self.filters = filters
+        self.query = (*PAGED, *(name for name, _ in filters))
         settings = runtime.settings
         #: two record-watch intervals: every other worker polls the records version within one and loads the
         #: policies in the next, so requests sent after the answer meet the change wherever they land
@@ -89,7 +90,7 @@ class _KindRoutes:
         await send_record(send, created(record))
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=self.query)
         records = await self.repo.list(caller.workspace)
         for field, choices in self.filters:
             wanted = choice_query(caller.query, field, choices)
