@@ -283,10 +283,12 @@ class GuardrailRunner:
 
 
 def _compiled_saved(record: Any, ref: SavedRef, param: str) -> CompiledHook:
+    """``record`` compiled for ``ref``; a fault is a 400 whose ``param`` is ``param`` (where ``ref`` stands)."""
     try:
         return compile_saved(record, ref)
     except ParamError as exc:
-        raise InvalidRequest(f"saved guardrail {ref.id!r} is not valid: {exc.param}: {exc.detail}",
+        where = param + exc.param[len(ref.path):] if exc.param.startswith(ref.path) else exc.param
+        raise InvalidRequest(f"saved guardrail {ref.id!r} is not valid: {where}: {exc.detail}",
                              param=param) from None
 
 
