@@ -5,11 +5,17 @@ gets 403. Routes members may use (prompt render, models) name the scope they nee
 key's workspace. The bootstrap admin key (``root``) may name another workspace (``workspace_id`` in the query or
 body); any other key naming a workspace not its own gets the same 404 as a missing record, so one workspace never
 learns what another holds.
+
+Query parameters: each list route names the parameters it reads (``authorize(..., query=NAMES)``, or
+``known_query`` for routes that authorise otherwise). A name the route does not read is a 400 naming it (and the
+names it does), never silently ignored; the aliases users try (``QUERY_ALIASES``: ``workspace`` for
+``workspace_id``...) are read as the name they stand for. A deep-object name (``metadata[key]``, ``include[]``)
+counts as its base name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TypeVar
+from typing import Any, Collection, Mapping, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -21,12 +27,20 @@ from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
+from gateway.providers.registry import is_known, provider_names
 from gateway.schema.common import BodyDecoder
 
 T = TypeVar("T")
 
 _encode = msgspec.json.encode
 ADMIN_BODY_LIMIT = 1024 * 1024  # control-plane bodies (configs, prompts, policies) stay far below this
+#: the query of a paged control-plane list: the workspace (root key) and the page
+PAGED = ("workspace_id", "page_size", "current_page")
+#: names users try -> the query name the gateway reads (used where the route reads that name)
+QUERY_ALIASES: Mapping[str, str] = {
+    "workspace": "workspace_id", "workspaceId": "workspace_id", "pageSize": "page_size",
+    "currentPage": "current_page",
+}
 
 
 class Caller:
@@ -60,13 +74,48 @@ def query_values(scope: Scope) -> dict[str, str]:
     return dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True)) if raw else {}
 
 
+def known_query(query: Mapping[str, str], known: Collection[str],
+                aliases: Mapping[str, str] = QUERY_ALIASES) -> dict[str, str]:
+    """``query`` as the route reads it: an alias (of a name in ``known``) renamed to that name; any other name
+    not in ``known`` is a 400 naming it. A name given twice, as itself and as an alias, must have one value."""
+    out: dict[str, str] = {}
+    for name, value in query.items():
+        if name.split("[", 1)[0] in known:
+            out[name] = value
+            continue
+        meant = aliases.get(name)
+        if meant is None or meant not in known:
+            raise InvalidRequest(f"unknown query parameter {name!r}: this route reads {', '.join(sorted(known))}",
+                                 param=name)
+        if query.get(meant, value) != value:
+            raise InvalidRequest(f"{name} and {meant} name the same filter with different values: send one",
+                                 param=name)
+        out[meant] = value
+    return out
+
+
+def provider_query(query: Mapping[str, str], slugs: Collection[str] = (), name: str = "provider") -> str | None:
+    """A query value that must be a provider name (or, when ``slugs`` are given, one of them, with or without its
+    ``@``); None when absent. Anything else is a 400 naming it."""
+    wanted = query.get(name)
+    if not wanted:
+        return None
+    if is_known(wanted) or (wanted[1:] if wanted.startswith("@") else wanted) in slugs:
+        return wanted
+    also = " or a provider slug of this workspace" if slugs else ""
+    raise InvalidRequest(f"unknown provider {wanted!r} in {name}; accepted: {', '.join(provider_names())}{also}",
+                         param=name)
+
+
 def _bearer_or_key(ctx: RequestContext) -> str | None:
     return ctx.api_key or ctx.bearer
 
 
-async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs: str | None = None) -> Caller:
+async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs: str | None = None,
+                    query: Collection[str] | None = None) -> Caller:
     """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member,
-    or when the key lacks the scope ``needs``."""
+    or when the key lacks the scope ``needs``. With ``query`` (the names the route reads), the query is checked by
+    ``known_query`` and read through its aliases."""
     ctx = build_context(scope["headers"])
     key = _bearer_or_key(ctx)
     if not key:
@@ -80,7 +129,8 @@ async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs
     if needs is not None and needs not in record.scopes:
         raise missing_scope(needs)
     ctx.workspace = record.workspace
-    return Caller(ctx, record, query_values(scope))
+    values = query_values(scope)
+    return Caller(ctx, record, values if query is None else known_query(values, query))
 
 
 async def read_json(scope: Scope, receive: Receive, decoder: BodyDecoder[T]) -> T:

@@ -2,7 +2,7 @@
 
 The body is checked first, every bad field a 400 naming it (``input_file_id`` required; ``completion_window``
 ``24h`` or ``immediate``; ``endpoint`` one of ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``;
-``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters). Then:
+``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters; any other field is unknown). Then:
 
 - an input file stored by the gateway (``file-gw-``) makes the gateway run the batch: every line goes through the
   pipeline with this request's provider identification (which must be present) and other gateway headers, as the
@@ -14,7 +14,7 @@ The body is checked first, every bad field a 400 naming it (``input_file_id`` re
 
 GET and cancel of a ``batch_gw_`` id reach the gateway's store whatever headers they carry; other ids go to the
 named provider. ``GET /v1/batches`` lists the provider's batches when the request names one, else the workspace's
-gateway-run batches, newest first (``after`` cursor, ``limit`` 1 to 100, default 20).
+gateway-run batches, newest first (``after`` cursor, ``limit`` 1 to 100, default 20; another query name is a 400).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.api.admin import ADMIN_BODY_LIMIT, int_query, query_values
+from gateway.api.admin import ADMIN_BODY_LIMIT, int_query
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
 from gateway.api.prompted import resolve as resolve_config
 from gateway.http.body import read_request_body
@@ -41,6 +41,8 @@ from gateway.schema.batches import Batch, CreateBatch, parse_create_batch
 
 _encode = msgspec.json.encode
 DAY_S = 86_400
+#: the query of GET /v1/batches (what the openai SDK sends, and the workspace for the root key)
+LIST_QUERY = ("after", "limit", "workspace_id")
 #: gateway headers a batch's lines do not inherit (each line gets its own trace id)
 _NOT_INHERITED = frozenset({"apikey", "traceid", "spanid", "parentspanid"})
 
@@ -132,8 +134,8 @@ class BatchRoutes:
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
-        caller = await jobs.caller(scope)
-        query = query_values(scope)
+        caller = await jobs.caller(scope, LIST_QUERY)
+        query = caller.query
         limit = int_query(query, "limit", 20, 1, 100)
         if names_provider(caller.ctx):
             await jobs.forwarder.relay_json(send, caller.ctx, BATCHES, "GET", "/batches", raw_query(scope))

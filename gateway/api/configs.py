@@ -4,8 +4,9 @@
 ``param`` is ``config.<JSON path>``) and answers 201 with the record and its ``id``; ``x-gateway-config: <id>``
 then uses it. ``PUT`` takes ``name`` and/or ``config`` (validated the same way); every worker uses the new config
 within a second. The provider slugs a config names must exist in the workspace, and it may not send a slug's
-secrets to another host (``gateway.config.slug_hosts``), when it is saved as when it is used: a slug deleted or
-changed later makes requests using the config answer the same 400.
+secrets to another host (``gateway.config.slug_hosts``), when it is saved as when it is used; so must the saved
+guardrails it names, anywhere in its tree: a slug or guardrail deleted or changed later makes requests using the
+config answer the same 400.
 
 Credentials in a config are sealed at rest and masked in every answer (``gateway.controlplane.configs``); a masked
 value sent back in a ``PUT`` keeps the stored secret. A record saved in clear by an older release is sealed the
@@ -18,7 +19,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.guardrails import check_saved_guardrails
 from gateway.api.prompted import loaded
 from gateway.api.runtime import Runtime
 from gateway.controlplane import configs
@@ -50,7 +52,7 @@ class ConfigRoutes:
         body = await read_json(scope, receive, _body)
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         fields = configs.create_fields(body, self.runtime.configs)
-        await self._check_slugs(fields["config"], workspace)
+        await self._check_references(fields["config"], workspace)
         id = self.repo.new_id()
         fields.update(configs.sealed_fields(self.runtime.records.box, workspace, id, fields["config"]))
         record = configs.SavedConfig(id=id, workspace_id=workspace, organisation_id=caller.key.organisation, **fields)
@@ -58,9 +60,10 @@ class ConfigRoutes:
         self.runtime.records_changed()
         await send_record(send, record.public(), 201)
 
-    async def _check_slugs(self, text: msgspec.Raw, workspace: str) -> None:
-        """The config's slug references expanded in ``workspace`` as a request's are: an unknown slug, or a slug's
-        secrets sent to another host, is a 400 whose ``param`` is ``config.<JSON path>``."""
+    async def _check_references(self, text: msgspec.Raw, workspace: str) -> None:
+        """The config's slug references expanded and its saved guardrails resolved in ``workspace`` as a request's
+        are: an unknown slug or guardrail, or a slug's secrets sent to another host, is a 400 whose ``param`` is
+        ``config.<JSON path>``."""
         runtime = self.runtime
         records, expand = runtime.records, runtime.resolver.refs.expand
         config = runtime.configs.parse(bytes(text))
@@ -69,11 +72,12 @@ class ConfigRoutes:
                 expand(config, workspace, records)
             except RecordsNeeded as needed:
                 await loaded(records, needed, expand, config, workspace, records)
+            await check_saved_guardrails(runtime, config, workspace)
         except InvalidRequest as exc:
             raise InvalidRequest(exc.message, param=f"config.{exc.param}" if exc.param else "config") from None
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=PAGED)
         records = await self.repo.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)
@@ -97,7 +101,7 @@ class ConfigRoutes:
         box = self.runtime.records.box
         changes = configs.update_fields(body, self.runtime.configs, lambda: self._stored_secrets(record))
         if "config" in changes:
-            await self._check_slugs(changes["config"], workspace)
+            await self._check_references(changes["config"], workspace)
         else:
             changes["config"] = msgspec.Raw(self._opened(record))
         changes.update(configs.sealed_fields(box, workspace, record.id, changes["config"]))

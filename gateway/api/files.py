@@ -8,7 +8,7 @@
   headers they carry, and the named provider otherwise. The input file of an unfinished batch cannot be deleted
   (409).
 - ``GET /v1/files`` lists the provider's files when the request names one, else the workspace's gateway files
-  (``purpose``, ``order``, ``after``, ``limit`` 1 to 10,000, default 10,000).
+  (``purpose``, ``order``, ``after``, ``limit`` 1 to 10,000, default 10,000; another query name is a 400).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.api.admin import choice_query, int_query, query_values, send_record
+from gateway.api.admin import choice_query, int_query, send_record
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
@@ -28,6 +28,9 @@ from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
 from gateway.jobs.uploads import header, receive_upload
 from gateway.providers.base import FILES
 from gateway.schema.files import LIST_LIMIT_MAX, FileDeleted, FileObject, check_purpose, expires_after_s
+
+#: the query of GET /v1/files (what the openai SDK sends, and the workspace for the root key)
+LIST_QUERY = ("after", "limit", "order", "purpose", "workspace_id")
 
 _encode = msgspec.json.encode
 
@@ -94,8 +97,8 @@ class FileRoutes:
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
-        caller = await jobs.caller(scope)
-        query = query_values(scope)
+        caller = await jobs.caller(scope, LIST_QUERY)
+        query = caller.query
         limit = int_query(query, "limit", LIST_LIMIT_MAX, 1, LIST_LIMIT_MAX)
         order = choice_query(query, "order", ("asc", "desc")) or "desc"
         if names_provider(caller.ctx):

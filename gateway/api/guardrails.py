@@ -7,8 +7,9 @@ any of those fields (``checks`` replaces the list) and validates the merged reco
 with ``current_page``, ``page_size`` and ``ids`` (see ``gateway.guardrails.saved``). Configs name a saved guardrail
 by its id; every worker sees a change within about GATEWAY_STATE_WATCH_INTERVAL_MS.
 
-The guardrails package (every built-in check) is imported at the first call of one of these routes, not when they
-are mounted: a worker that never uses guardrails never loads it.
+``check_saved_guardrails`` resolves the saved guardrails a config names (for ``POST /v1/configs/validate`` and saved
+configs) as a request would. The guardrails package (every built-in check) is imported at the first call of one of
+these, not when they are mounted: a worker that never uses guardrails never loads it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gateway.api.admin import authorize, send_record
+from gateway.api.admin import PAGED, authorize, send_record
 from gateway.api.runtime import Runtime
 from gateway.http.body import read_request_body
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
+    from gateway.config.schema import Config
     from gateway.controlplane.records import Repository
     from gateway.guardrails.saved import SavedGuardrail
     from gateway.guardrails.saved_cache import SavedGuardrailCache
@@ -34,6 +36,27 @@ def _saved() -> ModuleType:
     from gateway.guardrails import saved
 
     return saved
+
+
+def _has_items(config: Config) -> bool:
+    if (config.before_request_hooks is not None or config.after_request_hooks is not None
+            or config.input_guardrails is not None or config.output_guardrails is not None):
+        return True
+    return any(_has_items(target) for target in config.targets or ())
+
+
+async def check_saved_guardrails(runtime: Runtime, config: Config, workspace: str) -> None:
+    """Every saved guardrail ``config`` names (at its root and in every target) resolved in ``workspace`` by this
+    worker's runner, as a request resolves it (``GuardrailRunner.check_saved``): an unknown id, or another
+    workspace's, is the request's 400 ``unknown guardrail``, its ``param`` the item's JSON path. A config with no
+    hooks or guardrails costs a walk of its targets."""
+    if not _has_items(config):
+        return
+    from gateway.guardrails.runner import saved_refs
+
+    refs = saved_refs(config)
+    if refs:
+        await runtime.steps.runner.check_saved(refs, workspace)
 
 
 class GuardrailRoutes:
@@ -69,7 +92,7 @@ class GuardrailRoutes:
         await send_record(send, record, 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=(*PAGED, "ids"))
         saved = _saved()
         query = saved.parse_list_query(caller.query)
         records = await self.repo.list(caller.workspace)

@@ -8,7 +8,7 @@ object belongs to the key's workspace.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Collection, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 from gateway.api.admin import Caller, authorize
@@ -64,10 +64,10 @@ class Jobs:
     async def close(self) -> None:
         await self.scheduler.close()
 
-    async def caller(self, scope: Scope) -> Caller:
+    async def caller(self, scope: Scope, query: Collection[str] | None = None) -> Caller:
         """The authenticated caller (its key needs the ``inference`` scope); a bearer that served as the gateway key
-        is dropped from the context."""
-        caller = await authorize(self.runtime, scope, admin=False, needs="inference")
+        is dropped from the context. ``query``: the query names a list route reads (see ``admin.known_query``)."""
+        caller = await authorize(self.runtime, scope, admin=False, needs="inference", query=query)
         caller.ctx.workspace = caller.workspace  # slugs and saved configs are those of the workspace acted in
         if not caller.ctx.api_key:
             caller.ctx.api_key = caller.ctx.bearer

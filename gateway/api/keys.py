@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
 from gateway.api.runtime import Runtime
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.schema.common import BodyDecoder
@@ -54,7 +54,7 @@ class KeyRoutes:
         await send_record(send, record.public(secret), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=PAGED)
         records = await self.keys.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)

@@ -2,8 +2,9 @@
 
 Query: ``trace_id``, ``status`` (100..599, or a class: ``2xx`` .. ``5xx``), ``provider``, ``model``, ``from`` /
 ``to`` (unix seconds or ISO 8601; a time without zone is UTC), ``limit`` (1..100, default 20), ``after`` (the ``id``
-of the last item of the previous page), ``workspace`` (admin keys; see ``logscope``). Answers
-``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter is a 400 naming it.
+of the last item of the previous page), ``workspace`` (or ``workspace_id``; admin keys, see ``logscope``). Answers
+``{"object": "list", "data": [...], "has_more": bool}``; a bad parameter, an unknown one or a ``provider`` that is
+no provider's name is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import UTC, datetime
+from typing import Mapping
 from urllib.parse import parse_qsl
 
+from gateway.api.admin import provider_query
 from gateway.api.logscope import log_scope
 from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest
@@ -21,6 +24,8 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 
 MAX_LIMIT = 100
+#: the query names of GET /v1/logs
+QUERY = ("trace_id", "status", "provider", "model", "from", "to", "limit", "after", "workspace")
 #: the largest log id (a SQLite rowid); a larger ``after`` is a 400, not an integer the store cannot hold
 MAX_ID = 2**63 - 1
 
@@ -60,10 +65,11 @@ def _time(name: str, raw: str) -> float:
     return moment.timestamp()
 
 
-def parse_filter(query_string: bytes) -> LogFilter:
-    """The filters of a ``/v1/logs`` query string; 400 naming the parameter when one is bad."""
+def parse_filter(query: bytes | Mapping[str, str]) -> LogFilter:
+    """The filters of a ``/v1/logs`` query (its string, or its values); 400 naming the parameter when one is bad."""
     values: dict[str, object] = {}
-    for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+    pairs = query.items() if isinstance(query, Mapping) else parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    for name, raw in pairs:
         if name == "trace_id":
             if not raw:
                 raise InvalidRequest("trace_id must not be empty", param="trace_id")
@@ -98,8 +104,9 @@ class LogsEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
-        reader = await log_scope(runtime, scope)
-        flt = parse_filter(scope.get("query_string") or b"")
+        reader = await log_scope(runtime, scope, QUERY)
+        provider_query(reader.query)
+        flt = parse_filter(reader.query)
         store: LogStore | None = getattr(runtime.recorder, "store", None)
         if store is None:
             rows: list[tuple[int, bytes]] = []

@@ -2,8 +2,9 @@
 
 Sources: every provider slug of the caller's workspace, plus the provider the request identifies the way an
 inference request does (``x-gateway-provider`` and bearer, ``x-gateway-config``...), when it does. Query:
-``provider`` (a provider name, or a slug with or without ``@``), ``search`` (a case-insensitive part of the model
-id), ``page_size`` (default: all) and ``current_page`` (from 0). Answers ``{"object": "list", "data": [...],
+``provider`` (a provider name, or a slug of the workspace with or without ``@``; anything else is a 400 naming it),
+``search`` (a case-insensitive part of the model id), ``page_size`` (default: all) and ``current_page`` (from 0);
+any other query name is a 400 naming it (``gateway.api.admin.known_query``). Answers ``{"object": "list", "data": [...],
 "total": n, "total_count": n, "errors": [...]}`` where both totals count the models after filtering (before
 paging), and ``errors`` names each source whose list could not be read. Needs the ``models.read`` scope.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.api import prompted
-from gateway.api.admin import authorize, int_query, page, send_list
+from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, send_list
 from gateway.api.runtime import Runtime
 from gateway.config.inherit import Inheritance
 from gateway.config.schema import Config
@@ -42,7 +43,9 @@ class ModelRoutes:
         records = self.runtime.records
         sources: list[Source] = []
         errors: list[dict[str, Any]] = []
-        for record in await records.slugs.list(caller.workspace):
+        slugs = await records.slugs.list(caller.workspace)
+        provider_query(caller.query, [record.slug for record in slugs])  # a name nothing can match is a 400
+        for record in slugs:
             try:
                 sources.append(Source(f"@{record.slug}", record.slug, providers.slug_config(records.box, record)))
             except SecretError as exc:
@@ -56,7 +59,8 @@ class ModelRoutes:
         return sources, errors
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, admin=False, needs="models.read")
+        caller = await authorize(self.runtime, scope, admin=False, needs="models.read",
+                                 query=(*PAGED, "provider", "search"))
         query = caller.query
         size = int_query(query, "page_size", 0, 0)
         current = int_query(query, "current_page", 0, 0)

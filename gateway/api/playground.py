@@ -4,7 +4,9 @@ The body is the config's JSON text. A valid config answers 200 ``{"object": "con
 "tree": ...}`` with its routing tree (``gateway.routing.describe``); an invalid one answers the same 400 a request
 carrying it in ``x-gateway-config`` gets, whose ``param`` is the JSON path of the fault (``targets[1].retry``).
 Any gateway key may validate (any key may send a config). Provider slugs are looked up in the caller's workspace,
-as for a request: an unknown slug, or a slug's secrets pointed at another host, is the same 400. Nothing is cached:
+as are saved guardrails (in the config's root and every target): an unknown slug or guardrail id (or another
+workspace's), or a slug's secrets pointed at another host, is the same 400, its ``param`` the item's path in the
+whole config (``targets[1].input_guardrails[0]``). Nothing is cached:
 validating as someone types does not push the data plane's parsed configs out of their cache.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
+from gateway.api.guardrails import check_saved_guardrails
 from gateway.api.inference import authenticate
 from gateway.api.prompted import loaded
 from gateway.api.runtime import Runtime
@@ -50,4 +53,5 @@ class ValidateConfigEndpoint:
             check(config, workspace, records)
         except RecordsNeeded as needed:
             await loaded(records, needed, check, config, workspace, records)
+        await check_saved_guardrails(runtime, config, workspace)
         await send_json(send, 200, _encode(Validation(describe(config, Planner(parser)))))

@@ -1,14 +1,16 @@
 """Policy routes: ``/v1/policies/usage-limits`` and ``/v1/policies/rate-limits`` (admin gateway keys only).
 
-For each kind: ``POST`` creates (200, ``{id, object: "policy_usage_limits"}``), ``GET`` lists
-(``{object: "list", data, total}``; query ``workspace_id``, ``status`` (``active`` / ``archived``; absent: both),
-``type``, for rate limits ``unit``, and ``page_size`` / ``current_page`` (pages counted from 0; ``page_size`` 0 or
-absent: everything); ``total`` counts every match, not just the page), and on ``/{policy_id}``: ``GET`` reads one,
-``PUT`` updates (conditions included; ``type`` and ``group_by`` are fixed) and ``DELETE`` archives (it stays
-readable, and ``PUT`` with ``status: "active"`` restores it). Every write answers once the change applies on this
-worker and, with several workers or Redis, after two record-watch intervals, by when the other workers and
-instances have loaded it: requests sent after the answer meet the change wherever they land. Every answer that
-shows a policy carries its current usage (see ``gateway/policies/usage.py``).
+For each kind (``object`` is ``policy_usage_limits`` in every answer about either kind, as the spec says):
+``POST`` creates (200, ``{id, object}``), ``GET`` lists (``{object: "list", data, total}``; query ``workspace_id``
+(or ``workspace``), ``status`` (``active`` / ``archived``; absent: both), ``type``, for rate limits ``unit``, and
+``page_size`` / ``current_page`` (pages counted from 0; ``page_size`` 0 or absent: everything); ``total`` counts
+every match, not just the page; any other query name is a 400 naming it), and on ``/{policy_id}``: ``GET`` reads
+one, ``PUT`` updates (conditions included; ``type`` and ``group_by`` are fixed) and ``DELETE`` archives, answering
+``{id, object, deleted: true}`` as every control-plane delete does (the policy no longer applies but stays
+readable with ``status: "archived"``; ``PUT`` with ``status: "active"`` restores it). Every write answers once
+the change applies on this worker and, with several workers or Redis, after two record-watch intervals, by when
+the other workers and instances have loaded it: requests sent after the answer meet the change wherever they
+land. Every answer that shows a policy carries its current usage (see ``gateway/policies/usage.py``).
 Rules: ``gateway/controlplane/policies.py``.
 """
 
@@ -19,13 +21,13 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway.api.admin import Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
 from gateway.api.runtime import Runtime
 from gateway.controlplane import policies as rules
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.http.errors import NotFound
 from gateway.http.types import ASGIApp, Receive, Scope, Send
-from gateway.policies.usage import created, policy_view
+from gateway.policies.usage import archived, created, policy_view
 from gateway.schema.common import BodyDecoder
 from gateway.state.base import StateStoreError
 
@@ -42,6 +44,7 @@ class _KindRoutes:
         self.new = new
         self.update_record = update
         self.filters = filters
+        self.query = (*PAGED, *(name for name, _ in filters))
         settings = runtime.settings
         #: two record-watch intervals: every other worker polls the records version within one and loads the
         #: policies in the next, so requests sent after the answer meet the change wherever they land
@@ -87,7 +90,7 @@ class _KindRoutes:
         await send_record(send, created(record))
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=self.query)
         records = await self.repo.list(caller.workspace)
         for field, choices in self.filters:
             wanted = choice_query(caller.query, field, choices)
@@ -115,7 +118,7 @@ class _KindRoutes:
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         if record.status != "archived":
             record = await self._stored(msgspec.structs.replace(record, status="archived"))
-        await send_record(send, await self._view(record))
+        await send_record(send, archived(record))
 
 
 class PolicyRoutes:

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
 from gateway.api.prompted import prompt_template
 from gateway.api.runtime import Runtime
 from gateway.controlplane import prompts
@@ -75,7 +75,7 @@ class PromptRoutes:
         await send_record(send, prompt, 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=(*PAGED, "search"))
         records = await self.repo.list(caller.workspace)
         search = caller.query.get("search", "").lower()
         if search:
@@ -116,7 +116,7 @@ class PromptRoutes:
         await send_record(send, {"id": prompt.id, "object": "prompt", "deleted": True})
 
     async def list_versions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=("workspace_id",))
         prompt = await self.repo.get(caller.workspace, scope["path_params"]["prompt_id"])
         versions = await self.versions.list(prompt)
         await send_list(send, versions, len(versions))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.api.admin import authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, read_json, send_list, send_record
 from gateway.api.runtime import Runtime
 from gateway.controlplane import providers
 from gateway.controlplane.secrets import SecretError
@@ -60,9 +60,9 @@ class ProviderRoutes:
         await send_record(send, record.public(), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime, scope, query=(*PAGED, "provider"))
+        wanted = provider_query(caller.query)
         records = await self.repo.list(caller.workspace)
-        wanted = caller.query.get("provider")
         if wanted:
             records = [r for r in records if r.provider == wanted]
         size = int_query(caller.query, "page_size", 0, 0)

@@ -2,7 +2,8 @@
 
 Query values are checked before anything is sent: ``include`` (repeated, as ``include`` or ``include[]``) must be
 one of the includable fields; the input-item list takes ``limit`` 1 to 100 (default 20), ``order`` ``asc`` (the
-default, sent upstream when the client names none) or ``desc``, and ``after`` / ``before`` item ids. Retrieving as
+default, sent upstream when the client names none) or ``desc``, and ``after`` / ``before`` item ids (another query
+name is a 400 naming it). Retrieving as
 a stream (``stream=true``) is not offered here. The provider's ``response`` object and ``{"object": "list", "data",
 "first_id", "last_id", "has_more"}`` envelope are relayed as it sends them; an unknown id is the provider's 404.
 
@@ -23,6 +24,8 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.passthrough import path_id
 from gateway.providers.base import RESPONSES
 
+#: the query of a stored response's input items (what the openai SDK sends, and the workspace for the root key)
+ITEMS_QUERY = ("after", "before", "include", "limit", "order", "workspace_id")
 INCLUDABLE = (
     "file_search_call.results", "message.input_image.image_url", "computer_call_output.output.image_url",
     "web_search_call.results", "web_search_call.action.sources", "code_interpreter_call.outputs",
@@ -60,9 +63,9 @@ class ResponseRoutes:
                                              raw_query(scope))
 
     async def input_items(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await self.jobs.caller(scope)
+        caller = await self.jobs.caller(scope, ITEMS_QUERY)
         response_id = _response_id(scope)
-        query = query_values(scope)
+        query = caller.query
         int_query(query, "limit", 20, 1, 100)
         choice_query(query, "order", ("asc", "desc"))
         check_include(scope)

@@ -45,6 +45,7 @@ from gateway.guardrails import (
 )
 from gateway.guardrails.saved_cache import SavedGuardrailCache, guardrail_repository
 from gateway.http.context import RequestContext
+from gateway.http.errors import InvalidRequest
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.routing.plan import Node
@@ -131,6 +132,28 @@ class PipelineSteps:
             await self._semantic.close()
 
 
+def declared(exc: InvalidRequest, node: Node) -> InvalidRequest:
+    """``exc`` (raised for an item of ``node``'s hooks or guardrails, its ``param`` relative to the node, such as
+    ``input_guardrails[1]``) with ``param`` and message naming the item's path in the whole config, where it is
+    declared: the highest of the node's parents that holds the same (inherited) list, e.g.
+    ``targets[1].input_guardrails[1]``. The path ``POST /v1/configs/validate`` names."""
+    param = exc.param
+    if not param or node.parent is None:
+        return exc
+    field = param.split("[", 1)[0].split(".", 1)[0]
+    items = getattr(node.config, field, None)
+    if items is None:
+        return exc
+    at = node
+    while at.parent is not None and getattr(at.parent.config, field, None) is items:
+        at = at.parent
+    base = at.path.partition(".")[2]  # "config.targets[1]" -> "targets[1]"; the root "config" -> ""
+    if not base:
+        return exc
+    full = f"{base}.{param}"
+    return InvalidRequest(exc.message.replace(param, full, 1) if param in exc.message else exc.message, param=full)
+
+
 class RequestSteps:
     """One request's cache and guardrail state (made only when its routing tree has a cache or guardrails)."""
 
@@ -187,7 +210,10 @@ class RequestSteps:
             key = (id(config.before_request_hooks), id(config.input_guardrails))
             phase = self._before.get(key)
             if phase is None:
-                phase = self._before[key] = await runner.before(config, self.view)
+                try:
+                    phase = self._before[key] = await runner.before(config, self.view)
+                except InvalidRequest as exc:
+                    raise declared(exc, node) from None
                 self._add(phase)
                 if phase.deny:
                     raise self.results.denied()
@@ -289,6 +315,10 @@ class RequestSteps:
         try:
             hold = after and node is not None and self.view is not None and await runner.after_may_change(
                 node.config, self.view)
+        except InvalidRequest as exc:
+            outcome.response.close()
+            assert node is not None  # only a node's items raise it
+            raise declared(exc, node) from None
         except BaseException:
             outcome.response.close()
             raise
@@ -321,7 +351,10 @@ class RequestSteps:
 
     async def _after(self, answer: GuardrailAnswer) -> PhaseOutcome:
         assert self.node is not None and self.view is not None
-        phase = await self.shared.runner.after(self.node.config, self.view, answer)
+        try:
+            phase = await self.shared.runner.after(self.node.config, self.view, answer)
+        except InvalidRequest as exc:
+            raise declared(exc, self.node) from None
         self._add(phase)
         if phase.deny:
             raise self.results.denied()

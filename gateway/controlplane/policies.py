@@ -22,10 +22,12 @@ import msgspec
 from gateway.controlplane.records import Entity, now_iso
 from gateway.http.errors import InvalidRequest
 
+#: the record kinds in the state store
 USAGE_KIND = "policy_usage_limits"
 RATE_KIND = "policy_rate_limits"
-#: the ``object`` of a create answer, for both kinds (as the spec says)
-CREATED_OBJECT = "policy_usage_limits"
+#: the ``object`` of every answer about a policy of either kind (create, read, list, update, archive), as the
+#: spec's Policy records section says; the route tells the kinds apart
+POLICY_OBJECT = "policy_usage_limits"
 
 FIXED_KEYS = ("api_key", "workspace_id", "provider", "model")
 METADATA_PREFIX = "metadata."
@@ -97,7 +99,7 @@ class RateLimitBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class UsageLimitPolicy(Entity, kw_only=True):
-    object: str = USAGE_KIND
+    object: str = POLICY_OBJECT
     name: str = ""
     type: str
     status: str = "active"
@@ -112,7 +114,7 @@ class UsageLimitPolicy(Entity, kw_only=True):
 
 
 class RateLimitPolicy(Entity, kw_only=True):
-    object: str = RATE_KIND
+    object: str = POLICY_OBJECT
     name: str = ""
     type: str
     unit: str

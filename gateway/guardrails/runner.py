@@ -24,7 +24,7 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.config.schema import Config
 from gateway.guardrails.checks import Check, ParamError
-from gateway.guardrails.checks.base import OFFLOAD_CHARS, Verdict
+from gateway.guardrails.checks.base import OFFLOAD_CHARS, Verdict, join_path
 from gateway.guardrails.hooks import CompiledHook, PlanItem, SavedRef, compile_phase, compile_saved
 from gateway.guardrails.results import CheckResult, FeedbackRecord, HookResult, PhaseOutcome
 from gateway.guardrails.text import GuardrailAnswer, GuardrailRequest, Subject, replace_segments
@@ -129,21 +129,28 @@ class GuardrailRunner:
         return hit[1] if phase == "before" else hit[2]
 
     async def _resolve(self, ref: SavedRef, request: GuardrailRequest) -> CompiledHook:
-        record = await self.resolve_saved(ref.id, request.workspace) if self.resolve_saved is not None else None
-        if record is None:
-            raise InvalidRequest(f"unknown guardrail {ref.id!r} (no saved guardrail has that id in this workspace)",
-                                 param=ref.path)
+        record = await self._record(ref, request.workspace, ref.path)
         key = (id(ref), request.workspace, record.id)
         hit = self._saved.get(key)
         if hit is not None and hit[0] is ref and (hit[1] is record or hit[1] == record):
             return hit[2]
-        try:
-            hook = compile_saved(record, ref)
-        except ParamError as exc:
-            raise InvalidRequest(f"saved guardrail {ref.id!r} is not valid: {exc.param}: {exc.detail}",
-                                 param=ref.path) from None
+        hook = _compiled_saved(record, ref, ref.path)
         self._saved[key] = (ref, record, hook)
         return hook
+
+    async def _record(self, ref: SavedRef, workspace: str, param: str) -> Any:
+        record = await self.resolve_saved(ref.id, workspace) if self.resolve_saved is not None else None
+        if record is None:
+            raise InvalidRequest(f"unknown guardrail {ref.id!r} (no saved guardrail has that id in this workspace)",
+                                 param=param)
+        return record
+
+    async def check_saved(self, refs: list[tuple[str, SavedRef]], workspace: str) -> None:
+        """Resolve and compile each ``(JSON path, ref)`` of ``saved_refs`` in ``workspace`` as a request does,
+        remembering nothing: an unknown id (or another workspace's) or a record the item's flags cannot use is the
+        400 a request gets, whose ``param`` is the item's path in the whole config."""
+        for path, ref in refs:
+            _compiled_saved(await self._record(ref, workspace, path), ref, path)
 
     # --- running ------------------------------------------------------------------------------------------------
 
@@ -273,6 +280,34 @@ class GuardrailRunner:
         except Exception:  # nobody needs to await this task: log instead of losing the error
             log.exception("async guardrail %s failed", hook.id)
             return None
+
+
+def _compiled_saved(record: Any, ref: SavedRef, param: str) -> CompiledHook:
+    """``record`` compiled for ``ref``; a fault is a 400 whose ``param`` is ``param`` (where ``ref`` stands)."""
+    try:
+        return compile_saved(record, ref)
+    except ParamError as exc:
+        where = param + exc.param[len(ref.path):] if exc.param.startswith(ref.path) else exc.param
+        raise InvalidRequest(f"saved guardrail {ref.id!r} is not valid: {where}: {exc.detail}",
+                             param=param) from None
+
+
+def saved_refs(config: Config, path: str = "") -> list[tuple[str, SavedRef]]:
+    """Every item naming a saved guardrail in ``config`` and its targets at any depth, with its JSON path
+    (``targets[1].input_guardrails[0]``), in the order they appear. For configs that are only checked (validate,
+    save); a request resolves the items of the node it runs instead."""
+    found: list[tuple[str, SavedRef]] = []
+    if GuardrailRunner.has_before(config) or GuardrailRunner.has_after(config):
+        for phase in ("before", "after"):
+            try:
+                items = compile_phase(config, phase)
+            except ParamError as exc:
+                param = join_path(path, exc.param)
+                raise InvalidRequest(f"invalid config: {param}: {exc.detail}", param=param) from None
+            found.extend((join_path(path, item.path), item) for item in items if isinstance(item, SavedRef))
+    for i, target in enumerate(config.targets or ()):
+        found.extend(saved_refs(target, f"{join_path(path, 'targets')}[{i}]"))
+    return found
 
 
 def _hook_result(hook: CompiledHook, row: list[CheckResult]) -> HookResult:

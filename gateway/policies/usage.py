@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.controlplane.policies import CREATED_OBJECT, RateLimitPolicy, UsageLimitPolicy
+from gateway.controlplane.policies import POLICY_OBJECT, RateLimitPolicy, UsageLimitPolicy
 from gateway.policies import periods
 from gateway.policies.compiled import CompiledPolicy, from_units
 from gateway.policies.settle import ALERT_LOG_MAX, BUCKET_LOG_MAX, alerts_log, buckets_log
@@ -37,6 +37,7 @@ async def policy_view(store: StateStore, record: UsageLimitPolicy | RateLimitPol
     """The record as a JSON-ready dict, with usage (read from the store) when ``with_usage``."""
     doc = msgspec.to_builtins(record)
     doc.pop("period_since", None)
+    doc["object"] = POLICY_OBJECT  # rate-limit records stored before it was one object say policy_rate_limits
     if not with_usage:
         return doc
     policy = CompiledPolicy(record)
@@ -60,4 +61,9 @@ async def policy_view(store: StateStore, record: UsageLimitPolicy | RateLimitPol
 
 def created(record: UsageLimitPolicy | RateLimitPolicy) -> dict[str, str]:
     """The answer of a create: ``{id, object}`` (``object`` is ``policy_usage_limits`` for both kinds)."""
-    return {"id": record.id, "object": CREATED_OBJECT}
+    return {"id": record.id, "object": POLICY_OBJECT}
+
+
+def archived(record: UsageLimitPolicy | RateLimitPolicy) -> dict[str, Any]:
+    """The answer of an archive (``DELETE``): the shape of every control-plane delete."""
+    return {"id": record.id, "object": POLICY_OBJECT, "deleted": True}

@@ -29,6 +29,7 @@ class Node:
     __slots__ = (
         "config", "children", "path", "mode", "cumulative", "total_weight", "compiled", "then_index",
         "default_index", "fallback_codes", "breaker_key", "has_breakers", "direct", "has_steps", "tree_has_steps",
+        "parent",
     )
 
     def __init__(self, config: Config, path: str, root_id: str) -> None:
@@ -49,6 +50,8 @@ class Node:
         #: this node's effective config has a cache or hooks/guardrails; tree_: it or any node below it
         self.has_steps = _has_steps(config)
         self.tree_has_steps = self.has_steps
+        #: the node this one is a target of (None at the root)
+        self.parent: Node | None = None
 
     def pick_weighted(self) -> Node:
         """A child drawn by weight (weight 0 is never drawn)."""
@@ -101,6 +104,7 @@ class Planner:
         node.mode = strategy.mode if strategy is not None else "single"
         for i, child_raw in enumerate(raw.targets):
             child = self._build(child_raw, config, f"{path}.targets[{i}]", root_id)
+            child.parent = node
             node.children.append(child)
             node.has_breakers = node.has_breakers or child.config.cb_config is not None or child.has_breakers
             node.tree_has_steps = node.tree_has_steps or child.tree_has_steps

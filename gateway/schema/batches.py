@@ -24,7 +24,7 @@ METADATA_KEY_CHARS = 64
 METADATA_VALUE_CHARS = 512
 
 
-class CreateBatch(msgspec.Struct, frozen=True):
+class CreateBatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     input_file_id: str
     completion_window: Literal["24h", "immediate"]
     endpoint: Literal["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]

@@ -138,12 +138,25 @@ def test_gateway_batches_list_newest_first_in_pages(plain, openai_client, mock):
     ({"input_file_id": "file-gw-x", "completion_window": "24h", "endpoint": CHAT,
       "metadata": {"k": "v" * 513}}, "metadata.k"),
     ({"input_file_id": "file-abc", "completion_window": "immediate", "endpoint": CHAT}, "completion_window"),
+    ({"input_file_id": "file-gw-x", "completion_window": "immediate", "endpoint": CHAT, "colour": "red"}, "colour"),
+    ({"input_file_id": "file-abc", "completion_window": "24h", "endpoint": CHAT, "model": "gpt-4o"}, "model"),
 ])
 def test_every_bad_field_is_a_400_naming_it_before_any_upstream_call(gateway, gw_headers, mock, body, param):
     base = mock.scenario()
     resp = post(f"{gateway.url}/v1/batches", body, gw_headers(base + "/v1"))
     assert resp.status == 400, resp.text
     assert resp.json()["error"]["param"] == param
+    assert mock.calls(base)["calls"] == 0
+
+
+def test_an_unknown_body_field_is_a_400_naming_it_for_gateway_and_provider_batches(plain, openai_client, mock):
+    base = mock.scenario()
+    forwarded = openai_client(base + "/v1")
+    for client, file_id in ((plain, gateway_file(plain, jsonl(1))), (forwarded, "file-abc")):
+        with pytest.raises(BadRequestError) as caught:
+            client.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="24h",
+                                  extra_body={"priority": "high"})
+        assert caught.value.param == "priority" and "unknown field priority" in str(caught.value)
     assert mock.calls(base)["calls"] == 0
 
 

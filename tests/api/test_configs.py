@@ -193,3 +193,35 @@ def test_saved_configs_survive_a_restart(mock):
         assert mock.calls(base)["calls"] == 1
     finally:
         server.stop()
+
+
+def test_a_config_naming_an_unknown_or_foreign_guardrail_is_refused_as_a_request_would_refuse_it(gateway, mock):
+    admin, other = create_key(gateway), create_key(gateway)
+    rule = {"name": "short", "checks": [{"id": "default.wordCount", "parameters": {"maxWords": 50}}], "deny": True}
+    mine = api(gateway, "POST", "/v1/guardrails", rule, admin["key"]).json()["id"]
+    foreign = api(gateway, "POST", "/v1/guardrails", rule, other["key"]).json()["id"]
+    base = mock.scenario()
+    for missing in (foreign, "gr_nosuch"):
+        config = {**target(base), "input_guardrails": [mine, missing]}
+        sent = chat(gateway, admin["key"], **{"x-gateway-config": msgspec.json.encode(config).decode()})
+        assert sent.status == 400 and sent.json()["error"]["param"] == "input_guardrails[1]", sent.text
+        saved = api(gateway, "POST", "/v1/configs", {"name": "x", "config": config}, admin["key"])
+        assert saved.status == 400, saved.text
+        assert saved.json()["error"]["param"] == "config.input_guardrails[1]"
+        assert saved.json()["error"]["message"] == sent.json()["error"]["message"]
+        assert f"unknown guardrail '{missing}'" in saved.json()["error"]["message"]
+        nested = {"strategy": {"mode": "fallback"},
+                  "targets": [target(base), {**target(base), "output_guardrails": [{"id": missing}]}]}
+        saved = api(gateway, "POST", "/v1/configs", {"name": "x", "config": nested}, admin["key"])
+        assert saved.status == 400 and saved.json()["error"]["param"] == "config.targets[1].output_guardrails[0]"
+    record = save(gateway, admin, {**target(base), "input_guardrails": [mine]})
+    assert chat(gateway, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+    changed = api(gateway, "PUT", f"/v1/configs/{record['id']}",
+                  {"config": {**target(base), "before_request_hooks": [{"id": foreign}]}}, admin["key"])
+    assert changed.status == 400 and changed.json()["error"]["param"] == "config.before_request_hooks[0]"
+    assert f"unknown guardrail '{foreign}'" in changed.json()["error"]["message"]
+    # the root key saving into the other workspace (workspace_id) resolves the guardrails there
+    other_ws = api(gateway, "POST", "/v1/configs",
+                   {"name": "x", "workspace_id": other["workspace_id"], "config": {**target(base),
+                                                                                 "input_guardrails": [foreign]}})
+    assert other_ws.status == 201, other_ws.text

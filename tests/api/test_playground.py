@@ -106,3 +106,59 @@ def test_slugs_are_checked_in_the_callers_workspace_as_a_request_would(gateway, 
     elsewhere = validate(gateway, {"provider": "@team"}, {"x-gateway-api-key": other["key"],
                                                           "content-type": "application/json"})
     assert elsewhere.status == 400 and elsewhere.json()["error"]["param"] == "provider"
+
+
+def test_saved_guardrails_are_resolved_in_the_callers_workspace_as_a_request_would(gateway, mock):
+    from tests.support.controlplane import api, chat, create_key
+
+    owner, other = create_key(gateway), create_key(gateway)
+    rule = {"name": "short", "checks": [{"id": "default.wordCount", "parameters": {"maxWords": 50}}]}
+    mine = api(gateway, "POST", "/v1/guardrails", rule, owner["key"]).json()["id"]
+    foreign = api(gateway, "POST", "/v1/guardrails", rule, other["key"]).json()["id"]
+    as_owner = {"x-gateway-api-key": owner["key"], "content-type": "application/json"}
+    leaf = {"provider": "vendorA", "api_key": "sk-x", "custom_host": mock.scenario() + "/v1"}
+    assert validate(gateway, {**leaf, "input_guardrails": [mine]}, as_owner).status == 200
+    for missing in (foreign, "gr_nosuch"):
+        config = {**leaf, "output_guardrails": [mine, missing]}
+        checked = validate(gateway, config, as_owner)
+        sent = chat(gateway, owner["key"], **{"x-gateway-config": msgspec.json.encode(config).decode()})
+        assert checked.status == sent.status == 400, (checked.text, sent.text)
+        assert checked.json()["error"] == sent.json()["error"]
+        assert checked.json()["error"]["param"] == "output_guardrails[1]"
+        nested = {"strategy": {"mode": "fallback"},
+                  "targets": [leaf, {"strategy": {"mode": "single"},
+                                     "targets": [{**leaf, "after_request_hooks": [{"id": missing}]}]}]}
+        checked = validate(gateway, nested, as_owner)
+        assert checked.status == 400, checked.text
+        assert checked.json()["error"]["param"] == "targets[1].targets[0].after_request_hooks[0]"
+        assert f"unknown guardrail '{missing}'" in checked.json()["error"]["message"]
+        # a request reaching that target (the first one failing over) names the same path
+        failing = {**leaf, "custom_host": mock.scenario([{"status": 500}]) + "/v1"}
+        nested["targets"][0] = failing
+        sent = chat(gateway, owner["key"], **{"x-gateway-config": msgspec.json.encode(nested).decode()})
+        assert sent.status == 400 and sent.json()["error"] == validate(gateway, nested, as_owner).json()["error"]
+    # an item inherited from a parent is named where it is declared, by the request as by the validation
+    inherited = {"strategy": {"mode": "single"}, "input_guardrails": [mine, "gr_nosuch"],
+                 "targets": [{"strategy": {"mode": "single"}, "targets": [leaf]}]}
+    sent = chat(gateway, owner["key"], **{"x-gateway-config": msgspec.json.encode(inherited).decode()})
+    checked = validate(gateway, inherited, as_owner)
+    assert sent.status == checked.status == 400 and sent.json()["error"] == checked.json()["error"]
+    assert checked.json()["error"]["param"] == "input_guardrails[1]"
+    nested_own = {"strategy": {"mode": "single"}, "input_guardrails": [mine],
+                  "targets": [{"strategy": {"mode": "single"}, "targets": [{**leaf, "input_guardrails": ["gr_no"]}]}]}
+    sent = chat(gateway, owner["key"], **{"x-gateway-config": msgspec.json.encode(nested_own).decode()})
+    checked = validate(gateway, nested_own, as_owner)
+    assert sent.status == checked.status == 400 and sent.json()["error"] == checked.json()["error"]
+    assert checked.json()["error"]["param"] == "targets[0].targets[0].input_guardrails[0]"
+    # an item's own flags that the saved record cannot take are the request's 400 too
+    denying = {"name": "d", "checks": rule["checks"], "deny": True}
+    deny_id = api(gateway, "POST", "/v1/guardrails", denying, owner["key"]).json()["id"]
+    for config, param in (({**leaf, "output_guardrails": [{"id": deny_id, "async": True}]}, "output_guardrails[0]"),
+                          ({"strategy": {"mode": "single"},
+                            "targets": [{**leaf, "output_guardrails": [{"id": deny_id, "async": True}]}]},
+                           "targets[0].output_guardrails[0]")):
+        checked = validate(gateway, config, as_owner)
+        assert checked.status == 400 and checked.json()["error"]["param"] == param, checked.text
+        assert f"{param}.async: an async item cannot deny" in checked.json()["error"]["message"]
+        sent = chat(gateway, owner["key"], **{"x-gateway-config": msgspec.json.encode(config).decode()})
+        assert sent.json()["error"] == checked.json()["error"]

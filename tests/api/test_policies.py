@@ -290,7 +290,8 @@ def test_rate_limit_update(gw):
 def test_delete_archives_and_the_status_filter_sees_it(gw, path, body):
     policy_id = create(gw, path, body)
     archived = request("DELETE", f"{gw.url}{path}/{policy_id}", headers=ADMIN)
-    assert archived.status == 200 and archived.json()["status"] == "archived"
+    assert archived.status == 200
+    assert archived.json() == {"id": policy_id, "object": "policy_usage_limits", "deleted": True}
     assert get(gw, path, policy_id)["status"] == "archived"
 
     def ids(status: str) -> set[str]:
@@ -300,6 +301,20 @@ def test_delete_archives_and_the_status_filter_sees_it(gw, path, body):
     assert request("DELETE", f"{gw.url}{path}/{policy_id}", headers=ADMIN).status == 200  # idempotent
     restored = request("PUT", f"{gw.url}{path}/{policy_id}", body={"status": "active"}, headers=ADMIN)
     assert restored.status == 200 and restored.json()["status"] == "active"
+
+
+@pytest.mark.parametrize("path,body", [(USAGE, USAGE_BODY), (RATE, RATE_BODY)])
+def test_both_kinds_say_one_object_on_create_read_list_update_and_archive(gw, path, body):
+    created = post(gw.url + path, body, ADMIN)
+    assert created.status == 200 and created.json()["object"] == "policy_usage_limits"
+    policy_id = created.json()["id"]
+    assert get(gw, path, policy_id)["object"] == "policy_usage_limits"
+    listed = request("GET", f"{gw.url}{path}", headers=ADMIN).json()["data"]
+    assert {p["object"] for p in listed} == {"policy_usage_limits"} and policy_id in {p["id"] for p in listed}
+    updated = request("PUT", f"{gw.url}{path}/{policy_id}", body={"name": "renamed"}, headers=ADMIN)
+    assert updated.status == 200 and updated.json()["object"] == "policy_usage_limits"
+    deletes = {request("DELETE", f"{gw.url}{path}/{policy_id}", headers=ADMIN).json()["object"] for _ in range(2)}
+    assert deletes == {"policy_usage_limits"}
 
 
 def test_usage_limit_list_filters(gw):
