@@ -31,7 +31,7 @@ from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
 from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
 from gateway.http.types import RawHeaders, Receive, Scope, Send
-from gateway.observability.estimate import SAMPLE_CHUNKS
+from gateway.observability.estimate import HEAD_BYTES
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
 from gateway.providers.vendorA import VendorAAdapter
@@ -323,7 +323,7 @@ class Pipeline:
 
         The record's status is what the stream came to: 200, the error it ended with (in-band or a broken
         upstream), or 499 when the client left. Its usage is the provider's figures when they arrived; otherwise
-        the recorder estimates them from the relayed bytes and events counted here (see observability/estimate.py).
+        the recorder estimates them from the chunks sent, kept here (see observability/estimate.py).
         """
         response = outcome.response
         transformer = outcome.transformer
@@ -331,17 +331,15 @@ class Pipeline:
         assert relay_task is not None  # ASGI calls run in a task
         watch = DisconnectWatch(receive, relay_task)
         record.status = outcome.status
-        relayed = events = sends = 0
-        sample = b""  # the first SAMPLE_CHUNKS relayed chunks: the estimate measures an event's envelope on them
+        head: list[bytes] = []  # the chunks sent, up to HEAD_BYTES: the estimate counts their text exactly
+        kept = rest_bytes = rest_events = 0  # past the head, only bytes and events are counted
         try:
             await start_stream(send, headers, outcome.status)
             if outcome.first:
                 data = b"".join(outcome.first)
-                relayed += len(data)
-                events += data.count(b"\n\n")
-                sample = data
-                sends = 1
                 await send_chunk(send, data)
+                head.append(data)
+                kept = len(data)
             tail = b""
             try:
                 if not outcome.ended and held_error(transformer) is None:
@@ -349,22 +347,18 @@ class Pipeline:
                         out = transformer.feed(chunk)
                         if out:
                             data = b"".join(out)
-                            relayed += len(data)
-                            events += data.count(b"\n\n")
-                            if sends < SAMPLE_CHUNKS:
-                                sample += data
-                                sends += 1
                             await send_chunk(send, data)
+                            if kept < HEAD_BYTES:
+                                head.append(data)
+                                kept += len(data)
+                            else:
+                                rest_bytes += len(data)
+                                rest_events += data.count(b"\n\n")
                         if held_error(transformer) is not None:
                             response.close()  # the rest of this upstream stream is not wanted
                             break
                     else:
                         tail = b"".join(transformer.close())
-                        if tail:
-                            relayed += len(tail)
-                            events += tail.count(b"\n\n")
-                            if sends < SAMPLE_CHUNKS:
-                                sample += tail
                 held = held_error(transformer)
                 if held is not None:
                     raise held
@@ -372,6 +366,7 @@ class Pipeline:
                 record.status = error.status
                 record.error = error.message
                 await end_stream(send, tail + error_event(error) + DONE)
+                head.append(tail)
                 return
             except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
                 broken = stream_broke(exc, outcome.provider)
@@ -380,6 +375,7 @@ class Pipeline:
                 await end_stream(send, error_event(broken) + DONE)
                 return
             await end_stream(send, tail + DONE)
+            head.append(tail)
         except asyncio.CancelledError:
             record.status = 499
             record.error = "client disconnected"
@@ -401,9 +397,9 @@ class Pipeline:
                 record.usage_source = "reported"
             else:
                 record.usage_source = "estimated"
-                record.relayed_bytes = relayed
-                record.relayed_events = events
-                record.relayed_sample = sample or None
+                record.relayed_head = head
+                record.relayed_rest_bytes = rest_bytes
+                record.relayed_rest_events = rest_events
 
 
 async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str

@@ -402,8 +402,8 @@ class RequestSteps:
             record.usage = None
             record.usage_source = "none"
             record.answer = None
-            record.relayed_bytes = record.relayed_events = 0
-            record.relayed_sample = None
+            record.relayed_head = None
+            record.relayed_rest_bytes = record.relayed_rest_events = 0
         cache = self.shared.cache
         flowed: dict[str, Any] | None = None
         tap = self.tap

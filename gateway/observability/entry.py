@@ -58,7 +58,9 @@ def estimated_usage(rec: Any) -> Any:
     if rec.answer is not None:
         chars = text_chars(rec.answer)
     else:
-        chars = relayed_text_chars(rec.relayed_bytes, rec.relayed_events, rec.relayed_sample)
+        head = rec.relayed_head
+        chars = relayed_text_chars(b"".join(head) if head else None, rec.relayed_rest_bytes,
+                                   rec.relayed_rest_events)
     return estimate(rec.request, chars)
 
 

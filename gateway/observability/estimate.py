@@ -9,10 +9,11 @@ text a token (about right for English with vendorA's tokenisers; code and other 
   tool definitions as JSON; a completion's prompt strings, or one token per item of a token-array prompt) / 4,
   plus 3 tokens per message for the chat framing;
 - completion: the characters of text the answer carried (``content``, ``text``, ``arguments`` and
-  ``reasoning_content`` values, as JSON-escaped bytes) / 4. For a stream, the pipeline only counts the bytes and the
-  events it relayed (cheap enough for every chunk) and keeps its first SAMPLE_CHUNKS relayed chunks: their text is
-  counted exactly, and the rest is the relayed bytes past them minus each event's envelope, measured on the
-  sampled content event with the smallest envelope.
+  ``reasoning_content`` values, as JSON-escaped bytes) / 4. For a stream, the pipeline keeps (a reference to) every
+  chunk it relayed to the client, whichever path relayed it, up to HEAD_BYTES, and only counts the bytes and events
+  relayed past them: the text of the kept head is counted exactly (here, off the request path, and only for a
+  stream without the provider's usage), and the rest is its bytes minus each event's envelope, measured on the
+  head's content event with the smallest envelope.
 
 Each count is rounded up; a side with no text counts 0.
 """
@@ -26,8 +27,9 @@ import msgspec
 from gateway.schema.common import Usage
 
 CHARS_PER_TOKEN = 4
-#: relayed chunks a stream keeps for the estimate (the first carries the role, the next ones text)
-SAMPLE_CHUNKS = 3
+#: the relayed bytes a stream keeps for the estimate (whole chunks, so possibly a chunk more); past them it only
+#: counts bytes and events
+HEAD_BYTES = 64 * 1024
 MESSAGE_OVERHEAD_TOKENS = 3
 _TEXT_KEYS = (b'"content":"', b'"text":"', b'"arguments":"', b'"reasoning_content":"')
 _encode = msgspec.json.encode
@@ -105,29 +107,25 @@ def prompt_tokens(request: Any) -> int:
     return 0
 
 
-def relayed_text_chars(relayed_bytes: int, relayed_events: int, sample: bytes | None) -> int:
-    """The text characters of a stream from what the pipeline counted while relaying it (see the docstring).
+def relayed_text_chars(head: bytes | None, rest_bytes: int = 0, rest_events: int = 0) -> int:
+    """The text characters of a stream from what the pipeline kept and counted while relaying it (see the docstring).
 
-    ``sample`` is the start of what was relayed: its text is counted exactly. The rest is the relayed bytes past
-    the sample minus an envelope per event, measured as the smallest envelope of the sample's events that carry
-    text (a plain content event: an opening event that carries the role as well as text, as cloudC's does, has a
-    larger one); a sample without text means none went out.
+    ``head`` is the start of what was relayed (every event of it reached the client): its text is counted exactly.
+    ``rest_bytes`` and ``rest_events`` are what was relayed past it: its bytes minus an envelope per event, the
+    envelope measured as the smallest of the head's events that carry text (a plain content event: an opening event
+    that carries the role as well as text, as cloudC's does, has a larger one); a head without text means none went
+    out.
     """
-    if not relayed_bytes or not relayed_events or not sample:
+    if not head:
         return 0
-    exact, envelope, sampled = 0, -1, 0
-    for event in sample.split(b"\n\n"):
+    exact, envelope = 0, -1
+    for event in head.split(b"\n\n"):
         if event:
-            sampled += 1
             chars = text_chars(event)
             exact += chars
             if chars and (envelope < 0 or len(event) + 2 - chars < envelope):
                 envelope = len(event) + 2 - chars  # with its blank-line terminator
-    if envelope < 0:
-        return 0
-    rest_bytes = relayed_bytes - len(sample)
-    rest_events = relayed_events - sampled
-    if rest_bytes <= 0 or rest_events <= 0:
+    if envelope < 0 or rest_bytes <= 0 or rest_events <= 0:
         return exact
     return exact + max(0, rest_bytes - rest_events * envelope)
 

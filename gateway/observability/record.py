@@ -13,7 +13,7 @@ class RequestRecord:
         "status", "stream", "started", "upstream_started", "upstream_s", "ttft_s", "total_s", "usage",
         "cache_status", "retries", "fallbacks", "breaker_opens", "target_path", "metadata", "error",
         "request_headers", "sensitive_headers", "request_body", "response_body", "usage_source", "request",
-        "answer", "relayed_bytes", "relayed_events", "relayed_sample", "budget", "hooks",
+        "answer", "relayed_head", "relayed_rest_bytes", "relayed_rest_events", "budget", "hooks",
     )
 
     def __init__(self, trace_id: str, endpoint: str, started: float) -> None:
@@ -51,10 +51,11 @@ class RequestRecord:
         #: the decoded request sent upstream, and a JSON answer that had no usage (for the estimate)
         self.request: Any = None
         self.answer: bytes | None = None
-        #: a stream's relayed bytes and events, and its last relayed chunk (for the estimate)
-        self.relayed_bytes = 0
-        self.relayed_events = 0
-        self.relayed_sample: bytes | None = None
+        #: the chunks a stream relayed, up to estimate.HEAD_BYTES, and the bytes and events relayed past them (for
+        #: the estimate of a stream without the provider's usage)
+        self.relayed_head: list[bytes] | None = None
+        self.relayed_rest_bytes = 0
+        self.relayed_rest_events = 0
         #: what usage and rate limit policies reserved for this request (settled after the answer), or None
         self.budget: Any = None
         #: the request's cache and guardrail steps (``gateway.api.steps.RequestSteps``) when its config has any:

@@ -106,10 +106,11 @@ class Bucket:
 
 class CompiledPolicy:
     """An active policy as the request path uses it. ``limit`` and ``alert`` are in the counter's unit
-    (requests, tokens or micro-dollars)."""
+    (requests, tokens or micro-dollars). ``budget``: a token or cost usage limit, which admits a request while it
+    is not spent and reserves at most what remains."""
 
     __slots__ = ("id", "name", "workspace", "rate", "measure", "limit", "alert", "unit", "reset", "days",
-                 "since_ms", "conditions", "group_keys", "record")
+                 "since_ms", "conditions", "group_keys", "record", "budget")
 
     def __init__(self, record: UsageLimitPolicy | RateLimitPolicy) -> None:
         self.record = record
@@ -136,6 +137,7 @@ class CompiledPolicy:
             self.reset = record.periodic_reset
             self.days = record.periodic_reset_days
             self.since_ms = periods.parse_iso_ms(record.period_since or record.created_at)
+        self.budget = not self.rate and self.measure != REQUESTS
 
     @property
     def kind(self) -> str:

@@ -12,8 +12,10 @@ call (atomic across the items, scope = the workspace). Amounts: 1 for a request 
 ``best_of``, else ``GATEWAY_POLICY_OUTPUT_TOKENS``; no output for embeddings, rerank and moderations); for cost
 the price of that estimate in micro-dollars (the provider and model the request names; an unpriced model
 costs 0). A rate-limit amount larger than the whole limit is cut to the limit, so a large request still fits an
-empty window. Token and cost amounts are a reservation keyed by a gateway-made request id (never the client's
-trace id) that ``finish`` settles to the real usage after the answer; request-count-only admissions are final.
+empty window; a token or cost budget (usage limit) admits a request while it is not spent and reserves at most
+what remains (``BudgetItem.cut``). Token and cost amounts are a reservation keyed by a gateway-made request id
+(never the client's trace id) that ``finish`` settles to the real usage after the answer; request-count-only
+admissions are final.
 
 When the store cannot be reached: ``GATEWAY_STATE_FAIL_MODE=open`` admits without counting, ``closed`` answers
 503 to requests a policy applies to (and, before the policies could ever be loaded, to every request).
@@ -192,7 +194,7 @@ class PolicyGate:
         rid = estimate = None
         if items is None:
             estimate = Estimate(request, body_len, provider, self.output_tokens, self.prices)
-            items = [BudgetItem(key, p.limit, amount_of(p, estimate), ttl)
+            items = [BudgetItem(key, p.limit, amount_of(p, estimate), ttl, p.budget)
                      for p, key, ttl in zip(matched, plan.keys, plan.ttls)]
             rid = self._new_rid()
         try:
@@ -207,7 +209,9 @@ class PolicyGate:
         if not admission.admitted:
             policy = matched[admission.index]
             count_policy_rejection(policy.kind, policy.id)
-            raise refusal(policy, admission, plan.ends[admission.index], now_ms)
+            raise refusal(policy, admission, items[admission.index].amount, plan.ends[admission.index], now_ms)
+        if admission.amounts:  # a budget's reservation was cut to what remained: that is what settles
+            items = [BudgetItem(i.key, i.limit, a, i.key_ttl_ms, i.cut) for i, a in zip(items, admission.amounts)]
         if rid is None and all(p.alert is None for p in matched):
             return None
         return Hold(workspace, rid, items, matched, plan.buckets, estimate)
@@ -250,8 +254,10 @@ def amount_of(policy: CompiledPolicy, estimate: Estimate) -> int:
     return amount
 
 
-def refusal(policy: CompiledPolicy, admission: Admission, end_ms: int | None, now_ms: int) -> GatewayError:
-    """The 429 naming the policy, with ``Retry-After`` when its window or period ends."""
+def refusal(policy: CompiledPolicy, admission: Admission, estimate: int, end_ms: int | None,
+            now_ms: int) -> GatewayError:
+    """The 429 naming the policy, with ``Retry-After`` when its window or period ends; a usage limit's says what is
+    used, what the request's estimate is (``estimate``, in the counter's units) and what remains."""
     headers = None
     if end_ms is not None:
         headers = [(b"retry-after", str(periods.seconds_until(end_ms, now_ms)).encode())]
@@ -261,10 +267,15 @@ def refusal(policy: CompiledPolicy, admission: Admission, end_ms: int | None, no
         message = (f"rate limit policy {policy.title} exceeded: at most {policy.limit} {what} per {word}; the "
                    f"window admits requests again in {periods.seconds_until(end_ms or now_ms, now_ms)}s")
         return RateLimited(message, headers=headers)
-    unit = {REQUESTS: "requests", TOKENS: "tokens", COST: "USD"}[policy.measure]
-    used = from_units(policy.measure, admission.used)
-    limit = from_units(policy.measure, admission.limit)
+    measure = policy.measure
+    unit = {REQUESTS: "requests", TOKENS: "tokens", COST: "USD"}[measure]
+    used = from_units(measure, admission.used)
+    limit = from_units(measure, admission.limit)
+    left = from_units(measure, max(0, admission.limit - admission.used))
+    asked = f"this request's estimate is {from_units(measure, estimate)} {unit}"
+    if measure == REQUESTS:
+        asked = "this request counts 1"
     when = f"until the period resets at {periods.iso(end_ms)}" if end_ms is not None else "(the limit is cumulative)"
-    message = (f"usage limit policy {policy.title} exceeded: {used} of {limit} {unit} used; requests are refused "
-               f"{when}")
+    message = (f"usage limit policy {policy.title} exceeded: {used} of {limit} {unit} used, {left} remaining, and "
+               f"{asked}; requests are refused {when}")
     return UsageLimitExceeded(message, headers=headers)

@@ -34,7 +34,9 @@ class StateStoreUnavailable(StateStoreError):
 
 
 class BudgetItem(msgspec.Struct, frozen=True, gc=False):
-    """One counter a ``reserve`` checks and increments: ``used + amount <= limit`` admits it.
+    """One counter a ``reserve`` checks and increments: ``used + amount <= limit`` admits it. A ``cut`` item (a
+    token or cost budget) is admitted while its budget is not spent (``used < limit``, or an amount of 0), with
+    its amount cut to what remains (``min(amount, limit - used)``).
 
     ``key`` names the counter inside the call's scope and encodes its window or period (``rpm:28712345``), so a
     rollover is a new key. ``key_ttl_ms`` is set when the counter is created (never extended): the window's end
@@ -45,17 +47,20 @@ class BudgetItem(msgspec.Struct, frozen=True, gc=False):
     limit: int
     amount: int
     key_ttl_ms: int
+    cut: bool = False
 
 
 class Admission(msgspec.Struct, frozen=True, gc=False):
     """The answer of ``reserve``. Refused: ``index``/``key`` name the first item that would exceed its limit,
-    ``used`` is that counter's current value and ``limit`` its limit."""
+    ``used`` is that counter's current value and ``limit`` its limit. Admitted with a ``cut`` item's amount cut:
+    ``amounts`` holds the amount reserved for each item (empty when every item got its whole amount)."""
 
     admitted: bool
     index: int = -1
     key: str = ""
     used: int = 0
     limit: int = 0
+    amounts: tuple[int, ...] = ()
 
 
 ADMITTED = Admission(True)
@@ -78,6 +83,24 @@ SettleOutcome = Literal["settled", "late", "duplicate"]
 #: how long a settled reservation id is remembered: a second ``settle`` of the same id within this time changes
 #: nothing (retries and double calls are safe); much later it would be treated as ``late``.
 SETTLED_KEEP_MS = 900_000
+
+
+def reserved_amount(item: BudgetItem, used: int) -> int:
+    """What ``item`` reserves on a counter at ``used``: its amount, or -1 when it does not fit (a ``cut`` item fits
+    while ``used < limit`` and reserves at most what remains). The Redis script follows the same rule."""
+    amount = item.amount
+    if not item.cut:
+        return amount if used + amount <= item.limit else -1
+    if amount == 0:
+        return 0
+    return min(amount, item.limit - used) if used < item.limit else -1
+
+
+def admitted(items: Sequence[BudgetItem], amounts: list[int]) -> Admission:
+    """The Admission of items that all fit with these reserved ``amounts``."""
+    if all(a == item.amount for a, item in zip(amounts, items)):
+        return ADMITTED
+    return Admission(True, amounts=tuple(amounts))
 
 
 def check_reserve(items: Sequence[BudgetItem], reservation_id: str | None, ttl_ms: int | None) -> None:
@@ -161,15 +184,16 @@ class StateStore(abc.ABC):
     @abc.abstractmethod
     async def reserve(self, scope: str, items: Sequence[BudgetItem], reservation_id: str | None = None,
                       ttl_ms: int | None = None) -> Admission:
-        """Check and increment every item atomically: when each counter has ``used + amount <= limit`` all are
-        incremented; otherwise nothing changes and the Admission names the first item (in order) that would
-        exceed. ``scope`` groups the counters of one call (callers use the workspace id; on Redis Cluster it is
-        the hash tag). Without ``reservation_id`` the increment is final (request counts). With one (the
-        request id), the reservation is remembered for ``ttl_ms`` (required then): ``settle`` replaces it by the
-        actual amounts, and a reservation still unsettled when ``ttl_ms`` runs out is released (its amounts
-        subtracted from the counters that still exist) at the latest by the next budget call on the same scope,
-        so a dead worker cannot leak it. An id that is live or settled in this scope admits without changing
-        anything (a reserve retried after a lost answer does not count twice)."""
+        """Check and increment every item atomically: when each counter has ``used + amount <= limit`` (a ``cut`` item:
+        ``used < limit`` or an amount of 0) all are incremented (a cut item by at most ``limit - used``, the Admission's
+        ``amounts`` then saying what each item reserved); otherwise nothing changes and the Admission names the first
+        item (in order) that would exceed. ``scope`` groups the counters of one call (callers use the workspace id; on
+        Redis Cluster it is the hash tag). Without ``reservation_id`` the increment is final (request counts). With one
+        (the request id), the reservation is remembered for ``ttl_ms`` (required then): ``settle`` replaces it by the
+        actual amounts, and a reservation still unsettled when ``ttl_ms`` runs out is released (its amounts subtracted
+        from the counters that still exist) at the latest by the next budget call on the same scope, so a dead worker
+        cannot leak it. An id that is live or settled in this scope admits without changing anything (a reserve retried
+        after a lost answer does not count twice)."""
 
     @abc.abstractmethod
     async def settle(self, scope: str, reservation_id: str, items: Sequence[BudgetItem],

@@ -19,8 +19,10 @@ from gateway.state.base import (
     Record,
     SettleOutcome,
     StateStore,
+    admitted,
     check_reserve,
     check_settle,
+    reserved_amount,
 )
 
 
@@ -197,21 +199,24 @@ class MemoryStateStore(StateStore):
         ):
             return ADMITTED
         counters = self._counters
+        amounts: list[int] = []
         for index, item in enumerate(items):
             used = counters.get((scope, item.key)) or 0
-            if used + item.amount > item.limit:
+            amount = reserved_amount(item, used)
+            if amount < 0:
                 return Admission(False, index, item.key, used, item.limit)
-        for item in items:
+            amounts.append(amount)
+        for item, amount in zip(items, amounts):
             entry = counters.entry((scope, item.key))
             if entry is None:
-                counters.put((scope, item.key), item.amount, item.key_ttl_ms)
+                counters.put((scope, item.key), amount, item.key_ttl_ms)
             else:
-                entry[1] += item.amount
+                entry[1] += amount
         if reservation_id is not None:
             assert ttl_ms is not None  # check_reserve: a reservation id comes with its ttl
-            self._reservations[(scope, reservation_id)] = [(item.key, item.amount) for item in items]
+            self._reservations[(scope, reservation_id)] = [(item.key, a) for item, a in zip(items, amounts)]
             heapq.heappush(self._expiries, (self.clock() + ttl_ms / 1000, scope, reservation_id))
-        return ADMITTED
+        return admitted(items, amounts)
 
     async def settle(self, scope: str, reservation_id: str, items: Sequence[BudgetItem],
                      actual: Sequence[int]) -> SettleOutcome:

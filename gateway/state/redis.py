@@ -46,6 +46,7 @@ from gateway.state.base import (
     StateStore,
     StateStoreError,
     StateStoreUnavailable,
+    admitted,
     check_reserve,
     check_settle,
 )
@@ -244,10 +245,10 @@ class RedisStateStore(StateStore):
         args: list[Any] = [base, reservation_id or "", ttl_ms or 0]
         for item in items:
             keys.append(base + "c:" + item.key)
-            args += (item.key, item.limit, item.amount, max(1, item.key_ttl_ms))
+            args += (item.key, item.limit, item.amount, max(1, item.key_ttl_ms), 1 if item.cut else 0)
         answer = await self._run("reserve", "RESERVE", keys, args, retry_safe=reservation_id is not None)
         if answer[0] == 1:
-            return ADMITTED
+            return ADMITTED if len(answer) == 1 else admitted(items, [int(a) for a in answer[1:]])
         index = int(answer[1])
         return Admission(False, index, items[index].key, int(answer[2]), items[index].limit)
 

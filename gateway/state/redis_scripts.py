@@ -43,7 +43,9 @@ end
 """
 
 # KEYS: zset, hash, settled marker, counters...; ARGV: base, id ('' = none), ttl_ms, then per item
-# (key, limit, amount, key_ttl_ms). Returns {1} admitted or {0, index, used}.
+# (key, limit, amount, key_ttl_ms, cut '1'/'0'). Returns {1, reserved amount per item...} admitted (just {1} for a
+# known id) or {0, index, used}. A cut item fits while used < limit (or with an amount of 0) and reserves at most
+# limit - used, as base.reserved_amount says.
 RESERVE = _NOW + _ADD + _SWEEP + """
 sweep(ARGV[1])
 local rid = ARGV[2]
@@ -51,23 +53,32 @@ if rid ~= '' and (redis.call('HEXISTS', KEYS[2], rid) == 1 or redis.call('EXISTS
   return {1}
 end
 local n = #KEYS - 3
+local reserved = {}
 for i = 1, n do
   local used = tonumber(redis.call('GET', KEYS[3 + i]) or '0')
-  local a = 3 + (i - 1) * 4
-  if used + tonumber(ARGV[a + 3]) > tonumber(ARGV[a + 2]) then return {0, i - 1, used} end
+  local a = 3 + (i - 1) * 5
+  local amount, limit = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 2])
+  reserved[i] = ARGV[a + 3]
+  if ARGV[a + 5] == '1' then
+    if amount > 0 then
+      if used >= limit then return {0, i - 1, used} end
+      if amount > limit - used then reserved[i] = string.format('%d', limit - used) end
+    end
+  elseif used + amount > limit then return {0, i - 1, used} end
 end
 local amounts = {}
 for i = 1, n do
-  local k, a = KEYS[3 + i], 3 + (i - 1) * 4
-  redis.call('INCRBY', k, ARGV[a + 3])
+  local k, a = KEYS[3 + i], 3 + (i - 1) * 5
+  redis.call('INCRBY', k, reserved[i])
   if redis.call('PTTL', k) == -1 then redis.call('PEXPIRE', k, ARGV[a + 4]) end
-  amounts[i] = {ARGV[a + 1], ARGV[a + 3]}
+  amounts[i] = {ARGV[a + 1], reserved[i]}
 end
 if rid ~= '' then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), rid)
   redis.call('HSET', KEYS[2], rid, cjson.encode(amounts))
 end
-return {1}
+table.insert(reserved, 1, 1)
+return reserved
 """
 
 # KEYS: zset, hash, settled marker, counters of the items...; ARGV: base, id, keep_ms, actual amounts...

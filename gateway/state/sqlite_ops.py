@@ -16,7 +16,15 @@ from typing import Iterator, Sequence
 
 import msgspec
 
-from gateway.state.base import ADMITTED, SETTLED_KEEP_MS, Admission, BudgetItem, Record
+from gateway.state.base import (
+    ADMITTED,
+    SETTLED_KEEP_MS,
+    Admission,
+    BudgetItem,
+    Record,
+    admitted,
+    reserved_amount,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires INTEGER) WITHOUT ROWID;
@@ -174,25 +182,28 @@ def reserve(conn: sqlite3.Connection, scope: str, items: Sequence[BudgetItem], r
         _sweep(conn, now)
         if rid is not None and _known(conn, scope, rid, now):
             return ADMITTED
+        amounts: list[int] = []
         for index, item in enumerate(items):
             row = conn.execute("SELECT used FROM counters WHERE scope = ? AND key = ? AND expires > ?",
                                (scope, item.key, now)).fetchone()
             used = row[0] if row is not None else 0
-            if used + item.amount > item.limit:
+            amount = reserved_amount(item, used)
+            if amount < 0:
                 return Admission(False, index, item.key, used, item.limit)
-        for item in items:
+            amounts.append(amount)
+        for item, amount in zip(items, amounts):
             conn.execute(
                 "INSERT INTO counters (scope, key, used, expires) VALUES (?, ?, ?, ?) ON CONFLICT (scope, key) "
                 "DO UPDATE SET used = CASE WHEN counters.expires > ? THEN counters.used + excluded.used "
                 "ELSE excluded.used END, expires = CASE WHEN counters.expires > ? THEN counters.expires "
                 "ELSE excluded.expires END",
-                (scope, item.key, item.amount, now + item.key_ttl_ms, now, now))
+                (scope, item.key, amount, now + item.key_ttl_ms, now, now))
         if rid is not None:
             assert ttl_ms is not None  # check_reserve: a reservation id comes with its ttl
-            amounts = _encode_amounts([(item.key, item.amount) for item in items])
             conn.execute("INSERT INTO reservations (scope, id, expires, amounts) VALUES (?, ?, ?, ?)",
-                         (scope, rid, now + ttl_ms, amounts))
-        return ADMITTED
+                         (scope, rid, now + ttl_ms,
+                          _encode_amounts([(item.key, a) for item, a in zip(items, amounts)])))
+        return admitted(items, amounts)
 
 
 def settle(conn: sqlite3.Connection, scope: str, rid: str, items: Sequence[BudgetItem], actual: Sequence[int],

@@ -198,3 +198,33 @@ def test_the_token_metric_is_labelled_with_the_usage_source(gateway, mock):
         time.sleep(0.2)
     for w in wanted:
         assert w in text, w
+
+
+@pytest.mark.parametrize("provider", TRANSLATED)
+@pytest.mark.parametrize("leave_after", [2, 4, 10])
+def test_a_stream_left_after_some_events_counts_the_text_of_every_event_relayed(gateway, mock, provider,
+                                                                             leave_after):
+    """Whichever path relayed them (vendorA relays aligned chunks as received, without splitting them), the text
+    of every event that reached the client before it left is counted, and nothing it never got."""
+    base, trace = mock.scenario([{"chunks": 40, "chunk_delay_ms": 150}]), new_trace()
+    conn, path = _conn(f"{gateway.url}/v1/chat/completions", 30)
+    conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}),
+                 headers=provider_headers(provider, base, trace))
+    resp = conn.getresponse()
+    assert resp.status == 200
+    text, seen = "", 0
+    for _ in range(400):
+        line = resp.readline()
+        if line.startswith(b"data: "):
+            seen += 1
+            text += msgspec.json.decode(line[6:])["choices"][0]["delta"].get("content") or ""
+            if seen == leave_after:
+                break
+    conn.sock.close()
+    conn.close()
+    assert seen == leave_after and text
+    item = log_of(gateway, trace)
+    assert item["status"] == 499 and item["usage_source"] == "estimated", item
+    assert item["prompt_tokens"] == PROMPT_ESTIMATE
+    # the events read, and at most the two or three more already on their way when the client closed
+    assert tokens_for(len(text)) <= item["completion_tokens"] <= tokens_for(len(text)) + 3, (text, item)

@@ -54,31 +54,39 @@ def test_prompt_tokens_of_chat_and_completions():
 @pytest.mark.parametrize("words", [["Hello"], ["Hello", " there", ",", " how", " are", " you", " today", "?"] * 5])
 def test_a_relayed_stream_is_estimated_close_to_its_text(words):
     events = [chunk(role=True), *(chunk(w) for w in words), chunk(finish="stop")]
-    relayed = b"".join(events)
-    sample = next(e for e in events if text_chars(e))
-    chars = relayed_text_chars(len(relayed), relayed.count(b"\n\n"), sample)
+    head, rest = events[0] + events[1], b"".join(events[2:])
+    chars = relayed_text_chars(head, len(rest), rest.count(b"\n\n"))
     text = "".join(words)
     assert abs(chars - len(text)) <= 12  # the role and finish events differ from a content event by a few bytes
     assert abs(tokens_for(chars) - tokens_for(len(text))) <= 3
 
 
 @pytest.mark.parametrize("opening", ["role-only", "role-with-text"])
-def test_the_sampled_start_counts_exactly_and_the_rest_by_a_content_envelope(opening):
-    """As the pipeline samples: the first chunks relayed. An opening event with the role and text together (cloudC)
+def test_the_kept_head_counts_exactly_and_the_rest_by_a_content_envelope(opening):
+    """As the pipeline keeps them: the first chunks relayed. An opening event with the role and text together (cloudC)
     has a larger envelope than a content event; measured on it, the rest would be undercounted to nothing."""
     words = ["Hello", " from", " the", " gateway", " mock", " upstream", ":", " this", " reply"] * 3
     first = chunk(role=True) if opening == "role-only" else chunk(words[0]).replace(
         b'"delta":{', b'"delta":{"role":"assistant",')
     events = [first, *(chunk(w) for w in words[opening == "role-with-text":]), chunk(finish="stop")]
-    relayed = b"".join(events)
-    chars = relayed_text_chars(len(relayed), relayed.count(b"\n\n"), b"".join(events[:3]))
+    rest = b"".join(events[3:])
+    chars = relayed_text_chars(b"".join(events[:3]), len(rest), rest.count(b"\n\n"))
     assert abs(chars - len("".join(words))) <= 12  # the finish event is a few bytes smaller than a content event
 
 
 def test_a_stream_with_no_text_relayed_estimates_none():
     role = chunk(role=True)
-    assert relayed_text_chars(len(role), 1, None) == 0
-    assert relayed_text_chars(0, 0, None) == 0
+    assert relayed_text_chars(role) == 0
+    assert relayed_text_chars(None) == 0
+    assert relayed_text_chars(role * 3, len(role), 1) == 0
+
+
+def test_a_head_whose_first_events_carry_no_text_still_counts_the_text_after_them():
+    """Opening events without text (the role, a tool call's name, empty deltas) do not hide the text that
+    follows: every kept event is read, not a fixed number of first chunks."""
+    words = [" one", " two", " three", " four"]
+    events = [chunk(role=True), chunk(""), chunk(""), chunk(""), *(chunk(w) for w in words)]
+    assert relayed_text_chars(b"".join(events)) == len("".join(words))
 
 
 def test_estimate_adds_up():

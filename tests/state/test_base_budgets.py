@@ -16,8 +16,8 @@ def scope() -> str:
     return "ws-" + uuid.uuid4().hex[:12]
 
 
-def item(key: str, limit: int, amount: int = 1, ttl_ms: int = HOUR_MS) -> BudgetItem:
-    return BudgetItem(key, limit, amount, ttl_ms)
+def item(key: str, limit: int, amount: int = 1, ttl_ms: int = HOUR_MS, cut: bool = False) -> BudgetItem:
+    return BudgetItem(key, limit, amount, ttl_ms, cut)
 
 
 async def test_reserve_admits_up_to_the_limit_then_names_the_counter(store):
@@ -127,3 +127,42 @@ async def test_concurrent_settles_of_one_id_apply_once(store):
 async def test_reserve_with_an_id_needs_a_ttl(store):
     with pytest.raises(ValueError):
         await store.reserve(scope(), [item("k", 1)], "id", None)
+
+
+async def test_a_cut_item_is_admitted_while_its_budget_is_not_spent_and_reserves_what_remains(store):
+    """A token or cost budget: an estimate larger than the whole budget still gets the first request in, with its
+    reservation cut to what remains; once spent, even the smallest estimate is refused."""
+    s = scope()
+    first = await store.reserve(s, [item("rpm", 10), item("tokens", 10, 1058, cut=True)], "r1", 60_000)
+    assert first.admitted and first.amounts == (1, 10)
+    assert await store.usage(s, ["rpm", "tokens"]) == [1, 10]
+    refused = await store.reserve(s, [item("rpm", 10), item("tokens", 10, 1, cut=True)], "r2", 60_000)
+    assert (refused.admitted, refused.index, refused.key, refused.used, refused.limit) == (False, 1, "tokens", 10, 10)
+    assert await store.usage(s, ["rpm", "tokens"]) == [1, 10]  # nothing changed
+    # settling replaces the cut reservation (10), not the estimate, by the real usage
+    assert await store.settle(s, "r1", [item("rpm", 10), item("tokens", 10, 10, cut=True)], [1, 4]) == "settled"
+    assert await store.usage(s, ["tokens"]) == [4]
+    whole = await store.reserve(s, [item("tokens", 10, 3, cut=True)], "r3", 60_000)
+    assert whole.admitted and whole.amounts == ()  # it fitted: nothing was cut
+    cut = await store.reserve(s, [item("tokens", 10, 50, cut=True)], "r4", 60_000)
+    assert cut.admitted and cut.amounts == (3,)
+    assert await store.usage(s, ["tokens"]) == [10]
+
+
+async def test_a_cut_item_of_amount_zero_passes_a_spent_budget_and_an_expired_cut_reservation_releases_its_cut(store):
+    s = scope()
+    assert (await store.reserve(s, [item("cost", 5, 9, ttl_ms=HOUR_MS, cut=True)], "r1", 150)).admitted
+    assert (await store.reserve(s, [item("cost", 5, 0, cut=True)])).admitted  # an unpriced model costs nothing
+    assert not (await store.reserve(s, [item("cost", 5, 1, cut=True)])).admitted
+    await asyncio.sleep(0.5)
+    assert await store.usage(s, ["cost"]) == [0]  # the 5 reserved, not the 9 asked, were released
+
+
+async def test_concurrent_cut_reserves_never_reserve_past_the_limit(store):
+    s = scope()
+    answers = await asyncio.gather(*(store.reserve(s, [item("tokens", 100, 30, cut=True)], f"r{i}", 60_000)
+                                     for i in range(20)))
+    admitted = [a for a in answers if a.admitted]
+    assert len(admitted) == 4  # 30 + 30 + 30 + the 10 left
+    assert sorted(a.amounts for a in admitted) == [(), (), (), (10,)]
+    assert await store.usage(s, ["tokens"]) == [100]
