@@ -27,9 +27,9 @@ import msgspec
 from gateway.schema.common import Usage
 
 CHARS_PER_TOKEN = 4
-#: the relayed bytes a stream keeps for the estimate (whole chunks, so possibly a chunk more); past them it only
-#: counts bytes and events
-HEAD_BYTES = 64 * 1024
+#: the relayed bytes a stream keeps for the estimate (whole chunks, so possibly a chunk more; small, since a worker
+#: holds thousands of streams at once); past them it only counts bytes and events
+HEAD_BYTES = 8 * 1024
 MESSAGE_OVERHEAD_TOKENS = 3
 _TEXT_KEYS = (b'"content":"', b'"text":"', b'"arguments":"', b'"reasoning_content":"')
 _encode = msgspec.json.encode
