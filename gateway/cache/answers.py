@@ -7,8 +7,10 @@ are capped), and 0 stores nothing. The expiry is kept in the entry as well as gi
 entry is never served past it whatever the backend's own clock does (and tests can move an injected clock).
 
 Reads and writes are bounded by the store's timeout; a store that cannot answer is a MISS, and a failed write is
-dropped (counted by the store as an error). Writes run in the background after the answer has gone out, at most
-``WRITES_MAX`` at once per worker (more are dropped); answers over ``MAX_ENTRY_BYTES`` are not stored.
+dropped (counted by the store as an error). An answer is written before the last byte of its response leaves
+(``put_now``), so the next request of the same client finds it on any worker or instance; the write runs as a
+task of its own (a client that leaves meanwhile does not cut it), at most ``WRITES_MAX`` at once per worker (more
+are dropped); answers over ``MAX_ENTRY_BYTES`` are not stored.
 """
 
 from __future__ import annotations
@@ -91,21 +93,39 @@ class ResponseCache:
             return False
         return True
 
+    async def put_now(self, key: str, answer: CachedAnswer,
+                      then: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Store ``answer``, then run ``then()`` when it was stored, and return when both are done. They run as a
+        task of their own, which a cancelled caller does not cancel (dropped when ``WRITES_MAX`` writes are already
+        running)."""
+        task = self.put_later(key, answer, then)
+        if task is not None:
+            await asyncio.shield(task)
+
     def put_later(self, key: str, answer: CachedAnswer,
-                  then: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Store ``answer`` in the background (dropped when ``WRITES_MAX`` writes are already running), then run
-        ``then()`` when it was stored."""
+                  then: Callable[[], Awaitable[None]] | None = None) -> asyncio.Task[None] | None:
+        """Store ``answer`` in the background, then run ``then()`` when it was stored; the task (None: dropped)."""
+        return self.background(lambda: self._put_then(key, answer, then))
+
+    def background(self, work: Callable[[], Awaitable[object]]) -> asyncio.Task[None] | None:
+        """Run ``work()`` as a task of its own (a cache write nobody waits for, or that must outlive a cancelled
+        caller); dropped (None) when ``WRITES_MAX`` writes are already running. A failure is logged."""
         if len(self._writes) >= WRITES_MAX:
             log.warning("cache write dropped: %d writes already running", len(self._writes))
-            return
-        task = asyncio.get_running_loop().create_task(self._put_quietly(key, answer, then))
+            return None
+        task = asyncio.get_running_loop().create_task(self._quietly(work))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        return task
 
-    async def _put_quietly(self, key: str, answer: CachedAnswer, then: Callable[[], Awaitable[None]] | None) -> None:
+    async def _put_then(self, key: str, answer: CachedAnswer, then: Callable[[], Awaitable[None]] | None) -> None:
+        if await self.put(key, answer) and then is not None:
+            await then()
+
+    @staticmethod
+    async def _quietly(work: Callable[[], Awaitable[object]]) -> None:
         try:
-            if await self.put(key, answer) and then is not None:
-                await then()
+            await work()
         except Exception:  # nobody awaits this task
             log.exception("cache write failed")
 

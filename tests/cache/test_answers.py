@@ -1,4 +1,5 @@
-"""Cached answers in the state store: expiry by the entry's own clock, max_age bounds, size bound, store failures."""
+"""Cached answers in the state store: expiry by the entry's own clock, max_age bounds, size bound, store failures,
+writes awaited or in the background."""
 
 from __future__ import annotations
 
@@ -63,12 +64,19 @@ async def test_a_store_that_cannot_answer_is_a_miss_and_a_dropped_write():
     assert not await cache.put("k", cache.entry(b"{}", "p", None, 60))
 
 
-async def test_background_writes_land_and_garbage_reads_as_a_miss():
+async def test_writes_land_awaited_or_in_the_background_and_garbage_reads_as_a_miss():
     store = MemoryStateStore()
     cache = ResponseCache(store)
     cache.put_later("k", cache.entry(b'{"b":2}', "p", None, 60))
     await cache.drain()
     assert (await cache.get("k")).body == b'{"b":2}'
+    published: list[str] = []
+
+    async def then() -> None:
+        published.append("now")
+
+    await cache.put_now("k2", cache.entry(b'{"c":3}', "p", None, 60), then)
+    assert (await cache.get("k2")).body == b'{"c":3}' and published == ["now"]  # both done on return
     await store.cache_set("bad", b"\x00not msgpack", 60_000)
     assert await cache.get("bad") is None
 
