@@ -205,6 +205,9 @@ class RequestSteps:
         config = node.config
         ctx = self.ctx
         self.max_age = max_age_s(cache.max_age)
+        if not self.max_age:  # no answer is young enough to serve, and none is stored
+            self.record.cache_status = "REFRESH" if ctx.cache_force_refresh else "MISS"
+            return None
         part = partition(ctx.workspace or "default", ctx.cache_namespace, ctx.metadata)
         self.cache_key = simple_key(part, config, self.endpoint, doc)
         semantic = cache.mode == "semantic"
@@ -214,7 +217,7 @@ class RequestSteps:
                 self._semantic_step(part, config, doc)
             return None
         self.record.cache_status = "MISS"
-        found = await self.shared.cache.get(self.cache_key)
+        found = await self.shared.cache.get(self.cache_key, self.max_age)
         status = "HIT"
         if found is None and semantic:
             found = await self._semantic_lookup(part, config, doc)
@@ -245,7 +248,7 @@ class RequestSteps:
         self._semantic = (spart, prompt, vector)
         await cache.synced(read)
         key = cache.search(spart, vector, prompt.literals)
-        return await self.shared.cache.get(key) if key is not None else None
+        return await self.shared.cache.get(key, self.max_age) if key is not None else None
 
     def _cached_outcome(self, found: CachedAnswer, status: str) -> JsonOutcome | StreamOutcome | None:
         if not self.stream:

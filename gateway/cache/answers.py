@@ -1,9 +1,11 @@
 """Cached answers in the state store's cache space, shared by every worker and instance using the store.
 
 An entry is the unified JSON answer (for a streamed request: the answer assembled from its chunks, see
-``stream.py``), the provider and model that gave it and its expiry, encoded with MessagePack. ``max_age`` is the
-config's ``cache.max_age`` in seconds: ``DEFAULT_MAX_AGE_S`` when unset, at most ``MAX_MAX_AGE_S`` (larger values
-are capped), and 0 stores nothing. The expiry is kept in the entry as well as given to the store as its TTL, so an
+``stream.py``), the provider and model that gave it, when it was stored and its expiry, encoded with MessagePack.
+``max_age`` is the config's ``cache.max_age`` in seconds: ``DEFAULT_MAX_AGE_S`` when unset, at most
+``MAX_MAX_AGE_S`` (larger values are capped). It bounds both sides: a writer's gives its entries their lifetime,
+and a reader is never served an entry older than its own (whoever stored it, for however long). ``0`` serves
+nothing and stores nothing. The expiry is kept in the entry as well as given to the store as its TTL, so an
 entry is never served past it whatever the backend's own clock does (and tests can move an injected clock).
 
 Reads and writes are bounded by the store's timeout; a store that cannot answer is a MISS, and a failed write is
@@ -64,8 +66,9 @@ class ResponseCache:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    async def get(self, key: str) -> CachedAnswer | None:
-        """The live entry under ``key``, else None (missing, expired, unreadable, or the store did not answer)."""
+    async def get(self, key: str, max_age: int) -> CachedAnswer | None:
+        """The live entry under ``key`` stored less than ``max_age`` seconds ago (the reader's ``max_age_s``), else
+        None (missing, expired, older, unreadable, or the store did not answer)."""
         try:
             raw = await self.store.cache_get(key)
         except StateStoreError:
@@ -76,7 +79,8 @@ class ResponseCache:
             answer = _decode(raw)
         except msgspec.DecodeError:
             return None
-        return answer if answer.expires_ms > self.now_ms() else None
+        now = self.now_ms()
+        return answer if answer.expires_ms > now and now - answer.stored_ms < max_age * 1000 else None
 
     def entry(self, body: bytes, provider: str, model: str | None, max_age: int) -> CachedAnswer:
         now = self.now_ms()

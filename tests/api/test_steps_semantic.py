@@ -248,3 +248,17 @@ def test_a_sequential_client_finds_its_own_answer_on_another_instance(shared_red
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_reader_is_never_served_a_semantic_answer_older_than_its_own_max_age(gateway, mock):
+    base = mock.scenario()
+    cfg = config(base)
+    warm_up(gateway.url, cfg)
+    long, short, never = ({**cfg, "cache": {"mode": "semantic", "max_age": age}} for age in (60, 1, 0))
+    namespace = f"age-{time.monotonic_ns()}"
+    assert status_of(ask(gateway.url, long, QUESTION, namespace)) == "MISS"
+    assert status_of(ask(gateway.url, short, PARAPHRASE, namespace)) == "SEMANTIC_HIT"
+    assert status_of(ask(gateway.url, never, PARAPHRASE, namespace)) == "MISS"
+    time.sleep(1.3)
+    assert status_of(ask(gateway.url, long, PARAPHRASE, namespace)) == "SEMANTIC_HIT"
+    assert status_of(ask(gateway.url, short, PARAPHRASE, namespace)) == "MISS"  # stored 1.3 s ago
