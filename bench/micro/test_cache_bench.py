@@ -42,7 +42,7 @@ def test_hit_read_and_decode(benchmark):
     cache = ResponseCache(MemoryStateStore())
     body = json.dumps(ANSWER).encode()
     loop.run_until_complete(cache.put("k", cache.entry(body, "vendorA", "gpt-x-mini", 3600)))
-    found = benchmark(lambda: loop.run_until_complete(cache.get("k")))
+    found = benchmark(lambda: loop.run_until_complete(cache.get("k", 3600)))
     loop.close()
     assert found is not None and found.body == body
 

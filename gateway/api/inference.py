@@ -374,6 +374,8 @@ class Pipeline:
                 record.error = broken.message
                 await end_stream(send, error_event(broken) + DONE)
                 return
+            if record.hooks is not None:  # the cache stores the answer before the last byte leaves
+                await record.hooks.stream_ended(record)
             await end_stream(send, tail + DONE)
             head.append(tail)
         except asyncio.CancelledError:

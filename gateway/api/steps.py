@@ -6,7 +6,8 @@ guardrails (run once per request for the same items, whichever target inherits t
 ``x-gateway-cache-force-refresh: true``): the exact key, then for ``mode: semantic`` the semantic step
 (``gateway.cache.semantic``; its embedder and index are made at the worker's first semantic request). On the
 answer: after-request hooks and output guardrails on the whole answer, ``hook_results`` added and the status set
-(446 / 246 / 200), then the answer stored in the cache once it has gone out.
+(446 / 246 / 200), then the answer stored in the cache before the last byte of the response leaves (a JSON
+answer before it is sent, a stream before its final ``[DONE]``), so the client's next request finds it.
 
 Streams: a cached answer is replayed as SSE (``gateway.cache.stream``). An upstream stream flows event by event with
 ``hook_results`` in its first chunk, unless an output item can deny or redact: then the whole stream is read before
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import msgspec
 
@@ -159,7 +160,7 @@ class RequestSteps:
 
     __slots__ = ("shared", "ctx", "endpoint", "request", "stream", "record", "results", "feedback", "background",
                  "async_results", "_before", "node", "view", "cache_key", "max_age", "hit", "answer_doc", "tap",
-                 "held", "_store", "_semantic")
+                 "held", "_semantic")
 
     def __init__(self, shared: PipelineSteps, ctx: RequestContext, endpoint: str, request: Any, stream: bool,
                  record: RequestRecord) -> None:
@@ -183,7 +184,6 @@ class RequestSteps:
         self.answer_doc: Any = None
         self.tap: AnswerTap | None = None
         self.held = False
-        self._store: CachedAnswer | None = None
         #: (partition, prompt, vector or None) of a semantic request, to publish its entry with the answer
         self._semantic: tuple[bytes, SemanticPrompt, Any] | None = None
 
@@ -231,6 +231,9 @@ class RequestSteps:
         config = node.config
         ctx = self.ctx
         self.max_age = max_age_s(cache.max_age)
+        if not self.max_age:  # no answer is young enough to serve, and none is stored
+            self.record.cache_status = "REFRESH" if ctx.cache_force_refresh else "MISS"
+            return None
         part = partition(ctx.workspace or "default", ctx.cache_namespace, ctx.metadata)
         self.cache_key = simple_key(part, config, self.endpoint, doc)
         semantic = cache.mode == "semantic"
@@ -240,7 +243,7 @@ class RequestSteps:
                 self._semantic_step(part, config, doc)
             return None
         self.record.cache_status = "MISS"
-        found = await self.shared.cache.get(self.cache_key)
+        found = await self.shared.cache.get(self.cache_key, self.max_age)
         status = "HIT"
         if found is None and semantic:
             found = await self._semantic_lookup(part, config, doc)
@@ -264,12 +267,14 @@ class RequestSteps:
         assert self._semantic is not None
         spart = self._semantic[0]
         cache = self.shared.semantic
+        read = cache.read_soon()  # the entries stored since the last read, read while the prompt is embedded
         vector = await cache.embed(prompt.text)
         if vector is None:
             return None
         self._semantic = (spart, prompt, vector)
+        await cache.synced(read)
         key = cache.search(spart, vector, prompt.literals)
-        return await self.shared.cache.get(key) if key is not None else None
+        return await self.shared.cache.get(key, self.max_age) if key is not None else None
 
     def _cached_outcome(self, found: CachedAnswer, status: str) -> JsonOutcome | StreamOutcome | None:
         if not self.stream:
@@ -342,8 +347,8 @@ class RequestSteps:
             phase = await self._after(GuardrailAnswer(json=_decode(body)))
             if phase.body is not None:
                 outcome.body = _encode(phase.body)
-        if self.cache_key is not None and not self.hit:
-            self._store = self.shared.cache.entry(body, outcome.provider, outcome.model, self.max_age)
+        if self.cache_key is not None and not self.hit and outcome.status < 400:
+            await self._store_now(self.shared.cache.entry(body, outcome.provider, outcome.model, self.max_age))
         if self.results.ran:
             outcome.body = attach_hook_results(outcome.body, self.results)
             outcome.status = self.results.status
@@ -384,8 +389,9 @@ class RequestSteps:
         if phase.body is not None:
             events = replay(phase.body, self.endpoint, self._include_usage())
         whole = with_usage(assembler.answer(), transformer.usage)
-        if self.cache_key is not None and whole is not None:
-            self._store = self.shared.cache.entry(_encode(whole), outcome.provider, outcome.model, self.max_age)
+        if self.cache_key is not None and whole is not None and self.results.status < 400:
+            await self._store_now(self.shared.cache.entry(_encode(whole), outcome.provider, outcome.model,
+                                                          self.max_age))
         if self.results.ran:
             events = first_with(events, self.results)
         return replayed(events, outcome.provider, outcome.model, transformer.usage, self.results.status)
@@ -393,42 +399,59 @@ class RequestSteps:
     def response_headers(self) -> list[tuple[bytes, bytes]]:
         return [HELD_HEADER] if self.held else []
 
+    async def stream_ended(self, record: RequestRecord) -> None:
+        """A relayed stream ended well: store its answer (called before its final ``[DONE]`` is sent)."""
+        tap = self.tap
+        if tap is None or not tap.complete or self.cache_key is None or self.hit or record.status >= 400:
+            return
+        whole = with_usage(tap.assembler.answer(), tap.usage)
+        if whole is not None:
+            await self._store_now(self.shared.cache.entry(_encode(whole), record.provider or "", record.model,
+                                                          self.max_age))
+
+    async def _store_now(self, entry: CachedAnswer) -> None:
+        """Store ``entry`` under the request's key and publish a semantic request's entry; returns once both are
+        in the store (a client that leaves meanwhile does not cut them)."""
+        key = self.cache_key
+        assert key is not None
+        await self.shared.cache.put_now(key, entry, self._publisher(key, entry))
+
     # --- after the answer has gone --------------------------------------------------------------------------------
 
     def finish(self, record: RequestRecord, recorder: Any) -> None:
-        """Store the answer, start a flowed stream's output checks, and write the log line (now, or once the
-        async items are done)."""
+        """Start a flowed stream's output checks, and write the log line (now, or once the async items are
+        done)."""
         if self.hit:  # a cached answer spent no tokens
             record.usage = None
             record.usage_source = "none"
             record.answer = None
             record.relayed_head = None
             record.relayed_rest_bytes = record.relayed_rest_events = 0
-        cache = self.shared.cache
         flowed: dict[str, Any] | None = None
         tap = self.tap
         if tap is not None and tap.complete and record.error is None:
-            if self.cache_key is not None and not self.hit:
-                whole = with_usage(tap.assembler.answer(), tap.usage)
-                if whole is not None:
-                    self._store = cache.entry(_encode(whole), record.provider or "", record.model, self.max_age)
             node = self.node
             if node is not None and node.has_steps and self.shared.runner.has_after(node.config):
                 flowed = tap.assembler.answer(whole=False)
-        if self._store is not None and self.cache_key is not None and record.status < 400:
-            cache.put_later(self.cache_key, self._store, self._publisher(self.cache_key, self._store))
         if flowed is not None or self.background:
             self.shared.record_later(self, record, recorder, flowed)
         else:
             recorder.record(record)
 
-    def _publisher(self, key: str, entry: CachedAnswer) -> Callable[[], Any] | None:
-        """What publishes a semantic request's entry once its answer is stored (None for other requests)."""
+    def _publisher(self, key: str, entry: CachedAnswer) -> Callable[[], Awaitable[None]] | None:
+        """What publishes a semantic request's entry once its answer is stored (None for other requests): with the
+        lookup's vector, else after one embedding; when none can be made now (a busy pool), in the background."""
         if self._semantic is None:
             return None
         spart, prompt, vector = self._semantic
         semantic = self.shared.semantic
-        return lambda: semantic.publish(spart, key, prompt, vector, entry.expires_ms)
+        cache = self.shared.cache
+
+        async def publish() -> None:
+            if not await semantic.publish(spart, key, prompt, vector, entry.expires_ms, tries=1):
+                cache.background(lambda: semantic.publish(spart, key, prompt, None, entry.expires_ms, retrying=True))
+
+        return publish
 
     async def settle(self, record: RequestRecord, recorder: Any, flowed: dict[str, Any] | None) -> None:
         """Run a flowed stream's output checks and wait for async items, then write the log line."""

@@ -1,14 +1,18 @@
 """Cached answers in the state store's cache space, shared by every worker and instance using the store.
 
 An entry is the unified JSON answer (for a streamed request: the answer assembled from its chunks, see
-``stream.py``), the provider and model that gave it and its expiry, encoded with MessagePack. ``max_age`` is the
-config's ``cache.max_age`` in seconds: ``DEFAULT_MAX_AGE_S`` when unset, at most ``MAX_MAX_AGE_S`` (larger values
-are capped), and 0 stores nothing. The expiry is kept in the entry as well as given to the store as its TTL, so an
+``stream.py``), the provider and model that gave it, when it was stored and its expiry, encoded with MessagePack.
+``max_age`` is the config's ``cache.max_age`` in seconds: ``DEFAULT_MAX_AGE_S`` when unset, at most
+``MAX_MAX_AGE_S`` (larger values are capped). It bounds both sides: a writer's gives its entries their lifetime,
+and a reader is never served an entry older than its own (whoever stored it, for however long). ``0`` serves
+nothing and stores nothing. The expiry is kept in the entry as well as given to the store as its TTL, so an
 entry is never served past it whatever the backend's own clock does (and tests can move an injected clock).
 
 Reads and writes are bounded by the store's timeout; a store that cannot answer is a MISS, and a failed write is
-dropped (counted by the store as an error). Writes run in the background after the answer has gone out, at most
-``WRITES_MAX`` at once per worker (more are dropped); answers over ``MAX_ENTRY_BYTES`` are not stored.
+dropped (counted by the store as an error). An answer is written before the last byte of its response leaves
+(``put_now``), so the next request of the same client finds it on any worker or instance; the write runs as a
+task of its own (a client that leaves meanwhile does not cut it), at most ``WRITES_MAX`` at once per worker (more
+are dropped); answers over ``MAX_ENTRY_BYTES`` are not stored.
 """
 
 from __future__ import annotations
@@ -62,8 +66,9 @@ class ResponseCache:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    async def get(self, key: str) -> CachedAnswer | None:
-        """The live entry under ``key``, else None (missing, expired, unreadable, or the store did not answer)."""
+    async def get(self, key: str, max_age: int) -> CachedAnswer | None:
+        """The live entry under ``key`` stored less than ``max_age`` seconds ago (the reader's ``max_age_s``), else
+        None (missing, expired, older, unreadable, or the store did not answer)."""
         try:
             raw = await self.store.cache_get(key)
         except StateStoreError:
@@ -74,7 +79,8 @@ class ResponseCache:
             answer = _decode(raw)
         except msgspec.DecodeError:
             return None
-        return answer if answer.expires_ms > self.now_ms() else None
+        now = self.now_ms()
+        return answer if answer.expires_ms > now and now - answer.stored_ms < max_age * 1000 else None
 
     def entry(self, body: bytes, provider: str, model: str | None, max_age: int) -> CachedAnswer:
         now = self.now_ms()
@@ -91,21 +97,39 @@ class ResponseCache:
             return False
         return True
 
+    async def put_now(self, key: str, answer: CachedAnswer,
+                      then: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Store ``answer``, then run ``then()`` when it was stored, and return when both are done. They run as a
+        task of their own, which a cancelled caller does not cancel (dropped when ``WRITES_MAX`` writes are already
+        running)."""
+        task = self.put_later(key, answer, then)
+        if task is not None:
+            await asyncio.shield(task)
+
     def put_later(self, key: str, answer: CachedAnswer,
-                  then: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Store ``answer`` in the background (dropped when ``WRITES_MAX`` writes are already running), then run
-        ``then()`` when it was stored."""
+                  then: Callable[[], Awaitable[None]] | None = None) -> asyncio.Task[None] | None:
+        """Store ``answer`` in the background, then run ``then()`` when it was stored; the task (None: dropped)."""
+        return self.background(lambda: self._put_then(key, answer, then))
+
+    def background(self, work: Callable[[], Awaitable[object]]) -> asyncio.Task[None] | None:
+        """Run ``work()`` as a task of its own (a cache write nobody waits for, or that must outlive a cancelled
+        caller); dropped (None) when ``WRITES_MAX`` writes are already running. A failure is logged."""
         if len(self._writes) >= WRITES_MAX:
             log.warning("cache write dropped: %d writes already running", len(self._writes))
-            return
-        task = asyncio.get_running_loop().create_task(self._put_quietly(key, answer, then))
+            return None
+        task = asyncio.get_running_loop().create_task(self._quietly(work))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        return task
 
-    async def _put_quietly(self, key: str, answer: CachedAnswer, then: Callable[[], Awaitable[None]] | None) -> None:
+    async def _put_then(self, key: str, answer: CachedAnswer, then: Callable[[], Awaitable[None]] | None) -> None:
+        if await self.put(key, answer) and then is not None:
+            await then()
+
+    @staticmethod
+    async def _quietly(work: Callable[[], Awaitable[object]]) -> None:
         try:
-            if await self.put(key, answer) and then is not None:
-                await then()
+            await work()
         except Exception:  # nobody awaits this task
             log.exception("cache write failed")
 

@@ -10,15 +10,16 @@ A hit is the partition's best entry at or above ``GATEWAY_SEMANTIC_CACHE_THRESHO
 the same literals (``literals.py``: numbers and quoted strings), and whose answer is still in the cache space. Its
 answer is the one stored under that entry's exact key.
 
-Entries: when a semantic request's answer is stored, its entry (partition, exact key, model, int8 vector and
-scale, literals, expiry) is appended to the store's ``semantic`` log (the newest
-GATEWAY_SEMANTIC_CACHE_MAX_ENTRIES kept), and the answer is stored under the exact key as a simple entry. Each
-worker starts following the log at its first embedding: it reads what the log holds, then polls it every
-``POLL_S`` (0.25 s), so an entry stored by any worker or instance is found by every other within about a quarter
-of a second plus one store round trip, and at most a second while the store answers. Expired entries are purged
-from the index every ``PURGE_S``. A store that cannot be read leaves the index as it is (lookups go on; new
-entries arrive when it answers again). Index updates run on the event loop in batches of ``BATCH`` that yield
-between them, so a worker catching up with a long log keeps serving.
+Entries: when a semantic request's answer is stored (before the last byte of its response leaves), its entry
+(partition, exact key, model, int8 vector and scale, literals, expiry) is appended to the store's ``semantic`` log
+(the newest GATEWAY_SEMANTIC_CACHE_MAX_ENTRIES kept), and the answer is stored under the exact key as a simple
+entry. Each worker starts following the log at its first embedding: it reads what the log holds, then polls it
+every ``POLL_S`` (0.25 s). A lookup also reads the log's new entries itself (``read_soon``, started while its
+prompt is embedded, and awaited for at most ``SYNC_WAIT_S`` before the search), so a client finds the answer
+it was just given on any worker or instance. Reads never overlap: callers that come while one runs share the
+next. Expired entries are purged from the index every ``PURGE_S``. A store that cannot be read leaves the index
+as it is (lookups go on; new entries arrive when it answers again). Index updates run on the event loop in
+batches of ``BATCH`` that yield between them, so a worker catching up with a long log keeps serving.
 
 Embedding (the local model or a provider, see ``provider_embedder.py``) never runs on the event loop and is
 bounded: a full pool or a slow embedding is a MISS.
@@ -50,6 +51,8 @@ READ_LIMIT = 1000
 BATCH = 200
 PUBLISH_TRIES = 4
 PUBLISH_RETRY_S = 0.5
+#: the longest a lookup waits for the read of the log's new entries
+SYNC_WAIT_S = 0.5
 
 _encode_sorted = msgspec.json.Encoder(order="sorted").encode
 
@@ -106,6 +109,10 @@ class SemanticCache:
         self._index: Any = None
         self._literals: dict[str, tuple[str, ...]] = {}
         self._follower: asyncio.Task[None] | None = None
+        self._reading = asyncio.Lock()
+        #: the read that has not started yet (every caller until it starts shares it), and every read task
+        self._next_read: asyncio.Task[None] | None = None
+        self._reads: set[asyncio.Task[None]] = set()
 
     @property
     def model_id(self) -> str:
@@ -138,17 +145,20 @@ class SemanticCache:
 
     # --- publishing ---------------------------------------------------------------------------------------------
 
-    async def publish(self, partition: bytes, key: str, prompt: SemanticPrompt, vector: Any, expires_ms: int) -> None:
+    async def publish(self, partition: bytes, key: str, prompt: SemanticPrompt, vector: Any, expires_ms: int,
+                      tries: int = PUBLISH_TRIES, retrying: bool = False) -> bool:
         """Append the entry of an answer just stored under ``key``, embedding the prompt first when the lookup could
-        not (off the request path: a busy pool or a model still loading gets ``PUBLISH_TRIES`` tries)."""
-        for attempt in range(PUBLISH_TRIES):
+        not (a busy pool or a model still loading gets ``tries`` tries, ``PUBLISH_RETRY_S`` apart, the first one
+        too when ``retrying``). False when no vector could be made (nothing appended); a store that fails the
+        append drops the entry."""
+        for attempt in range(tries):
             if vector is not None:
                 break
-            if attempt:
+            if attempt or retrying:
                 await asyncio.sleep(PUBLISH_RETRY_S)
             vector = await self.embed(prompt.text)
         if vector is None:
-            return
+            return False
         codes, scale = _speedups.similarity.quantise(numpy().asarray(vector, dtype="float32"))
         entry = SemanticEntry(partition, key, self.model_id, codes.tobytes(), float(scale), list(prompt.literals),
                               expires_ms)
@@ -156,13 +166,32 @@ class SemanticCache:
             await self.store.log_append(LOG_NAME, _encode_entry(entry), self.max_entries)
         except StateStoreError:
             pass
+        return True
 
     # --- following the store ------------------------------------------------------------------------------------
 
-    async def _follow(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_purge = loop.time() + PURGE_S
-        while True:
+    def read_soon(self) -> asyncio.Task[None] | None:
+        """A read of the log's new entries into the index that starts now, or as soon as the running one has ended
+        (so it sees every entry stored before this call); None until this worker follows the log."""
+        if self._follower is None:
+            return None
+        task = self._next_read
+        if task is None:
+            task = self._next_read = asyncio.get_running_loop().create_task(self._read())
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+        return task
+
+    async def synced(self, read: asyncio.Task[None] | None) -> None:
+        """Wait (at most ``SYNC_WAIT_S``, never cancelling it) for ``read``, a ``read_soon()`` task (None: one
+        started now): the index then holds every entry stored before that read was asked for."""
+        task = read if read is not None else self.read_soon()
+        if task is not None and not task.done():
+            await asyncio.wait((task,), timeout=SYNC_WAIT_S)
+
+    async def _read(self) -> None:
+        async with self._reading:
+            self._next_read = None  # from now on a caller needs the read after this one
             try:
                 while await self.catch_up() >= READ_LIMIT:
                     pass
@@ -170,6 +199,14 @@ class SemanticCache:
                 raise
             except Exception:  # the follower must outlive one bad read
                 log.exception("semantic cache: reading new entries failed")
+
+    async def _follow(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_purge = loop.time() + PURGE_S
+        while True:
+            read = self.read_soon()
+            if read is not None:
+                await asyncio.wait((read,))  # a cancelled follower leaves a read others may share
             if loop.time() >= next_purge:
                 self.purge()
                 next_purge = loop.time() + PURGE_S
@@ -227,4 +264,9 @@ class SemanticCache:
             except asyncio.CancelledError:
                 pass
             self._follower = None
+        for task in list(self._reads):
+            task.cancel()
+        if self._reads:
+            await asyncio.wait(set(self._reads))
+        self._next_read = None
         await self.embedder.close()

@@ -251,3 +251,40 @@ def test_instances_sharing_redis_share_one_cache(redis_pair, mock):
     _, resp_headers, events = stream(second.url, cfg)
     assert resp_headers["x-gateway-cache-status"] == "HIT" and streamed_text(events)
     assert mock.calls(base)["calls"] == 1
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def any_store(request):
+    """The session gateway (embedded store), or a gateway on the test Redis."""
+    if request.param == "embedded":
+        yield request.getfixturevalue("gateway")
+        return
+    server = start_gateway(request.getfixturevalue("shared_redis"))
+    try:
+        assert request_json(server.url + "/health")["state"]["backend"] == "redis"
+        yield server
+    finally:
+        server.stop()
+
+
+def request_json(url: str) -> dict:
+    return request("GET", url).json()
+
+
+def test_a_reader_is_never_served_an_answer_older_than_its_own_max_age(any_store, mock):
+    url = any_store.url
+    base = mock.scenario()
+    long, short, never = (config(base, cache={"mode": "simple", "max_age": age}) for age in (60, 1, 0))
+    first = chat(url, long)
+    assert status_of(first) == "MISS"  # stored for 60 s
+    assert status_of(chat(url, short)) == "HIT"  # younger than 1 s
+    assert status_of(chat(url, never)) == "MISS"  # max_age 0: never answered from the cache...
+    assert chat(url, long).json() == first.json()  # ...and stores nothing
+    time.sleep(1.3)
+    assert status_of(chat(url, long)) == "HIT"
+    assert status_of(chat(url, short)) == "MISS"  # stored 1.3 s ago: too old for this reader
+    assert status_of(chat(url, short)) == "HIT"  # its own answer, stored now
+    assert status_of(chat(url, never, **{"x-gateway-cache-force-refresh": "true"})) == "REFRESH"
+    _, resp_headers, _ = stream(url, never)
+    assert resp_headers["x-gateway-cache-status"] == "MISS"
+    assert mock.calls(base)["calls"] == 5

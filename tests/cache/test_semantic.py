@@ -137,3 +137,19 @@ def test_the_partition_is_everything_but_the_embedded_text():
     assert sp.text == "What is a gateway?"
     assert semantic_prompt("embeddings", {"input": "x"}) is None
     assert semantic_prompt("chat", {"messages": [{"role": "assistant", "content": "x"}]}) is None
+
+
+async def test_a_lookup_reads_what_was_stored_before_it_without_waiting_for_the_poll():
+    store = MemoryStateStore()
+    embedder = FakeEmbedder()
+    writer, reader = await make(store, embedder), await make(store, embedder)
+    vector = embedder.set("q", 0.3, 1.0)
+    assert reader.read_soon() is None  # not following the log before its first vector
+    assert await reader.embed("q") is not None
+    await reader.synced(None)  # the follower's first read, or one of its own
+    await writer.publish(b"p", "k", prompt("q"), vector, int((writer.clock() + 60) * 1000))
+    read = reader.read_soon()
+    assert read is not None and reader.read_soon() is read  # callers before a read starts share it
+    await reader.synced(read)
+    assert reader.search(b"p", vector, ()) == "k"  # long before the next poll
+    await reader.close()
