@@ -115,3 +115,11 @@ def test_every_answer_carries_the_cache_status(gateway, method, path, status):
                    headers={"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"})
     assert resp.status == status, resp.text
     assert resp.all("x-gateway-cache-status") == ["DISABLED"]
+
+
+def test_a_malformed_config_header_says_json_in_capitals(gateway):
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, {"x-gateway-api-key": ADMIN_KEY,
+                                                             "x-gateway-config": "{nope"})
+    assert resp.status == 400
+    message = resp.json()["error"]["message"]
+    assert "not valid JSON (JSON is malformed" in message and "jSON" not in message
