@@ -27,12 +27,16 @@ import socket
 import aiohttp
 from yarl import URL
 
+from gateway import USER_AGENT
 from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable, mid_sentence
 from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
 from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
+
+#: every call the gateway makes (providers, webhooks, JWKS, token exchanges) names it, unless the request sets its own
+_SESSION_HEADERS = {"user-agent": USER_AGENT}
 
 
 class UpstreamClient:
@@ -67,7 +71,7 @@ class UpstreamClient:
 
     async def start(self) -> None:
         self.session = aiohttp.ClientSession(connector=self._connector(), timeout=self._timeout,
-                                             auto_decompress=True)
+                                             auto_decompress=True, headers=_SESSION_HEADERS)
 
     async def close(self) -> None:
         for session in (self.session, self._fresh):
@@ -124,7 +128,7 @@ class UpstreamClient:
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(connector=self._connector(fresh=True), timeout=self._timeout,
-                                                auto_decompress=True)
+                                                auto_decompress=True, headers=_SESSION_HEADERS)
         return self._fresh
 
 
