@@ -46,8 +46,9 @@ def check_flagged(flagged: dict) -> None:
 def test_the_openai_sdk_example_reads_hook_results_of_446_and_246(gateway, mock):
     names = run_example("hook_results with the openai SDK", gateway, mock)
     check_denied(names["denied"])
-    assert names["status"] == 246
+    assert names["status"] == 246 and names["answer"].choices[0].message.content
     check_flagged(names["flagged"])
+    check_flagged(names["completion"].model_extra["hook_results"])
     check_flagged(names["streamed"])
 
 
