@@ -62,7 +62,7 @@ def with_cache_status(handler: ASGIApp) -> ASGIApp:
     async def answer(scope: Scope, receive: Receive, send: Send) -> None:
         async def send_marked(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = message["headers"]
+                headers = message.get("headers") or ()
                 if not any(name == CACHE_DISABLED[0] for name, _ in headers):
                     message = {**message, "headers": [*headers, CACHE_DISABLED]}
             await send(message)

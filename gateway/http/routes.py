@@ -10,19 +10,20 @@ Every ``GET`` route answers ``HEAD`` too (``HeadOf``): the GET's status and head
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gateway.http.errors import GatewayError, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error
 from gateway.http.types import ASGIApp, Message, Receive, Scope, Send
 
 Handler = ASGIApp  # ``await handler(scope, receive, send)``
-_END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 class _Answered(Exception):
     """The HEAD answer is out: raised from ``send`` to stop the GET handler that made it."""
 
 
-def _sized_or_stream(headers: list[tuple[bytes, bytes]]) -> bool:
+def _sized_or_stream(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     for name, value in headers:
         if name == b"content-length" or (name == b"content-type" and value.startswith(b"text/event-stream")):
             return True
@@ -52,7 +53,7 @@ class HeadOf:
                 raise _Answered
             kind = message["type"]
             if kind == "http.response.start":
-                if not _sized_or_stream(message["headers"]):
+                if not _sized_or_stream(message.get("headers") or ()):
                     held.append(message)
                     return
                 start = message
@@ -60,13 +61,13 @@ class HeadOf:
                 start = held.pop()
                 if not message.get("more_body", False):
                     length = str(len(message.get("body", b""))).encode()
-                    start = {**start, "headers": [*start["headers"], (b"content-length", length)]}
+                    start = {**start, "headers": [*(start.get("headers") or ()), (b"content-length", length)]}
             else:
                 await send(message)
                 return
             done = True
             await send(start)
-            await send(_END)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
             raise _Answered
 
         try:

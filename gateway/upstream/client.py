@@ -36,7 +36,7 @@ from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
 
 #: every call the gateway makes (providers, webhooks, JWKS, token exchanges) names it, unless the request sets its own
-_SESSION_HEADERS = {"user-agent": USER_AGENT}
+_SESSION_HEADERS = (("user-agent", USER_AGENT),)
 
 
 class UpstreamClient:
