@@ -25,7 +25,7 @@ from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
 from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
-from gateway.http.respond import send_error
+from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
@@ -67,8 +67,9 @@ class GatewayApp:
         self.add("GET", "/ready", ReadyEndpoint(runtime))
 
     def add(self, method: str, path: str, handler: ASGIApp) -> None:
-        """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``."""
-        self.routes.add(method, path, handler)
+        """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``. Every answer
+        carries ``x-gateway-cache-status``: an inference pipeline sets it, other handlers get ``DISABLED``."""
+        self.routes.add(method, path, handler if isinstance(handler, Pipeline) else with_cache_status(handler))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -83,9 +84,9 @@ class GatewayApp:
             try:
                 await handler(scope, receive, send)
             except GatewayError as error:
-                await send_error(send, error)
+                await send_error(send, error, [CACHE_DISABLED])
             except Exception as exc:  # noqa: BLE001 - a bug still answers in the one error format
-                await send_error(send, internal_error(exc))
+                await send_error(send, internal_error(exc), [CACHE_DISABLED])
             return
         if kind == "lifespan":
             await self._lifespan(receive, send)
@@ -106,9 +107,9 @@ class GatewayApp:
         if methods:
             allow = ", ".join(sorted(methods)).encode()
             error = MethodNotAllowed(f"{scope['method']} is not allowed on {path}; allowed: {allow.decode()}")
-            await send_error(send, error, [(b"allow", allow)])
+            await send_error(send, error, [(b"allow", allow), CACHE_DISABLED])
         else:
-            await send_error(send, NotFound(f"no route for {scope['method']} {path}"))
+            await send_error(send, NotFound(f"no route for {scope['method']} {path}"), [CACHE_DISABLED])
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 import msgspec
 
+from gateway.http.errors import mid_sentence
 from gateway.state.redis_url import check_redis_url
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -266,7 +267,7 @@ def _explain(exc: msgspec.ValidationError, values: Mapping[str, Any], source: Ma
     name = where.rstrip("`")
     if name not in source:
         return message
-    detail = message[:1].lower() + message[1:]
+    detail = mid_sentence(message)
     if ", got " in detail:  # a type error: say what was given rather than its type
         detail = detail.partition(", got ")[0]
     given = repr(values[name])

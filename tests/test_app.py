@@ -64,3 +64,62 @@ def test_a_module_that_fails_to_import_stops_the_start_with_its_traceback(tmp_pa
                           text=True, timeout=60)
     assert done.returncode != 0
     assert "Traceback" in done.stderr and f"simulated failure importing {module}" in done.stderr
+
+
+HEAD_ROUTES = ["/health", "/ready", "/console", "/console/main.js", "/v1/models", "/v1/configs", "/v1/logs",
+               "/metrics", "/v1/configs/cfg-none", "/v1/prompts", "/v1/files"]
+
+
+@pytest.mark.parametrize("path", HEAD_ROUTES)
+def test_head_answers_like_the_get_without_a_body(gateway, path):
+    key = {"x-gateway-api-key": ADMIN_KEY}
+    got = request("GET", gateway.url + path, headers=key)
+    head = request("HEAD", gateway.url + path, headers=key)
+    assert head.status == got.status and head.body == b""
+    skip = {"date", "x-gateway-trace-id", "content-length"}
+    assert {k: v for k, v in head.headers.items() if k not in skip} == \
+        {k: v for k, v in got.headers.items() if k not in skip}
+    assert head.headers["content-length"] == str(len(got.body))
+    assert head.headers["x-gateway-cache-status"] == "DISABLED"
+
+
+def test_head_without_a_key_answers_the_gets_401(gateway):
+    head = request("HEAD", f"{gateway.url}/v1/configs")
+    assert head.status == 401 and head.body == b""
+    assert head.headers["content-length"] == str(len(request("GET", f"{gateway.url}/v1/configs").body))
+
+
+def test_head_of_a_post_route_is_405_naming_the_allowed_methods(gateway):
+    head = request("HEAD", f"{gateway.url}/v1/chat/completions", headers={"x-gateway-api-key": ADMIN_KEY})
+    assert head.status == 405 and head.headers["allow"] == "POST" and head.body == b""
+    head = request("HEAD", f"{gateway.url}/v1/nothing", headers={"x-gateway-api-key": ADMIN_KEY})
+    assert head.status == 404 and head.body == b"" and head.headers["x-gateway-cache-status"] == "DISABLED"
+    assert request("PUT", f"{gateway.url}/health").headers["allow"] == "GET, HEAD"
+
+
+def test_head_of_the_endless_log_stream_answers_its_head_at_once(gateway):
+    head = request("HEAD", f"{gateway.url}/v1/logs/stream", headers={"x-gateway-api-key": ADMIN_KEY}, timeout=10)
+    assert head.status == 200 and head.body == b""
+    assert head.headers["content-type"].startswith("text/event-stream")
+    assert head.headers["x-gateway-cache-status"] == "DISABLED"
+    assert request("GET", f"{gateway.url}/health").status == 200  # the worker is not stuck on it
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("GET", "/v1/nothing", 404), ("DELETE", "/health", 405), ("GET", "/v1/configs", 200),
+    ("POST", "/v1/configs", 400), ("GET", "/v1/api-keys", 200), ("GET", "/console", 200),
+    ("GET", "/metrics", 200), ("POST", "/v1/chat/completions", 400),
+])
+def test_every_answer_carries_the_cache_status(gateway, method, path, status):
+    resp = request(method, gateway.url + path, b"{}" if method == "POST" else None,
+                   headers={"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"})
+    assert resp.status == status, resp.text
+    assert resp.all("x-gateway-cache-status") == ["DISABLED"]
+
+
+def test_a_malformed_config_header_says_json_in_capitals(gateway):
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, {"x-gateway-api-key": ADMIN_KEY,
+                                                             "x-gateway-config": "{nope"})
+    assert resp.status == 400
+    message = resp.json()["error"]["message"]
+    assert "not valid JSON (JSON is malformed" in message and "jSON" not in message

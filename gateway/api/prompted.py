@@ -3,8 +3,10 @@
 ``loaded`` retries a record-reading step after loading what it missed (a bounded number of rounds: a saved config
 may name slugs, which are found only once the config is read). ``prompt_inputs`` turns a request that runs a
 prompt template (``POST /v1/prompts/{id}/completions``, or a config whose root has ``prompt_id``) into the chat
-body and config the normal pipeline runs: the body holds ``variables`` and hyperparameters as for a render; the
-provider is the request's own (headers or config) when it names one, else the template's slug.
+body and config the normal pipeline runs: the body holds ``variables``, hyperparameters and the client's own
+``model`` and ``messages`` as for a render (``prompts.rendered``: the template's messages first, then the
+client's; the template's model); the provider is the request's own (headers or config) when it names one, else the
+template's slug.
 """
 
 from __future__ import annotations
@@ -62,8 +64,12 @@ def _names_provider(config: Config) -> bool:
     return config.provider is not None or config.virtual_key is not None or bool(config.targets)
 
 
-async def _template_provider(resolver: ConfigResolver, records: RecordCache, workspace: str,
+async def _template_provider(resolver: ConfigResolver, records: RecordCache, ctx: RequestContext,
                              template: prompts.Template, config: Config | None) -> Config:
+    """The request's config (or none) on the template's slug. As with ``x-gateway-provider: @slug``, the
+    Authorization bearer (which every client library sends) fills the slug's ``api_key`` only when the slug has
+    none; an ``api_key`` the JSON config sets itself is the caller's own key and is kept."""
+    workspace = ctx.workspace or ""
     slug = template.prompt.provider
     if slug is None:
         raise InvalidRequest(
@@ -72,17 +78,31 @@ async def _template_provider(resolver: ConfigResolver, records: RecordCache, wor
             param="x-gateway-provider",
         )
     # one base object per (config, slug) until the records change, so the expansion below is cached too
-    key = ("prompt-provider", workspace, slug, id(config))
+    from_header = config is not None and ctx.bearer is not None and config.api_key == ctx.bearer
+    key = ("prompt-provider", workspace, slug, id(config), from_header)
     hit = records.derived.get(key)
     if hit is not None and hit[0] is config:
         base = hit[1]
     else:
-        base = Config(provider=f"@{slug}") if config is None else msgspec.structs.replace(config, provider=f"@{slug}")
+        if config is None:
+            base = Config(provider=f"@{slug}")
+        elif from_header:  # the bearer's, not a key the config sets itself
+            base = msgspec.structs.replace(config, provider=f"@{slug}", api_key=None)
+        else:
+            base = msgspec.structs.replace(config, provider=f"@{slug}")
         records.keep(key, (config, base))
     try:
-        return resolver.refs.expand(base, workspace, records)
+        expanded = resolver.refs.expand(base, workspace, records)
     except RecordsNeeded as needed:
-        return await loaded(records, needed, resolver.refs.expand, base, workspace, records)
+        expanded = await loaded(records, needed, resolver.refs.expand, base, workspace, records)
+    if from_header and expanded.api_key is None:  # a slug without a key: the bearer's, as for a header slug
+        hit = records.derived.get((key, "bearer"))
+        if hit is not None and hit[0] is expanded:
+            return hit[1]
+        filled = msgspec.structs.replace(expanded, api_key=ctx.bearer)
+        records.keep((key, "bearer"), (expanded, filled))
+        return filled
+    return expanded
 
 
 def _render(template: prompts.Template, body: bytes) -> bytes:
@@ -96,11 +116,11 @@ async def prompt_inputs(resolver: ConfigResolver, records: RecordCache, ctx: Req
     workspace = ctx.workspace or ""
     if config is None:
         template = await prompt_template(records, workspace, prompt_id, "prompt_id", NotFound)
-        return _render(template, body), await _template_provider(resolver, records, workspace, template, None)
+        return _render(template, body), await _template_provider(resolver, records, ctx, template, None)
     template = await prompt_template(records, workspace, prompt_id, "prompt_id", InvalidRequest)
     rendered = _render(template, body)
     if not _names_provider(config):
-        config = await _template_provider(resolver, records, workspace, template, config)
+        config = await _template_provider(resolver, records, ctx, template, config)
     return rendered, config
 
 

@@ -34,7 +34,7 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.config.inherit import Inheritance
 from gateway.config.schema import Config, Guardrail, Hook, HookOutcome, Strategy
-from gateway.http.errors import ConfigError, InvalidRequest
+from gateway.http.errors import ConfigError, InvalidRequest, mid_sentence
 
 RETRY_ATTEMPTS_MAX = 10
 MAX_TARGET_DEPTH = 32
@@ -128,7 +128,7 @@ def _from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> ConfigError
         if not path:
             return ConfigError.at("config", f"must be a JSON object, got {got}")
         return ConfigError.at(path, f"must be {_kind(found.group('want'))}, got {got}")
-    return ConfigError.at(path or "config", message[:1].lower() + message[1:])
+    return ConfigError.at(path or "config", mid_sentence(message))
 
 
 # --- the parser and its caches ---------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def decode_config(raw: str | bytes) -> Config:
         raise _from_msgspec(exc) from None
     except msgspec.DecodeError as exc:
         detail = str(exc)
-        raise ConfigError(f"invalid config: not valid JSON ({detail[:1].lower()}{detail[1:]})",
+        raise ConfigError(f"invalid config: not valid JSON ({mid_sentence(detail)})",
                           param="config") from None
     except RecursionError:
         raise ConfigError.at("config", "nests too deeply") from None

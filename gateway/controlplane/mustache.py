@@ -16,7 +16,7 @@ Whitespace is kept exactly: a tag is replaced where it stands (mustache's trimmi
 section tag is not done), so a template renders to the same characters whichever way its lines are broken.
 
 Not supported: partials (``{{> x}}``), delimiter changes (``{{=<% %>=}}``), lambdas; those tags are a
-``TemplateError``, as is an unclosed or mismatched section.
+``TemplateError``, as is an unclosed or mismatched section and a ``{{`` that no ``}}`` closes (``{{name``).
 
 Required variables: every variable interpolated outside any section (``{{name}}`` at the top level) must be given:
 ``render`` raises ``MissingVariable`` naming the first one missing. Section names and the variables inside
@@ -65,7 +65,7 @@ def compile_template(text: str) -> list[Node]:
     pos = 0
     for match in _TAG.finditer(text):
         if match.start() > pos:
-            out.append(text[pos:match.start()])
+            out.append(_literal(text, pos, match.start()))
         pos = match.end()
         raw, sigil, name = match.group("raw", "sigil", "name")
         if raw is not None:
@@ -93,8 +93,17 @@ def compile_template(text: str) -> list[Node]:
         name, _, start = stack[-1]
         raise TemplateError(f"section {{{{#{name}}}}} opened at character {start} is never closed")
     if pos < len(text):
-        out.append(text[pos:])
+        out.append(_literal(text, pos, len(text)))
     return root
+
+
+def _literal(text: str, start: int, end: int) -> str:
+    """The text between tags; a ``{{`` in it opens a tag that is never closed."""
+    opened = text.find("{{", start, end)
+    if opened >= 0:
+        shown = text[opened:opened + 20]
+        raise TemplateError(f"tag {shown!r} opened at character {opened} is never closed (no '}}}}')")
+    return text[start:end]
 
 
 def required_variables(nodes: Sequence[Node]) -> list[str]:

@@ -9,8 +9,10 @@ Versions: creation is version 1; every update stores the whole template as the n
 ones (``GET /v1/prompts/{id}/versions``, ``.../versions/{n}``). The prompt itself is always its newest version.
 
 Rendering (``POST /v1/prompts/{id}/render``): the body holds ``variables`` and, at its root, any hyperparameter
-(``Hyperparameters``' fields); the answer's ``data`` is a chat request: ``messages`` rendered, ``model``, and the
-template's hyperparameters with the request's over them. A required variable that is missing is a 400 naming it
+(``Hyperparameters``' fields) and the ``model`` and ``messages`` every client library sends; the answer's ``data``
+is a chat request: the template's ``messages`` rendered followed by the request's own (as sent, never rendered),
+the template's ``model`` (the request's is ignored), and the template's hyperparameters with the request's over
+them. A required variable that is missing is a 400 naming it
 (``variables.<name>``). ``data`` is checked as a chat body (so it can be sent to ``/v1/chat/completions`` as is).
 """
 
@@ -62,9 +64,13 @@ class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
 
 
 class RenderBody(Hyperparameters, forbid_unknown_fields=True, omit_defaults=True):
-    """The body of ``POST /v1/prompts/{id}/render`` and ``/completions``: variables plus hyperparameters."""
+    """The body of ``POST /v1/prompts/{id}/render`` and ``/completions`` (and of a chat request whose config has
+    ``prompt_id``): variables plus hyperparameters, and the ``model`` and ``messages`` client libraries always
+    send (the messages go after the template's; the template's model is used)."""
 
     variables: dict[str, Any] = {}
+    model: str | None = None
+    messages: list[dict[str, Any]] | None = None
 
 
 class PromptBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -214,11 +220,15 @@ def build(fields: dict[str, Any], workspace: str) -> tuple[Prompt, Template]:
 
 
 def rendered(template: Template, body: RenderBody) -> dict[str, Any]:
-    """The render answer's ``data``: messages, model and the merged hyperparameters (request over template)."""
+    """The render answer's ``data``: the template's messages then the request's, the template's model, and the
+    merged hyperparameters (request over template)."""
     prompt = template.prompt
     messages = template.messages(body.variables)
+    if body.messages:
+        messages.extend(check_messages(body.messages))
     given = msgspec.to_builtins(body)
-    given.pop("variables", None)
+    for name in ("variables", "model", "messages"):
+        given.pop(name, None)
     data: dict[str, Any] = {"messages": messages, "model": prompt.model}
     data.update(prompt.hyperparameters)
     data.update(given)

@@ -1,7 +1,7 @@
 """Saved guardrails (``/v1/guardrails``): the record, its create/update bodies and their validation, and listing.
 
 A saved guardrail is a control-plane record (``gateway.controlplane.records.Entity``: ``id``, ``workspace_id``,
-``organisation_id``, ``created_at``, ``last_updated_at``) with ``name`` (1..128 characters), ``checks`` (a
+``organisation_id``, ``created_at``, ``last_updated_at``) with ``name`` (1..255 characters), ``checks`` (a
 non-empty array of ``{"id": "default.<check>", "parameters": {...}}``, each validated like a config's), ``deny``
 (deny the request when it fails), ``async``, ``on_fail`` / ``on_success`` (``{"feedback": {"value", "weight",
 "metadata"}, "deny"}``). Ids look like ``gr_<uuid>``. A config names it by id (``"input_guardrails": ["gr_..."]``);
@@ -29,7 +29,7 @@ KIND = "guardrail"
 ID_PREFIX = "gr_"
 PAGE_SIZE_DEFAULT = 100
 PAGE_SIZE_MAX = 1000
-NAME_MAX = 128
+NAME_MAX = 255  # as every other record's name
 CHECKS_MAX = 64
 
 _encoder = msgspec.json.Encoder()

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import msgspec
 
 _encoder = msgspec.json.Encoder()
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+
+
+def mid_sentence(text: str) -> str:
+    """``text`` (a library's message) made to follow a colon inside a sentence: a capitalised first word is
+    lowered (``Expected `int``` -> ``expected `int```); a word in capitals is kept (``JSON is malformed``,
+    ``I/O error``)."""
+    word = _FIRST_WORD.match(text)
+    if word is None:
+        return text
+    letters = word.group()
+    if letters[1:] and not letters[1:].islower():
+        return text
+    if len(letters) == 1 and text[1:2] not in ("", " "):
+        return text
+    return text[:1].lower() + text[1:]
 
 
 class GatewayError(Exception):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from gateway.http.errors import GatewayError
-from gateway.http.types import RawHeaders, Send
+from gateway.http.types import ASGIApp, Message, RawHeaders, Receive, Scope, Send
+
+#: ``x-gateway-cache-status`` of an answer no cache applies to (every answer but an inference route's carries it)
+CACHE_DISABLED = (b"x-gateway-cache-status", b"DISABLED")
 
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 SSE_HEADERS = (
@@ -50,3 +53,20 @@ async def send_chunk(send: Send, data: bytes) -> None:
 
 async def end_stream(send: Send, data: bytes = b"") -> None:
     await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+def with_cache_status(handler: ASGIApp) -> ASGIApp:
+    """``handler`` whose answers carry ``x-gateway-cache-status: DISABLED`` unless it sent a cache status itself
+    (for every route but the inference ones, which set theirs)."""
+
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_marked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.get("headers") or ()
+                if not any(name == CACHE_DISABLED[0] for name, _ in headers):
+                    message = {**message, "headers": [*headers, CACHE_DISABLED]}
+            await send(message)
+
+        await handler(scope, receive, send_marked)
+
+    return answer

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import aiohttp
 import msgspec
 
-from gateway import __version__
+from gateway import USER_AGENT, __version__
 from gateway.http.context import client_headers
 from gateway.observability import metrics
 from gateway.waiting import wait_event, within
@@ -190,7 +190,8 @@ class OtlpExporter:
             self._wake.set()
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                                              headers={"user-agent": USER_AGENT})
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-exporter")
 

@@ -7,7 +7,7 @@ from typing import Annotated, Generic, TypeVar
 
 import msgspec
 
-from gateway.http.errors import InvalidRequest
+from gateway.http.errors import InvalidRequest, mid_sentence
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ def validation_error(exc: msgspec.MsgspecError, what: str = "body") -> InvalidRe
         return InvalidRequest(f"request {what} is not valid JSON: {message}", param=None)
     if not path:
         return InvalidRequest(f"invalid request {what}: {message}", param=None)
-    message = message[0].lower() + message[1:] if message else message
+    message = mid_sentence(message)
     return InvalidRequest(f"invalid {path}: {message}", param=path)
 
 

@@ -20,15 +20,23 @@ Messages say what happened in plain words (never a library's exception class nam
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+
 import aiohttp
 from yarl import URL
 
+from gateway import USER_AGENT
 from gateway.bounded_cache import BoundedCache
-from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable
+from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable, mid_sentence
 from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
 from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
+
+#: every call the gateway makes (providers, webhooks, JWKS, token exchanges) names it, unless the request sets its own
+_SESSION_HEADERS = (("user-agent", USER_AGENT),)
 
 
 class UpstreamClient:
@@ -63,7 +71,7 @@ class UpstreamClient:
 
     async def start(self) -> None:
         self.session = aiohttp.ClientSession(connector=self._connector(), timeout=self._timeout,
-                                             auto_decompress=True)
+                                             auto_decompress=True, headers=_SESSION_HEADERS)
 
     async def close(self) -> None:
         for session in (self.session, self._fresh):
@@ -120,7 +128,7 @@ class UpstreamClient:
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(connector=self._connector(fresh=True), timeout=self._timeout,
-                                                auto_decompress=True)
+                                                auto_decompress=True, headers=_SESSION_HEADERS)
         return self._fresh
 
 
@@ -145,15 +153,33 @@ def failure_text(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return "presented a TLS certificate that does not verify"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        reason = getattr(exc.os_error, "strerror", None) or "connection refused or unreachable"
-        return f"is unreachable ({reason})"
+        return f"is unreachable ({os_reason(exc.os_error) or 'connection refused or unreachable'})"
     if isinstance(exc, (aiohttp.ClientConnectionResetError, ConnectionResetError)):
         return "reset the connection"
     if isinstance(exc, OSError):
-        return f"connection failed ({exc.strerror or 'closed while sending the request'})"
+        return f"connection failed ({os_reason(exc) or 'closed while sending the request'})"
     if isinstance(exc, aiohttp.InvalidURL):
         return "has an invalid URL"
     return "failed"
+
+
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
+#: asyncio's ``Connect call failed ('127.0.0.1', 19799)``: the address is a Python tuple
+_ADDRESS = re.compile(r"\s*\((?:'[^']*'|[^()]*)(?:, \d+)+\)")
+
+
+def os_reason(error: BaseException | None) -> str:
+    """An OS error in words (``connection refused``), without asyncio's address tuples; "" when it says nothing."""
+    if error is None:
+        return ""
+    number = getattr(error, "errno", None)
+    if isinstance(number, int) and number > 0 and not isinstance(error, socket.gaierror):
+        return os.strerror(number).lower()
+    text = getattr(error, "strerror", None) or str(error)
+    numbers = dict.fromkeys(int(n) for n in _ERRNO.findall(text))  # "Multiple exceptions: [Errno 111] ..."
+    if numbers:
+        return "; ".join(os.strerror(n).lower() for n in numbers)
+    return mid_sentence(_ADDRESS.sub("", text).strip())
 
 
 async def read_response_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:

@@ -181,9 +181,14 @@ def test_html_answer_is_a_502_naming_the_provider(gateway, mock, gw_headers):
 def test_unreachable_upstream_is_502(gateway, gw_headers):
     from tests.support.servers import free_port
 
-    resp = post(chat_url(gateway), CHAT, gw_headers(f"http://127.0.0.1:{free_port()}/v1"))
+    port = free_port()
+    resp = post(chat_url(gateway), CHAT, gw_headers(f"http://127.0.0.1:{port}/v1"))
     assert resp.status == 502
-    assert resp.json()["error"]["code"] == "upstream_unreachable"
+    error = resp.json()["error"]
+    assert error["code"] == "upstream_unreachable"
+    # in words, without asyncio's "Connect call failed ('127.0.0.1', 19799)"
+    assert f"upstream 127.0.0.1:{port} is unreachable (connection refused)" in error["message"], error
+    assert "('" not in error["message"] and "Connect call" not in error["message"]
 
 
 def test_request_timeout_header_answers_408_promptly(gateway, mock, gw_headers):

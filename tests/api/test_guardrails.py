@@ -42,10 +42,18 @@ def test_bad_bodies_are_400s_naming_the_field(gateway):
         ({**SHORT, "checks": [{"id": "default.nope", "parameters": {}}]}, "checks[0].id"),
         ({**SHORT, "colour": "red"}, "colour"),
         ({"checks": SHORT["checks"]}, "name"),
+        ({**SHORT, "name": "n" * 256}, "name"),
     ):
         resp = create(gateway, body)
         assert resp.status == 400 and resp.json()["error"]["param"] == param, resp.text
     assert post(f"{gateway.url}/v1/guardrails", b"not json", ADMIN).json()["error"]["param"] == "body"
+
+
+def test_a_name_may_be_255_characters_as_on_every_other_record(gateway):
+    resp = create(gateway, {**SHORT, "name": "n" * 255})
+    assert resp.status == 201, resp.text
+    assert resp.json()["name"] == "n" * 255
+    assert "1..255 characters" in create(gateway, {**SHORT, "name": "n" * 256}).json()["error"]["message"]
 
 
 def test_bodies_that_are_not_utf8_or_nest_too_deeply_are_400s_naming_the_body(gateway):

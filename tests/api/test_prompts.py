@@ -3,14 +3,20 @@ template as a chat request (the completions route and a config's prompt_id), str
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 
 import msgspec
 import pytest
 
+from gateway.api.runtime import Runtime
+from gateway.app import GatewayApp
+from gateway.settings import load
+from gateway.state.memory import MemoryStateStore
+from tests.support.asgi import call
 from tests.support.controlplane import api, create_key
 from tests.support.http import post, stream_events
-from tests.support.servers import start_gateway
+from tests.support.servers import ADMIN_KEY, start_gateway
 
 TEMPLATE = {
     "name": "greeter",
@@ -114,6 +120,7 @@ def test_updates_keep_every_version(gateway, workspace):
     ({"messages": []}, "messages"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
     ({"messages": [{"role": "user", "content": "{{#open}} never closed"}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": "Hi {{name"}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": "{{/x}}"}]}]}, "messages[0].content[0].text"),
     ({"provider": "@absent"}, "provider"),
     ({"hyperparameters": {"temperature": 5}}, "hyperparameters.temperature"),
@@ -252,3 +259,28 @@ def test_prompts_survive_a_restart(mock):
         assert render(server, admin["key"], prompt["id"], {"variables": VARIABLES}).status == 200
     finally:
         server.stop()
+
+
+def test_an_unclosed_tag_is_a_400_on_update_and_on_render_of_an_older_record(gateway, workspace, tmp_path):
+    admin, _, prompt = workspace
+    path = f"/v1/prompts/{prompt['id']}"
+    resp = api(gateway, "PUT", path, {"messages": [{"role": "user", "content": "Bye {{name"}]}, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == "messages[0].content", resp.text
+    assert "'{{name' opened at character 4 is never closed" in resp.json()["error"]["message"]
+    asyncio.run(_render_a_record_stored_before_the_check(tmp_path))
+
+
+async def _render_a_record_stored_before_the_check(tmp_path) -> None:
+    """A record written when an unclosed tag was kept as text: rendering it is the 400 a create would be."""
+    settings = load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path)})
+    runtime = Runtime(settings, store=MemoryStateStore())
+    await runtime.start()
+    try:
+        app, key = GatewayApp(runtime), {"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"}
+        created = (await call(app, "POST", "/v1/prompts", {**TEMPLATE, "provider": None}, key)).json()
+        older = {**created, "messages": [{"role": "user", "content": "Hi {{name"}]}
+        await runtime.store.record_put("prompt", created["id"], created["workspace_id"], msgspec.json.encode(older))
+        resp = await call(app, "POST", f"/v1/prompts/{created['id']}/render", {"variables": VARIABLES}, key)
+        assert resp.status == 400 and resp.json()["error"]["param"] == "messages[0].content", resp.body
+    finally:
+        await runtime.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from importlib.metadata import version
 
 import openai
 import pytest
@@ -150,6 +151,8 @@ def test_webhook_checks_pass_fail_and_time_out(gateway, mock, webhook):
     assert resp.status == 446 and check["verdict"] is False and "300 ms" in check["explanation"]
     sent = [body for path, body in webhook.received if path == "/verdict/true"][-1]
     assert sent["eventType"] == "beforeRequestHook" and sent["request"]["text"] == CHAT["messages"][0]["content"]
+    assert set(webhook.user_agents) == {f"gateway/{version('gateway')}"}  # the gateway's name, not aiohttp's
+    assert mock.calls(base)["requests"][-1]["headers"]["user-agent"] == f"gateway/{version('gateway')}"
 
 
 def test_an_output_deny_is_446_after_the_upstream_answered(gateway, mock):

@@ -56,7 +56,7 @@ def test_top_level_variables_are_required_and_section_contents_are_not():
 
 
 @pytest.mark.parametrize("text", ["{{#a}}x", "{{/a}}", "{{#a}}{{/b}}", "{{> partial}}", "{{=<% %>=}}",
-                                  "{{two words}}", "{{}}"])
+                                  "{{two words}}", "{{}}", "Hi {{name", "{{a}} {{b", "{{#s}}x{{/s}} {{"])
 def test_unsupported_or_broken_templates_are_refused(text):
     with pytest.raises(TemplateError):
         compile_template(text)
@@ -71,3 +71,9 @@ def test_text_without_tags_renders_unchanged(text):
 def test_every_variable_renders_its_value(values):
     text = "|".join("{{" + name + "}}" for name in values)
     assert fill(text, **values) == "|".join(values.values())
+
+
+def test_an_unclosed_tag_is_named_with_its_position():
+    with pytest.raises(TemplateError) as refused:
+        compile_template("Hello {{name}}, from {{place")
+    assert str(refused.value) == "tag '{{place' opened at character 21 is never closed (no '}}')"

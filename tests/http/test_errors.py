@@ -33,3 +33,12 @@ def test_every_gateway_error_is_defined_in_the_errors_module() -> None:
     elsewhere = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in subclasses(errors.GatewayError)
                        if cls.__module__ != errors.__name__)
     assert elsewhere == []
+
+
+def test_a_library_message_continues_a_sentence_without_breaking_capitals() -> None:
+    assert errors.mid_sentence("Expected `int`, got `str`") == "expected `int`, got `str`"
+    assert errors.mid_sentence("A value is needed") == "a value is needed"
+    assert errors.mid_sentence("JSON is malformed: invalid character") == "JSON is malformed: invalid character"
+    assert errors.mid_sentence("I/O error") == "I/O error"
+    assert errors.mid_sentence("URL too long") == "URL too long"
+    assert errors.mid_sentence("") == "" and errors.mid_sentence("`x` missing") == "`x` missing"

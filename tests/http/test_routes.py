@@ -38,7 +38,7 @@ def test_parameters_are_named_segments():
 
 def test_wrong_method_lists_the_allowed_ones():
     routes, _ = table()
-    assert routes.match("PUT", "/v1/prompts/pp-1") == (None, None, ["DELETE", "GET"])
+    assert routes.match("PUT", "/v1/prompts/pp-1") == (None, None, ["DELETE", "GET", "HEAD"])
     assert routes.match("GET", "/v1/chat/completions") == (None, None, ["POST"])
 
 

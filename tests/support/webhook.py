@@ -2,7 +2,7 @@
 
 ``POST /verdict/true`` and ``/verdict/false`` answer ``{"verdict": ..., "explanation": ...}``; ``/slow/<ms>`` waits
 that long first (then passes); ``/status/<code>`` answers that status. ``received`` holds each request's path and
-JSON body.
+JSON body, ``user_agents`` each request's ``User-Agent``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 class WebhookServer:
     def __init__(self) -> None:
         self.received: list[tuple[str, Any]] = []
-        received = self.received
+        self.user_agents: list[str | None] = []
+        received, user_agents = self.received, self.user_agents
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
@@ -27,6 +28,7 @@ class WebhookServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
                 received.append((self.path, body))
+                user_agents.append(self.headers.get("user-agent"))
                 parts = self.path.strip("/").split("/")
                 status, doc = 200, {"verdict": True, "explanation": "the webhook passed it"}
                 if parts[0] == "verdict":

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 
 import msgspec
 import pytest
 
+from gateway.upstream.client import os_reason
 from tests.support.http import post, stream_events
 from tests.support.proxy import ForwardProxy
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -130,3 +132,14 @@ def test_a_stream_cut_midway_is_described_in_words(gateway, mock):
     assert received[-1] == b"[DONE]"
     error = msgspec.json.decode(received[-2])["error"]
     assert "broke off" in error["message"] and not CLASS_NAME.search(error["message"]), error["message"]
+
+
+@pytest.mark.parametrize(("error", "words"), [
+    (ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 19799)"), "connection refused"),
+    (OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 19799, 0, 0), "
+             "[Errno 111] Connect call failed ('127.0.0.1', 19799)"), "connection refused"),
+    (OSError("Connect call failed ('127.0.0.1', 19799)"), "connect call failed"),
+    (socket.gaierror(-2, "Name or service not known"), "name or service not known"),
+])
+def test_os_errors_read_in_words_without_address_tuples(error, words):
+    assert os_reason(error) == words

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from gateway.guardrails.text import Subject
+from gateway.http.errors import mid_sentence
 
 #: Input larger than this many characters makes a CPU-bound check run in the guardrail worker pool instead of on
 #: the event loop (each check may say otherwise through ``offload_chars``).
@@ -110,7 +111,7 @@ def decode_params(params_type: type[Params], raw: Any, path: str, noun: str = "p
             raise ParamError(join_path(where, found.group("key")), f"unknown {noun}") from None
         if found := _MISSING.match(message):
             raise ParamError(join_path(where, found.group("key")), "is required") from None
-        raise ParamError(where, message[:1].lower() + message[1:]) from None
+        raise ParamError(where, mid_sentence(message)) from None
 
 
 def check_range(low: int | None, high: int | None, path: str, low_name: str, high_name: str) -> None:
