@@ -2,7 +2,7 @@
 
 ``POST /verdict/true`` and ``/verdict/false`` answer ``{"verdict": ..., "explanation": ...}``; ``/slow/<ms>`` waits
 that long first (then passes); ``/status/<code>`` answers that status. ``received`` holds each request's path and
-JSON body.
+JSON body, ``received_headers`` its path and headers (names lower-cased).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 class WebhookServer:
     def __init__(self) -> None:
         self.received: list[tuple[str, Any]] = []
-        received = self.received
+        self.received_headers: list[tuple[str, dict[str, str]]] = []
+        received, received_headers = self.received, self.received_headers
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
@@ -26,6 +27,7 @@ class WebhookServer:
             def do_POST(self) -> None:  # http.server's name
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
+                received_headers.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
                 received.append((self.path, body))
                 parts = self.path.strip("/").split("/")
                 status, doc = 200, {"verdict": True, "explanation": "the webhook passed it"}
