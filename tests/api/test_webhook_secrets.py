@@ -6,12 +6,15 @@ by an older release are sealed on first read."""
 from __future__ import annotations
 
 import copy
+import tempfile
 
 import msgspec
 import pytest
+from openai import OpenAI
 
 from gateway.guardrails.saved import KIND as GUARDRAIL_KIND
 from gateway.guardrails.saved import SavedCheck, SavedGuardrail
+from tests.api.test_batches import CHAT, gateway_file, jsonl, wait_status
 from tests.api.test_config_secrets import data_dir_bytes, in_store, legacy_record, redis_values, store_env
 from tests.support.controlplane import api, chat, create_key, eventually
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -253,5 +256,61 @@ def test_a_guardrail_and_config_saved_in_clear_are_sealed_on_first_read(mock, we
         webhook.received_headers.clear()
         assert chat(server, ADMIN_KEY, **{"x-gateway-config": config.id}).status == 200
         assert_webhooks_got_the_secrets(webhook, "-legacy", "/legacy")
+    finally:
+        server.stop()
+
+
+def test_a_guardrail_sealed_under_another_secret_key_says_so_and_can_be_replaced(mock, webhook):
+    data_dir = tempfile.mkdtemp(prefix="gw-webhook-secrets-")
+    server = start_gateway(data_dir=data_dir)
+    try:
+        guard = api(server, "POST", "/v1/guardrails", saved_guardrail(webhook, "/rekeyed"), ADMIN_KEY).json()
+    finally:
+        server.stop()
+    base = mock.scenario()
+    cfg = {"provider": "vendorA", "api_key": "sk-test", "custom_host": base + "/v1", "input_guardrails": [guard["id"]]}
+    server = start_gateway({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
+    try:
+        resp = chat(server, ADMIN_KEY, **{"x-gateway-config": msgspec.json.encode(cfg).decode()})
+        assert resp.status == 500, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == "record_unusable" and guard["id"] in error["message"]
+        assert "GATEWAY_SECRET_KEY" in error["message"]
+        assert mock.calls(base)["calls"] == 0  # never run without its check
+        got = api(server, "GET", f"/v1/guardrails/{guard['id']}")
+        assert got.status == 200 and got.json()["checks"] == guard["checks"]  # reading needs no opening
+        assert api(server, "PUT", f"/v1/guardrails/{guard['id']}", {"name": "n"}).status == 500
+        # the way out: send the checks again with their credentials in clear
+        fixed = api(server, "PUT", f"/v1/guardrails/{guard['id']}",
+                    {"checks": saved_guardrail(webhook, "/rekeyed")["checks"]})
+        assert fixed.status == 200, fixed.text
+        assert chat(server, ADMIN_KEY, **{"x-gateway-config": msgspec.json.encode(cfg).decode()}).status == 200
+        assert headers_at(webhook, "/rekeyed")["authorization"] == SAVED_AUTH
+    finally:
+        server.stop()
+
+
+def test_a_batch_keeps_its_headers_and_inline_webhook_credentials_sealed(mock, webhook, store_env):
+    """A gateway-run batch stores the headers its lines are sent with (the provider bearer, an inline config with
+    a webhook's credentials): sealed, never in the store in clear; each line still sends them."""
+    env, data_dir, redis_at = store_env
+    base = mock.scenario()
+    bearer = "sk-batch-bearer-0123456789abcdef"
+    config = {"provider": "vendorA", "custom_host": base + "/v1", "input_guardrails": [
+        {"deny": True, "default.webhook": {"webhookURL": webhook.url + "/batch", "headers": {"x-api-key": INPUT_KEY}}}]}
+    server = start_gateway({"GATEWAY_BATCH_POLL_MS": "100", **env}, data_dir=data_dir)
+    try:
+        watch = OpenAI(base_url=f"{server.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+        runner = OpenAI(base_url=f"{server.url}/v1", api_key=bearer, max_retries=0, timeout=60, default_headers={
+            "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode()})
+        created = runner.batches.create(input_file_id=gateway_file(watch, jsonl(2)), endpoint=CHAT,
+                                        completion_window="immediate")
+        done = wait_status(watch, created.id, ("completed", "failed"))
+        assert (done.status, done.request_counts.completed) == ("completed", 2), done.errors
+        assert headers_at(webhook, "/batch")["x-api-key"] == INPUT_KEY
+        assert [r["headers"]["authorization"] for r in mock.calls(base)["requests"]] == [f"Bearer {bearer}"] * 2
+        stored = data_dir_bytes(data_dir) + (redis_values(*redis_at) if redis_at is not None else b"")
+        assert created.id.encode() in stored
+        no_secret_in(stored, "the state store", (bearer, INPUT_KEY))
     finally:
         server.stop()
