@@ -15,9 +15,11 @@ the old one stops working, the id, role and scopes stay, and ``rotation_due`` st
 The bootstrap admin key (``GATEWAY_ADMIN_KEY``, or the one ``gateway serve`` generates when no root key exists) is
 ``root``: an organisation-wide admin that may act on any workspace by naming ``workspace_id``.
 
-Granting (``check_grant``): a key creates or rotates only keys within its own role and scopes (a rotated key's
-secret is a key of that role and scopes in the caller's hands), so no key can widen itself; only a root key rotates
-a root key. The root key, and the ``gateway keys`` command (which needs the store itself), may grant anything.
+Granting (``check_grant``): a key creates, rotates or revokes only keys within its own role and scopes (a rotated
+key's secret is a key of that role and scopes in the caller's hands; revoking a wider key would take away what the
+caller could not give back), so no key can widen itself or remove a wider one; only a root key rotates or revokes a
+root key, and a key may always revoke itself. The root key, and the ``gateway keys`` command (which needs the store
+itself), may grant anything.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def check_grant(granter: KeyRecord | None, role: str, scopes: list[str], *, para
     root key may grant anything. The 403 names the first role or scope the granter lacks."""
     if granter is None or granter.root:
         return
-    rule = "a gateway key may create or rotate only keys within its own role and scopes"
+    rule = "a gateway key may create, rotate or revoke only keys within its own role and scopes"
     if root:
         raise Forbidden(f"this gateway key may not {action}, a root key: only a root key may", param=param,
                         code="missing_role")
@@ -278,9 +280,13 @@ class ApiKeys:
     async def get(self, workspace: str, id: str) -> ApiKey:
         return await self.repo.get(workspace, id)
 
-    async def revoke(self, workspace: str, id: str) -> ApiKey:
-        """Delete the key: its secret is refused from then on (within a second on every worker)."""
+    async def revoke(self, workspace: str, id: str, granter: KeyRecord | None = None) -> ApiKey:
+        """Delete the key: its secret is refused from then on (within a second on every worker). ``granter`` must
+        hold the key's role and scopes (``check_grant``) unless it is that key itself."""
         record = await self.repo.get(workspace, id)
+        if granter is None or granter.key_id != record.id:
+            check_grant(granter, record.role, record.scopes, param="key_id", root=record.root,
+                        action=f"revoke the key '{record.id}'")
         await self._drop_principal(record.key_hash)
         return await self.repo.delete(workspace, id)
 
