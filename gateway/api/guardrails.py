@@ -7,6 +7,10 @@ any of those fields (``checks`` replaces the list) and validates the merged reco
 with ``current_page``, ``page_size`` and ``ids`` (see ``gateway.guardrails.saved``). Configs name a saved guardrail
 by its id; every worker sees a change within about GATEWAY_STATE_WATCH_INTERVAL_MS.
 
+Credentials in the checks (webhook header values, a JWT check's ``secret``) are sealed at rest and masked in every
+answer (``gateway.guardrails.saved``); a masked value sent back in a ``PUT`` or ``POST`` keeps the stored one. A
+record saved in clear by an older release is sealed the first time any route or request reads it.
+
 ``check_saved_guardrails`` resolves the saved guardrails a config names (for ``POST /v1/configs/validate`` and saved
 configs) as a request would. The guardrails package (every built-in check) is imported at the first call of one of
 these, not when they are mounted: a worker that never uses guardrails never loads it.
@@ -17,9 +21,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from gateway.api.admin import PAGED, authorize, send_record
 from gateway.api.runtime import Runtime
+from gateway.controlplane.secrets import SecretError
 from gateway.http.body import read_request_body
+from gateway.http.errors import RecordUnusable
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 
@@ -86,30 +94,47 @@ class GuardrailRoutes:
         saved = _saved()
         body = saved.parse_create(await read_request_body(scope, receive, BODY_LIMIT))
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
-        record = saved.new_guardrail(body, workspace, caller.key.organisation)
+        checks = saved.unmasked_checks(body.checks, dict)  # nothing is stored yet: a masked value is a 400
+        record = saved.new_guardrail(body, workspace, caller.key.organisation, self.repo.new_id())
+        record = saved.sealed(self.runtime.records.box, msgspec.structs.replace(record, checks=checks))
         record = await self.repo.create(record)
         self.cache.invalidate()
-        await send_record(send, record, 201)
+        await send_record(send, record.public(), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope, query=(*PAGED, "ids"))
         saved = _saved()
         query = saved.parse_list_query(caller.query)
-        records = await self.repo.list(caller.workspace)
+        records = [await self._sealed(r) for r in await self.repo.list(caller.workspace)]
         await send_json(send, 200, saved.encode_page(saved.list_page(records, query)))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
-        await send_record(send, await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"]))
+        record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
+        await send_record(send, (await self._sealed(record)).public())
+
+    async def _sealed(self, record: SavedGuardrail) -> SavedGuardrail:
+        """The record as answers show it; one saved in clear by an older release is sealed now."""
+        return await _saved().sealed_record(self.repo, self.runtime.records.box, record)
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
         saved = _saved()
         update = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
-        record = await self.repo.replace(saved.updated_guardrail(record, update))
+        box = self.runtime.records.box
+        try:
+            if update.checks is not None:  # replaces the checks: only a masked value needs the stored ones
+                checks = saved.unmasked_checks(update.checks, lambda: saved.stored_secrets(box, record))
+                update = msgspec.structs.replace(update, checks=checks)
+            else:
+                record = saved.opened(box, record)
+        except SecretError as exc:
+            raise RecordUnusable(f"saved guardrail '{record.id}' cannot be changed: {exc}",
+                                 param="guardrail_id") from None
+        record = await self.repo.replace(saved.sealed(box, saved.updated_guardrail(record, update)))
         self.cache.invalidate()
-        await send_record(send, record)
+        await send_record(send, record.public())
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)

@@ -46,7 +46,7 @@ class Jobs:
         self.runtime = runtime
         self.settings = settings
         self.files = GatewayFiles(runtime.store, open_file_store(settings, runtime.store))
-        self.batches = BatchStore(runtime.store)
+        self.batches = BatchStore(runtime.store, self._box)
         self.forwarder = Forwarder(runtime)
         self.scheduler = BatchScheduler(
             RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(), runtime.keys,

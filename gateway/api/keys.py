@@ -2,9 +2,10 @@
 
 ``POST /v1/api-keys`` ``{name, role?, workspace_id?, scopes?, rotation_period?}`` answers 201 with the record and
 ``key``, the secret (shown only here and by rotate). ``role`` defaults to ``member``; a workspace that no record
-names yet is created by naming it (the root key only: other admins act in their own workspace). A key creates and
-rotates only keys within its own role and scopes (403 naming the scope it lacks). Deleting a key revokes it: every
-worker and instance refuses it within a second.
+names yet is created by naming it (the root key only: other admins act in their own workspace). A key creates,
+rotates and revokes only keys within its own role and scopes, only a root key rotates or revokes a root key, and a
+key may always revoke itself (403 naming the role or scope it lacks). Deleting a key revokes it: every worker and
+instance refuses it within a second.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class KeyRoutes:
 
     async def revoke(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope)
-        record = await self.keys.revoke(caller.workspace, scope["path_params"]["key_id"])
+        record = await self.keys.revoke(caller.workspace, scope["path_params"]["key_id"], caller.key)
         self.runtime.records_changed()
         await send_record(send, {"id": record.id, "object": "api_key", "deleted": True})
 

@@ -78,7 +78,7 @@ class PipelineSteps:
         self.store = store = runtime.store
         self.clock = clock
         self.cache = ResponseCache(store, clock)
-        self.saved = SavedGuardrailCache(guardrail_repository(store))
+        self.saved = SavedGuardrailCache(guardrail_repository(store), lambda: runtime.records.box)
         runtime.watcher.subscribe(self.saved.invalidate)
         self.runner = GuardrailRunner(settings, runtime.client, resolve_saved=self.saved.resolve)
         self._deferred: set[asyncio.Task[None]] = set()

@@ -3,8 +3,9 @@
 The config is kept as JSON text (after the same validation a request's config gets), so a request using the id
 parses it through the same cache as an inline config: the same text is one parsed Config.
 
-Its credentials are sealed at rest as a provider slug's are: every value of a key named in
-``providers.SECRET_FIELDS`` (``api_key``, the cloudA keys and session token, ``cloudC_service_account_json``),
+Its credentials are sealed at rest as a provider slug's are (``gateway.controlplane.sealing``): every value of a
+key named in ``providers.SECRET_FIELDS`` (``api_key``, the cloudA keys and session token,
+``cloudC_service_account_json``) and every webhook header value and JWT secret of a hook or guardrail check,
 wherever it sits (the root, ``targets`` at any depth, any nested object), is taken out of the stored text, which
 keeps it masked in its place (``providers.mask``: what every answer shows), and the values go together into
 ``sealed``, bound to the record's kind, workspace and id. ``opened`` puts them back: the per-worker record cache
@@ -17,24 +18,20 @@ secrets were sealed (plain text, no ``sealed``) still works and is sealed the fi
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 import msgspec
 
 from gateway.config.validate import ConfigParser
-from gateway.controlplane.providers import MASK, SECRET_FIELDS, mask
+from gateway.controlplane import sealing
 from gateway.controlplane.records import Entity, Repository
 from gateway.controlplane.secrets import SecretBox
-from gateway.http.errors import ConfigError, InvalidRequest, ServiceUnavailable
+from gateway.http.errors import ConfigError, InvalidRequest
 
 KIND = "config"
 Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
-#: where a secret sits in a config document: object keys and list indexes from the root
-Path = tuple[str | int, ...]
-_SECRET_KEYS = frozenset(SECRET_FIELDS)
-_MASKED = re.compile(r"^.{3}\*{4}.{4}$", re.DOTALL)
+Path = sealing.Path
 
 
 class ConfigBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -104,45 +101,16 @@ def update_fields(body: ConfigBody, parser: ConfigParser, stored: Callable[[], d
     return changes
 
 
-# --- secrets: found, masked, sealed, opened ----------------------------------------------------------------------
-
-
-def _secrets(doc: Any, path: Path = ()) -> list[tuple[Path, Any]]:
-    """Every (path, value) of a secret key in ``doc``, at any depth (a null value is no secret)."""
-    found: list[tuple[Path, Any]] = []
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            if key in _SECRET_KEYS and value is not None:
-                found.append(((*path, key), value))
-            elif isinstance(value, (dict, list)):
-                found.extend(_secrets(value, (*path, key)))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            if isinstance(value, (dict, list)):
-                found.extend(_secrets(value, (*path, i)))
-    return found
-
-
-def _put(doc: Any, path: Path, value: Any) -> None:
-    for step in path[:-1]:
-        doc = doc[step]
-    doc[path[-1]] = value
+# --- secrets: found, masked, sealed, opened (``gateway.controlplane.sealing``) ------------------------------------
 
 
 def path_text(path: Path) -> str:
     """``("targets", 0, "api_key")`` as ``config.targets[0].api_key``."""
-    text = "config"
-    for step in path:
-        text += f"[{step}]" if isinstance(step, int) else f".{step}"
-    return text
+    return sealing.path_text("config", path)
 
 
 def _context(workspace: str, id: str) -> str:
     return f"{KIND}/{workspace}/{id}"
-
-
-def _looks_masked(value: Any) -> bool:
-    return isinstance(value, str) and (value == MASK or _MASKED.match(value) is not None)
 
 
 def unmasked(raw: msgspec.Raw, secrets: Callable[[], dict[Path, Any]]) -> msgspec.Raw:
@@ -150,30 +118,17 @@ def unmasked(raw: msgspec.Raw, secrets: Callable[[], dict[Path, Any]]) -> msgspe
     opens them, asked only when a mask is there); a masked value without one is a 400 naming the path. The text is
     returned as given when it holds no mask."""
     doc = msgspec.json.decode(bytes(raw))
-    masked = [(path, value) for path, value in _secrets(doc) if _looks_masked(value)]
-    if not masked:
+    if not sealing.restore_masked(doc, secrets, path_text):
         return raw
-    stored = secrets()
-    for path, value in masked:
-        if path not in stored or mask(stored[path]) != value:
-            raise InvalidRequest(
-                f"{path_text(path)} is a masked value with no stored secret at that place: send the secret itself "
-                "(a masked value sent back unchanged keeps the secret stored at the same place)",
-                param=path_text(path),
-            )
-        _put(doc, path, stored[path])
     return msgspec.Raw(msgspec.json.encode(doc))
 
 
 def sealed_fields(box: SecretBox, workspace: str, id: str, raw: msgspec.Raw) -> dict[str, Any]:
     """``config`` (the text with its secrets masked) and ``sealed`` (the secrets) of a config in clear."""
     doc = msgspec.json.decode(bytes(raw))
-    found = _secrets(doc)
-    if not found:
+    sealed = sealing.seal(box, _context(workspace, id), doc)
+    if sealed is None:
         return {"config": raw, "sealed": None}
-    for path, value in found:
-        _put(doc, path, mask(value))
-    sealed = box.seal(msgspec.json.encode([[list(path), value] for path, value in found]), _context(workspace, id))
     return {"config": msgspec.Raw(msgspec.json.encode(doc)), "sealed": sealed}
 
 
@@ -181,9 +136,8 @@ def stored_secrets(box: SecretBox, record: SavedConfig) -> dict[Path, Any]:
     """The record's secrets by path, opened (SecretError when another key sealed them); a plain record's as
     they stand in its text."""
     if record.sealed is None:
-        return dict(_secrets(msgspec.json.decode(bytes(record.config))))
-    pairs = msgspec.json.decode(box.open(record.sealed, _context(record.workspace_id, record.id)))
-    return {tuple(path): value for path, value in pairs}
+        return sealing.secrets_in(msgspec.json.decode(bytes(record.config)))
+    return sealing.opened(box, _context(record.workspace_id, record.id), record.sealed)
 
 
 def opened(box: SecretBox, record: SavedConfig) -> bytes:
@@ -191,14 +145,13 @@ def opened(box: SecretBox, record: SavedConfig) -> bytes:
     if record.sealed is None:
         return bytes(record.config)
     doc = msgspec.json.decode(bytes(record.config))
-    for path, value in stored_secrets(box, record).items():
-        _put(doc, path, value)
+    sealing.reveal(doc, stored_secrets(box, record))
     return msgspec.json.encode(doc)
 
 
 def is_plain(record: SavedConfig) -> bool:
     """True for a record saved before secrets were sealed that holds some in clear."""
-    return record.sealed is None and bool(_secrets(msgspec.json.decode(bytes(record.config))))
+    return record.sealed is None and bool(sealing.secrets_in(msgspec.json.decode(bytes(record.config))))
 
 
 async def sealed_record(repo: Repository[SavedConfig], box: SecretBox, record: SavedConfig) -> SavedConfig:
@@ -208,10 +161,5 @@ async def sealed_record(repo: Repository[SavedConfig], box: SecretBox, record: S
     if not is_plain(record):
         return record
     sealed = msgspec.structs.replace(record, **sealed_fields(box, record.workspace_id, record.id, record.config))
-    try:
-        current = await repo.lookup(record.workspace_id, record.id)
-        if current is not None and current == record:
-            await repo.rewrite(sealed)
-    except ServiceUnavailable:
-        pass
+    await sealing.rewrite_sealed(repo, record, sealed)
     return sealed

@@ -1,11 +1,12 @@
 """Gateway keys: records in the state store (secrets kept only as SHA-256 hashes), roles, scopes and rotation.
 
-What a user sees (roles, scopes, rotation, who may create what): docs/control-plane.md, "Gateway keys". This
-module owns the records and the rules. Two records per key: the key itself (``api_key``, by id, listed per
-workspace) and its principal (``api_key_secret``, by the secret's hash: what a request's lookup reads, one record
-get); revoking deletes both, and the per-worker cache (``KeyStore``) forgets every answer when records change.
-``SCOPES`` and ``DEFAULT_SCOPES`` are the scope table; ``check_grant`` keeps a key
-from creating or rotating a key wider than itself (a rotated key's secret lands in the caller's hands).
+What a user sees (roles, scopes, rotation, who may create, rotate or revoke what): docs/control-plane.md, "Gateway
+keys". This module owns the records and the rules. Two records per key: the key itself (``api_key``, by id, listed
+per workspace) and its principal (``api_key_secret``, by the secret's hash: what a request's lookup reads, one
+record get); revoking deletes both, and the per-worker cache (``KeyStore``) forgets every answer when records
+change. ``SCOPES`` and ``DEFAULT_SCOPES`` are the scope table; ``check_grant`` keeps a key from creating, rotating
+or revoking a key wider than itself (a rotated key's secret lands in the caller's hands; revoking a wider key would
+take away what the caller could not give back).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def check_grant(granter: KeyRecord | None, role: str, scopes: list[str], *, para
     root key may grant anything. The 403 names the first role or scope the granter lacks."""
     if granter is None or granter.root:
         return
-    rule = "a gateway key may create or rotate only keys within its own role and scopes"
+    rule = "a gateway key may create, rotate or revoke only keys within its own role and scopes"
     if root:
         raise Forbidden(f"this gateway key may not {action}, a root key: only a root key may", param=param,
                         code="missing_role")
@@ -266,9 +267,13 @@ class ApiKeys:
     async def get(self, workspace: str, id: str) -> ApiKey:
         return await self.repo.get(workspace, id)
 
-    async def revoke(self, workspace: str, id: str) -> ApiKey:
-        """Delete the key: its secret is refused from then on (within a second on every worker)."""
+    async def revoke(self, workspace: str, id: str, granter: KeyRecord | None = None) -> ApiKey:
+        """Delete the key: its secret is refused from then on (within a second on every worker). ``granter`` must
+        hold the key's role and scopes (``check_grant``) unless it is that key itself."""
         record = await self.repo.get(workspace, id)
+        if granter is None or granter.key_id != record.id:
+            check_grant(granter, record.role, record.scopes, param="key_id", root=record.root,
+                        action=f"revoke the key '{record.id}'")
         await self._drop_principal(record.key_hash)
         return await self.repo.delete(workspace, id)
 

@@ -8,6 +8,12 @@ non-empty array of ``{"id": "default.<check>", "parameters": {...}}``, each vali
 an async guardrail cannot deny. A bad body is a 400 whose ``param`` is the field's path
 (``checks[0].parameters.rule``).
 
+Credentials in a guardrail's checks (every ``default.webhook`` header value, a ``default.jwt`` ``secret``) are
+sealed at rest and masked in every answer, as a saved config's are (``gateway.controlplane.sealing``): the stored
+``checks`` show them masked and ``sealed`` holds them, bound to the record's workspace and id. ``opened`` gives the
+record a request runs (the per-worker cache opens it once per load); a masked value sent back keeps the secret
+stored at the same place; a record saved in clear by an older release is sealed the first time it is read.
+
 Listing: ``current_page`` (integer >= 0, default 0, the first page is 0), ``page_size`` (1..PAGE_SIZE_MAX, default
 PAGE_SIZE_DEFAULT) and ``ids`` (comma-separated ids; only those are listed). Newest first (``created_at``, then
 ``id``). The answer is ``{"object": "list", "data": [...], "total": N, "current_page", "page_size", "has_more"}``.
@@ -15,12 +21,14 @@ PAGE_SIZE_DEFAULT) and ``ids`` (comma-separated ids; only those are listed). New
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 
 from gateway.config.schema import HookOutcome
-from gateway.controlplane.records import DEFAULT_ORGANISATION, Entity
+from gateway.controlplane import sealing
+from gateway.controlplane.records import DEFAULT_ORGANISATION, Entity, Repository
+from gateway.controlplane.secrets import SecretBox
 from gateway.guardrails.checks import ParamError, build_check
 from gateway.guardrails.checks.base import Params, decode_params
 from gateway.http.errors import InvalidRequest
@@ -52,6 +60,15 @@ class SavedGuardrail(Entity, kw_only=True):
     async_: bool = msgspec.field(default=False, name="async")
     on_fail: HookOutcome | None = None
     on_success: HookOutcome | None = None
+    #: the checks' credentials as one sealed JSON list of ``[path, value]`` (None when they hold none); ``checks``
+    #: shows them masked, except in a record ``opened`` for use
+    sealed: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The record as the API answers it: credentials masked, the sealed blob left out."""
+        doc: dict[str, Any] = msgspec.to_builtins(self)
+        del doc["sealed"]
+        return doc
 
 
 class GuardrailCreate(Params, frozen=True):
@@ -160,6 +177,66 @@ def _validate(name: str, checks: list[SavedCheck], deny: bool, is_async: bool, o
         raise ParamError("async", "an async guardrail cannot deny: it runs after the response has gone")
 
 
+# --- credentials: sealed at rest, masked in answers (``gateway.controlplane.sealing``) -----------------------------
+
+
+def _context(record: SavedGuardrail) -> str:
+    return f"{KIND}/{record.workspace_id}/{record.id}"
+
+
+def _doc(checks: list[SavedCheck]) -> dict[str, Any]:
+    return {"checks": msgspec.to_builtins(checks)}
+
+
+def _checks(doc: dict[str, Any]) -> list[SavedCheck]:
+    return msgspec.convert(doc["checks"], list[SavedCheck])
+
+
+def unmasked_checks(checks: list[SavedCheck], stored: Callable[[], dict[sealing.Path, Any]]) -> list[SavedCheck]:
+    """``checks`` with each masked credential replaced by the one ``stored()`` holds at the same place (400 naming
+    the place, e.g. ``checks[0].parameters.headers.Authorization``, when none is)."""
+    doc = _doc(checks)
+    if not sealing.restore_masked(doc, stored, lambda path: sealing.path_text("", path)):
+        return checks
+    return _checks(doc)
+
+
+def sealed(box: SecretBox, record: SavedGuardrail) -> SavedGuardrail:
+    """``record`` (its checks in clear, its id set) as stored: credentials masked in ``checks``, sealed apart."""
+    doc = _doc(record.checks)
+    blob = sealing.seal(box, _context(record), doc)
+    if blob is None:
+        return msgspec.structs.replace(record, sealed=None)
+    return msgspec.structs.replace(record, checks=_checks(doc), sealed=blob)
+
+
+def stored_secrets(box: SecretBox, record: SavedGuardrail) -> dict[sealing.Path, Any]:
+    """The record's credentials by place, opened (SecretError when another secret key sealed them); a plain
+    record's as they stand in its checks."""
+    if record.sealed is None:
+        return sealing.secrets_in(_doc(record.checks))
+    return sealing.opened(box, _context(record), record.sealed)
+
+
+def opened(box: SecretBox, record: SavedGuardrail) -> SavedGuardrail:
+    """The record with its checks' credentials in clear, as requests run it (SecretError as ``stored_secrets``)."""
+    if record.sealed is None:
+        return record
+    doc = _doc(record.checks)
+    sealing.reveal(doc, stored_secrets(box, record))
+    return msgspec.structs.replace(record, checks=_checks(doc))
+
+
+async def sealed_record(repo: Repository[SavedGuardrail], box: SecretBox, record: SavedGuardrail) -> SavedGuardrail:
+    """``record`` as stored now: one saved in clear by an older release is sealed and stored again (same
+    ``last_updated_at``; best effort, see ``sealing.rewrite_sealed``)."""
+    if record.sealed is not None or not sealing.secrets_in(_doc(record.checks)):
+        return record
+    done = sealed(box, record)
+    await sealing.rewrite_sealed(repo, record, done)
+    return done
+
+
 # --- listing ----------------------------------------------------------------------------------------------------
 
 
@@ -220,4 +297,7 @@ def list_page(records: Iterable[SavedGuardrail], query: ListQuery, workspace: st
 
 
 def encode_page(page: GuardrailPage) -> bytes:
-    return _encoder.encode(page)
+    """The page as the API answers it (each record's credentials masked, ``SavedGuardrail.public``)."""
+    doc: dict[str, Any] = msgspec.to_builtins(page)
+    doc["data"] = [r.public() for r in page.data]
+    return _encoder.encode(doc)

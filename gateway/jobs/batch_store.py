@@ -4,8 +4,8 @@
   and the id of the key it runs as (never a key secret). Written on state transitions only (a handful per batch),
   never per line. The headers (provider bearer, forwarded headers, ``x-gateway-config``: any may hold credentials)
   are sealed together as one blob with the gateway's secret box (``gateway.controlplane.secrets``), bound to the
-  batch's workspace and id, and opened only by the runner; records written before that hold them in plain text
-  and still run.
+  batch's workspace and id, and opened only by the runner; records written before that hold them in plain text,
+  still run, and are sealed the first time this store reads them (``sealing.rewrite_sealed``, as saved configs).
 - An ``active`` marker record (kind ``batch_active``) while the batch is unfinished: schedulers list these to find
   work, so finished batches cost nothing to skip.
 - Per-line results (KV ``batch:<id>:r:<line>``): the finished output line, stored with ``set_if_absent`` so a line
@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import builtins
 import time
-from typing import Awaitable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import msgspec
 
 from gateway.controlplane.records import Entity, Repository, store_unavailable
+from gateway.controlplane.sealing import rewrite_sealed
 from gateway.controlplane.secrets import SecretBox
 from gateway.schema.batches import TERMINAL, Batch, BatchUsage, RequestCounts
 from gateway.state.base import StateStore, StateStoreError
@@ -97,9 +98,11 @@ def _cancel_key(batch_id: str) -> str:
 
 
 class BatchStore:
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, box: Callable[[], SecretBox]) -> None:
         self.store = store
         self.repo = Repository(store, KIND, BatchRecord, PREFIX, "batch", id_param="batch_id")
+        #: the gateway's secret box, asked for only to seal an older record's plain headers
+        self.box = box
 
     # -- records ---------------------------------------------------------------------------------------------
 
@@ -110,16 +113,26 @@ class BatchStore:
 
     async def get(self, workspace: str, batch_id: str) -> BatchRecord:
         """The batch of ``workspace`` with its live counts (404 naming ``batch_id``)."""
-        return await self.with_live_counts(await self.repo.get(workspace, batch_id))
+        return await self.with_live_counts(await self._sealed(await self.repo.get(workspace, batch_id)))
 
     async def find(self, batch_id: str) -> BatchRecord | None:
-        return await self.repo.find(batch_id)
+        record = await self.repo.find(batch_id)
+        return None if record is None else await self._sealed(record)
 
     async def list(self, workspace: str) -> list[BatchRecord]:
         """The workspace's batches, newest first."""
-        records = await self.repo.list(workspace)
+        records = [await self._sealed(r) for r in await self.repo.list(workspace)]
         records.reverse()
         return records
+
+    async def _sealed(self, record: BatchRecord) -> BatchRecord:
+        """``record``; one written with its headers in plain text is sealed and stored again (best effort)."""
+        if not record.headers or record.sealed_headers:
+            return record
+        sealed = msgspec.structs.replace(
+            record, headers=[], sealed_headers=seal_headers(self.box(), record.workspace_id, record.id, record.headers))
+        await rewrite_sealed(self.repo, record, sealed)
+        return sealed
 
     async def with_live_counts(self, record: BatchRecord) -> BatchRecord:
         batch = record.batch

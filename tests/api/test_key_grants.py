@@ -1,5 +1,6 @@
-"""What a gateway key may hand out, through the real gateway: a key creates and rotates only keys within its own role
-and scopes (403 naming what it lacks), in its own workspace; the root key may do anything."""
+"""What a gateway key may hand out, through the real gateway: a key creates, rotates and revokes only keys within its
+own role and scopes (403 naming what it lacks), in its own workspace, and may always revoke itself; the root key may
+do anything."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def test_a_key_creates_and_rotates_only_keys_within_its_role_and_scopes(gateway,
     if role == "member":  # a member reaches no key route at all
         for resp in (api(gateway, "POST", "/v1/api-keys", {"name": "x", "role": "member", "scopes": []},
                          caller["key"]),
-                     api(gateway, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=caller["key"])):
+                     api(gateway, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=caller["key"]),
+                     api(gateway, "DELETE", f"/v1/api-keys/{full_admin['id']}", key=caller["key"])):
             assert resp.status == 403 and "admin" in resp.json()["error"]["message"], resp.text
         assert key_ids(gateway, workspace) == {caller["id"], full_admin["id"]}
         return
@@ -108,11 +110,38 @@ def test_a_key_creates_and_rotates_only_keys_within_its_role_and_scopes(gateway,
             made.add(defaults.json()["id"])
     # rotating a wider key would hand its secret over: refused unless it holds every scope
     rotate = api(gateway, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=caller["key"])
+    # and so is revoking one, whose holder it could not make again
+    revoke = api(gateway, "DELETE", f"/v1/api-keys/{full_admin['id']}", key=caller["key"])
     if len(scopes) == len(ALL):
         assert rotate.status == 200, rotate.text
+        assert revoke.status == 200, revoke.text
+        made.discard(full_admin["id"])
     else:
         refused(rotate, "missing_scope", "key_id", f"'{next(s for s in ALL if s not in scopes)}'")
+        refused(revoke, "missing_scope", "key_id", f"'{next(s for s in ALL if s not in scopes)}'")
     assert key_ids(gateway, workspace) == made
+    # a key within its own role and scopes it may revoke, and itself always
+    child = create_key(gateway, "member", workspace, caller["key"], scopes=scopes[:1])
+    for gone in (child, caller):
+        assert api(gateway, "DELETE", f"/v1/api-keys/{gone['id']}", key=caller["key"]).status == 200
+        made.discard(gone["id"])
+    assert key_ids(gateway, workspace) == made
+
+
+def test_the_narrowed_admin_cannot_revoke_wider_keys_but_may_revoke_itself(gateway, mock):
+    narrow = create_key(gateway, "admin", scopes=["models.read"])
+    workspace = narrow["workspace_id"]
+    full_admin = create_key(gateway, "admin", workspace)
+    member = create_key(gateway, "member", workspace)  # the member defaults: inference first
+    for target in (full_admin, member):
+        refused(api(gateway, "DELETE", f"/v1/api-keys/{target['id']}", key=narrow["key"]), "missing_scope",
+                "key_id", "'inference'")
+        assert chat(gateway, target["key"], mock.scenario()).status == 200  # still in service
+    assert api(gateway, "GET", f"/v1/api-keys/{full_admin['id']}", key=narrow["key"]).status == 200
+    narrower = create_key(gateway, "member", workspace, narrow["key"], scopes=["models.read"])
+    assert api(gateway, "DELETE", f"/v1/api-keys/{narrower['id']}", key=narrow["key"]).status == 200
+    assert api(gateway, "DELETE", f"/v1/api-keys/{narrow['id']}", key=narrow["key"]).status == 200
+    assert key_ids(gateway, workspace) == {full_admin["id"], member["id"]}
 
 
 def test_a_key_creates_keys_only_in_its_own_workspace_and_root_anywhere(gateway):
@@ -130,7 +159,7 @@ def test_a_key_creates_keys_only_in_its_own_workspace_and_root_anywhere(gateway)
     assert made.status == 201 and made.json()["scopes"] == list(ALL)
 
 
-def test_only_a_root_key_rotates_a_root_key(mock):
+def test_only_a_root_key_rotates_or_revokes_a_root_key(mock):
     data_dir = tempfile.mkdtemp(prefix="gw-grants-")
 
     async def store_root() -> str:
@@ -150,9 +179,14 @@ def test_only_a_root_key_rotates_a_root_key(mock):
         assert not full_admin["root"]
         refused(api(server, "POST", f"/v1/api-keys/{root_id}/rotate", key=full_admin["key"]), "missing_role",
                 "key_id", "root key")
+        refused(api(server, "DELETE", f"/v1/api-keys/{root_id}", key=full_admin["key"]), "missing_role",
+                "key_id", "root key")
         rotated = api(server, "POST", f"/v1/api-keys/{root_id}/rotate", key=ADMIN_KEY)
         assert rotated.status == 200 and rotated.json()["root"] is True
         # the rotated root key may itself rotate and create anything
         assert api(server, "POST", f"/v1/api-keys/{full_admin['id']}/rotate", key=rotated.json()["key"]).status == 200
+        # and the root key revokes a root key (itself included)
+        assert api(server, "DELETE", f"/v1/api-keys/{root_id}", key=rotated.json()["key"]).status == 200
+        assert root_id not in key_ids(server, "default")
     finally:
         server.stop()

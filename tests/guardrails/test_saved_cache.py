@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.controlplane.secrets import SecretBox
 from gateway.guardrails.saved import new_guardrail, parse_create
 from gateway.guardrails.saved_cache import SavedGuardrailCache, guardrail_repository
 from gateway.state.memory import MemoryStateStore
+
+
+def box() -> SecretBox:
+    return SecretBox.from_text("test-secret-key")
+
 
 BODY = {"name": "g", "checks": [{"id": "default.wordCount", "parameters": {"maxWords": 3}}]}
 
@@ -27,7 +33,7 @@ class CountingStore(MemoryStateStore):
 
 async def test_records_are_read_once_until_invalidated():
     store = CountingStore()
-    cache = SavedGuardrailCache(guardrail_repository(store))
+    cache = SavedGuardrailCache(guardrail_repository(store), box)
     record = await cache.repository.create(new_guardrail(parse_create(BODY), "ws1"))
     assert (await cache.resolve(record.id, "ws1")).name == "g"
     assert (await cache.resolve(record.id, "ws1")).name == "g"
@@ -44,7 +50,7 @@ async def test_records_are_read_once_until_invalidated():
 
 async def test_a_read_overtaken_by_a_change_is_not_kept():
     store = CountingStore()
-    cache = SavedGuardrailCache(guardrail_repository(store))
+    cache = SavedGuardrailCache(guardrail_repository(store), box)
     record = await cache.repository.create(new_guardrail(parse_create(BODY), "ws1"))
     store.gate = asyncio.Event()
     pending = asyncio.create_task(cache.resolve(record.id, "ws1"))

@@ -2,7 +2,8 @@
 
 ``POST /verdict/true`` and ``/verdict/false`` answer ``{"verdict": ..., "explanation": ...}``; ``/slow/<ms>`` waits
 that long first (then passes); ``/status/<code>`` answers that status. ``received`` holds each request's path and
-JSON body, ``user_agents`` each request's ``User-Agent``.
+JSON body, ``user_agents`` each request's ``User-Agent``, ``received_headers`` its path and headers (names
+lower-cased).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ class WebhookServer:
     def __init__(self) -> None:
         self.received: list[tuple[str, Any]] = []
         self.user_agents: list[str | None] = []
-        received, user_agents = self.received, self.user_agents
+        self.received_headers: list[tuple[str, dict[str, str]]] = []
+        received, user_agents, received_headers = self.received, self.user_agents, self.received_headers
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
@@ -27,6 +29,7 @@ class WebhookServer:
             def do_POST(self) -> None:  # http.server's name
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
+                received_headers.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
                 received.append((self.path, body))
                 user_agents.append(self.headers.get("user-agent"))
                 parts = self.path.strip("/").split("/")
