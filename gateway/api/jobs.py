@@ -49,7 +49,7 @@ class Jobs:
         self.batches = BatchStore(runtime.store)
         self.forwarder = Forwarder(runtime)
         self.scheduler = BatchScheduler(
-            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(), runtime.keys,
+            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app).call, batch_parsers(), runtime.keys,
                        self._box))
         spool = data_path(settings, "tmp")
         spool.mkdir(exist_ok=True)
