@@ -15,7 +15,7 @@ from gateway.api.console import mount_console
 from gateway.api.guardrails import GuardrailRoutes
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
 from gateway.api.inference import Pipeline
-from gateway.api.jobs import mount_jobs
+from gateway.api.job_routes import mount_jobs
 from gateway.api.keys import KeyRoutes
 from gateway.api.logs import LogsEndpoint
 from gateway.api.metrics import MetricsEndpoint
