@@ -18,8 +18,8 @@ import uuid
 import msgspec
 
 from gateway.http.types import Send
-from gateway.mock.kit import DEFAULT_REPLY, MockRequest, count_tokens, respond_json
-from gateway.mock.vendorA_files import CONTENT, FILES, envelope, invalid, page, query, store_file
+from gateway_mock.kit import DEFAULT_REPLY, MockRequest, count_tokens, respond_json
+from gateway_mock.vendorA_files import CONTENT, FILES, envelope, invalid, page, query, store_file
 
 VALIDATE_S = 0.2
 RUN_S = 1.0

@@ -15,8 +15,8 @@ import re
 import time
 
 from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, respond_json
-from gateway.mock.vendorA_files import CONTENT, FILES, invalid, new_id, page, query, store_file
+from gateway_mock.kit import MockRequest, respond_json
+from gateway_mock.vendorA_files import CONTENT, FILES, invalid, new_id, page, query, store_file
 
 QUEUE_S = 0.2
 RUN_S = 0.4

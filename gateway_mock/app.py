@@ -1,6 +1,6 @@
 """The mock upstream's ASGI app: scenario control endpoints and dispatch to each provider module's ROUTES.
 
-Every module in ``gateway.mock`` with a ``ROUTES`` list of ``(method, compiled path regex, handler)`` is served;
+Every module in ``gateway_mock`` with a ``ROUTES`` list of ``(method, compiled path regex, handler)`` is served;
 its optional ``error(req, send)`` writes scripted errors in that provider's own format (vendorA's otherwise).
 """
 
@@ -13,10 +13,10 @@ import re
 
 import msgspec
 
-import gateway.mock as mock_package
+import gateway_mock as mock_package
 from gateway.http.types import Receive, Scope, Send
-from gateway.mock import vendorA
-from gateway.mock.kit import DEFAULT_STEP, SCENARIOS, Handler, MockRequest, Scenario, _current, respond, respond_json
+from gateway_mock import vendorA
+from gateway_mock.kit import DEFAULT_STEP, SCENARIOS, Handler, MockRequest, Scenario, _current, respond, respond_json
 
 _routes: list[tuple[str, re.Pattern[str], Handler, Handler]] = []
 
@@ -25,7 +25,7 @@ def _discover() -> None:
     for info in pkgutil.iter_modules(mock_package.__path__):
         if info.name in ("app", "kit"):
             continue
-        module = importlib.import_module(f"gateway.mock.{info.name}")
+        module = importlib.import_module(f"gateway_mock.{info.name}")
         routes = getattr(module, "ROUTES", None)
         if not routes:
             continue

@@ -16,7 +16,7 @@ import time
 from array import array
 
 from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -36,7 +36,7 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
-from gateway.mock.schema_sample import sample
+from gateway_mock.schema_sample import sample
 
 _ids = itertools.count(1)
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",

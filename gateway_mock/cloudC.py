@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -47,8 +47,8 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
-from gateway.mock.schema_sample import sample
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.schema_sample import sample
+from gateway_mock.vendorA import embedding_vector
 
 #: a bearer token the model routes always accept (test data, not a credential)
 TEST_TOKEN = "ya29.cloudc-mock-test-token"

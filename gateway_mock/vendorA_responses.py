@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, count_tokens, respond_json
-from gateway.mock.vendorA_files import invalid
+from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.vendorA_files import invalid
 
 INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
               "message.input_image.image_url", "computer_call_output.output.image_url",

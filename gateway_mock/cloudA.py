@@ -31,7 +31,8 @@ from typing import Any
 import msgspec
 
 from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway.providers.cloudA import eventstream, sigv4
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -40,8 +41,7 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
-from gateway.mock.schema_sample import sample
-from gateway.providers.cloudA import eventstream, sigv4
+from gateway_mock.schema_sample import sample
 
 SERVICE = "bedrock"
 #: access key id -> (secret access key, session token a request must carry or None)

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 from gateway.http.types import Send
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
-from gateway.mock.kit import MockRequest, respond, respond_json
+from gateway_mock.kit import MockRequest, respond, respond_json
 
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 FILES: dict[str, dict] = {}
