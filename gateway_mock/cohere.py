@@ -16,7 +16,7 @@ import math
 import re
 import uuid
 
-from gateway.http.types import Send
+from gateway_mock.asgi import Send
 from gateway_mock.kit import MockRequest, count_tokens, respond_json
 from gateway_mock.scoring import (
     AUTH,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from gateway.http.types import Send
+from gateway_mock.asgi import Send
 from gateway_mock.kit import MockRequest, count_tokens, respond_json
 from gateway_mock.scoring import (
     AUTH,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gateway.http.types import Send
+from gateway_mock.asgi import Send
 from gateway_mock.kit import MockRequest, respond_json
 
 DEFAULT_MODELS = ("gpt-4o", "gpt-4o-mini", "text-embedding-3-small")
