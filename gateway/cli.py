@@ -68,7 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_mock(args: argparse.Namespace) -> int:
     print(f"gateway mock-upstream: serving on http://{args.host}:{args.port}", flush=True)
-    _serve_granian("gateway.mock.app:app", args.host, args.port, args.workers, 2048, "warning")
+    _serve_granian("gateway_mock.app:app", args.host, args.port, args.workers, 2048, "warning")
     return 0
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, count_tokens, respond_json
-from gateway.mock.scoring import (
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.scoring import (
     AUTH,
     NO_MODEL,
     NOT_OBJECT,
@@ -30,7 +30,7 @@ from gateway.mock.scoring import (
     scripted_error,
     worded,
 )
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.vendorA import embedding_vector
 
 RERANK_FIELDS = frozenset({"query", "documents", "model", "top_k", "return_documents", "truncation"})
 EMBED_FIELDS = frozenset({"input", "model", "input_type", "truncation", "output_dimension", "output_dtype",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, count_tokens, respond_json
-from gateway.mock.scoring import (
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.scoring import (
     AUTH,
     NOT_OBJECT,
     UNKNOWN_FIELDS,
@@ -27,7 +27,7 @@ from gateway.mock.scoring import (
     rerank_tokens,
     scripted_error,
 )
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.vendorA import embedding_vector
 
 RERANK_FIELDS = frozenset({"model", "query", "documents", "top_n", "return_documents"})
 EMBED_FIELDS = frozenset({"model", "input", "task", "dimensions", "embedding_type", "normalized", "late_chunking",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, respond_json
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, respond_json
 
 DEFAULT_MODELS = ("gpt-4o", "gpt-4o-mini", "text-embedding-3-small")
 ANTHROPIC_MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5")

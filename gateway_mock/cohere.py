@@ -16,9 +16,9 @@ import math
 import re
 import uuid
 
-from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, count_tokens, respond_json
-from gateway.mock.scoring import (
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.scoring import (
     AUTH,
     NO_MODEL,
     NOT_OBJECT,
@@ -30,7 +30,7 @@ from gateway.mock.scoring import (
     scripted_error,
     worded,
 )
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.vendorA import embedding_vector
 
 RERANK_FIELDS = frozenset({"model", "query", "documents", "top_n", "max_tokens_per_doc", "priority"})
 EMBED_FIELDS = frozenset({"model", "input_type", "texts", "images", "inputs", "embedding_types", "output_dimension",

@@ -16,8 +16,8 @@ from typing import Any, Awaitable, Callable, TypeGuard
 
 import msgspec
 
-from gateway.http.types import Send
-from gateway.mock.kit import Handler, MockRequest, count_tokens, respond_json, retry_headers
+from gateway_mock.asgi import Send
+from gateway_mock.kit import Handler, MockRequest, count_tokens, respond_json, retry_headers
 
 #: ``fail(send, status, message, headers=None)``: one provider's error body
 Fail = Callable[..., Awaitable[None]]

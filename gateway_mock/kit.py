@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from gateway.http.types import Send
+from gateway_mock.asgi import Send
 
 _encode = msgspec.json.encode
 DEFAULT_REPLY = (
@@ -77,7 +77,29 @@ class Scenario(msgspec.Struct):
         return self.steps[-1]
 
 
-SCENARIOS: dict[str, Scenario] = {}
+class MockState:
+    """Everything one mock app remembers between requests (scenarios, stored files, jobs, service accounts...).
+
+    It lives on the app (``MockApp.state``) and reaches handlers as ``req.state``: a new app starts empty.
+    """
+
+    def __init__(self) -> None:
+        self.scenarios: dict[str, Scenario] = {}
+        #: vendorA files: id -> file object, and id -> content
+        self.files: dict[str, dict] = {}
+        self.file_content: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.fine_tuning_jobs: dict[str, dict] = {}
+        self.fine_tuning_events: dict[str, list[dict]] = {}
+        #: vendorA stored responses and their input items
+        self.responses: dict[str, dict] = {}
+        self.response_input_items: dict[str, list[dict]] = {}
+        #: cloudC service accounts: email -> (RSA public key, token URI); the tokens issued, and how many per email
+        self.service_accounts: dict[str, tuple[Any, str]] = {}
+        self.issued_tokens: set[str] = set()
+        self.issued_count: dict[str, int] = {}
+
+
 DEFAULT_STEP = Step()
 
 
@@ -91,9 +113,11 @@ _NO_MATCH = _empty_match()
 
 
 class MockRequest:
-    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json", "disconnected", "raw_path")
+    __slots__ = ("method", "path", "query", "headers", "body", "step", "match", "_json", "disconnected", "raw_path",
+                 "state")
 
-    def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, step: Step) -> None:
+    def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, step: Step,
+                 state: MockState | None = None) -> None:
         self.method = method
         self.path = path
         self.query = query
@@ -107,6 +131,8 @@ class MockRequest:
         self.disconnected = False
         #: the path exactly as it came on the wire (percent-encoding kept, scenario prefix included)
         self.raw_path: bytes = path.encode()
+        #: what the serving app remembers (a fresh, empty one when none is given)
+        self.state = state if state is not None else MockState()
 
     def json(self) -> Any:
         if self._json is None:

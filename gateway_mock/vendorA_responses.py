@@ -17,15 +17,13 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qs
 
-from gateway.http.types import Send
-from gateway.mock.kit import MockRequest, count_tokens, respond_json
-from gateway.mock.vendorA_files import invalid
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.vendorA_files import invalid
 
 INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
               "message.input_image.image_url", "computer_call_output.output.image_url",
               "code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs")
-RESPONSES: dict[str, dict] = {}
-INPUT_ITEMS: dict[str, list[dict]] = {}
 
 
 def _items(value: Any) -> list[dict]:
@@ -70,8 +68,8 @@ async def create(req: MockRequest, send: Send) -> None:
         "user": doc.get("user"), "metadata": doc.get("metadata") or {},
     }
     if response["store"]:
-        RESPONSES[response["id"]] = response
-        INPUT_ITEMS[response["id"]] = items
+        req.state.responses[response["id"]] = response
+        req.state.response_input_items[response["id"]] = items
     await respond_json(send, 200, response)
 
 
@@ -85,7 +83,7 @@ def _include_problem(req: MockRequest) -> str | None:
 
 async def _stored(req: MockRequest, send: Send) -> str | None:
     response_id = req.match.group("response_id")
-    if response_id not in RESPONSES:
+    if response_id not in req.state.responses:
         await respond_json(send, 404, invalid(f"Response with id '{response_id}' not found.", None))
         return None
     problem = _include_problem(req)
@@ -98,7 +96,7 @@ async def _stored(req: MockRequest, send: Send) -> str | None:
 async def retrieve(req: MockRequest, send: Send) -> None:
     response_id = await _stored(req, send)
     if response_id is not None:
-        await respond_json(send, 200, RESPONSES[response_id])
+        await respond_json(send, 200, req.state.responses[response_id])
 
 
 async def input_items(req: MockRequest, send: Send) -> None:
@@ -117,7 +115,7 @@ async def input_items(req: MockRequest, send: Send) -> None:
     if order not in ("asc", "desc"):
         await respond_json(send, 400, invalid(f"Invalid value for 'order': {order!r}.", "order"))
         return
-    items = list(INPUT_ITEMS[response_id])
+    items = list(req.state.response_input_items[response_id])
     if order == "desc":
         items.reverse()
     ids = [item["id"] for item in items]

@@ -17,15 +17,14 @@ import uuid
 
 import msgspec
 
-from gateway.http.types import Send
-from gateway.mock.kit import DEFAULT_REPLY, MockRequest, count_tokens, respond_json
-from gateway.mock.vendorA_files import CONTENT, FILES, envelope, invalid, page, query, store_file
+from gateway_mock.asgi import Send
+from gateway_mock.kit import DEFAULT_REPLY, MockRequest, MockState, count_tokens, respond_json
+from gateway_mock.vendorA_files import envelope, invalid, page, query, store_file
 
 VALIDATE_S = 0.2
 RUN_S = 1.0
 CANCEL_S = 0.3
 ENDPOINTS = ("/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/moderations")
-BATCHES: dict[str, dict] = {}
 _encode = msgspec.json.encode
 
 
@@ -40,17 +39,18 @@ def _answer(line: dict) -> dict:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 
 
-def _finish(batch: dict, now: int) -> None:
-    lines = [msgspec.json.decode(raw) for raw in CONTENT.get(batch["input_file_id"], b"").splitlines() if raw.strip()]
+def _finish(state: MockState, batch: dict, now: int) -> None:
+    content = state.file_content.get(batch["input_file_id"], b"")
+    lines = [msgspec.json.decode(raw) for raw in content.splitlines() if raw.strip()]
     out = b"".join(_encode({"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": line.get("custom_id"),
                             "response": {"status_code": 200, "request_id": uuid.uuid4().hex, "body": _answer(line)},
                             "error": None}) + b"\n" for line in lines)
     batch.update(status="completed", finalizing_at=now, completed_at=now,
-                 output_file_id=store_file(out, f"{batch['id']}_output.jsonl", "batch_output")["id"],
+                 output_file_id=store_file(state, out, f"{batch['id']}_output.jsonl", "batch_output")["id"],
                  request_counts={"total": len(lines), "completed": len(lines), "failed": 0})
 
 
-def advance(batch: dict) -> dict:
+def advance(state: MockState, batch: dict) -> dict:
     """Move the batch along by the time elapsed since it was created (or cancelled)."""
     now = time.time()
     status = batch["status"]
@@ -60,7 +60,7 @@ def advance(batch: dict) -> dict:
         batch.update(status="in_progress", in_progress_at=int(now))
         status = "in_progress"
     if status == "in_progress" and now - batch["created_at_f"] >= RUN_S:
-        _finish(batch, int(now))
+        _finish(state, batch, int(now))
     return {k: v for k, v in batch.items() if not k.endswith("_f")}
 
 
@@ -71,10 +71,10 @@ async def create(req: MockRequest, send: Send) -> None:
         await respond_json(send, 400, invalid("We could not parse the JSON body of your request.", None))
         return
     file_id = doc.get("input_file_id")
-    if not isinstance(file_id, str) or file_id not in FILES:
+    if not isinstance(file_id, str) or file_id not in req.state.files:
         await respond_json(send, 400, invalid(f"Invalid 'input_file_id': {file_id!r}.", "input_file_id"))
         return
-    if FILES[file_id]["purpose"] != "batch":
+    if req.state.files[file_id]["purpose"] != "batch":
         await respond_json(send, 400, invalid("The input file must have purpose 'batch'.", "input_file_id"))
         return
     if doc.get("completion_window") != "24h":
@@ -91,41 +91,41 @@ async def create(req: MockRequest, send: Send) -> None:
              "cancelling_at": None, "cancelled_at": None,
              "request_counts": {"total": 0, "completed": 0, "failed": 0}, "metadata": doc.get("metadata"),
              "created_at_f": now}
-    BATCHES[batch["id"]] = batch
-    await respond_json(send, 200, advance(batch))
+    req.state.batches[batch["id"]] = batch
+    await respond_json(send, 200, advance(req.state, batch))
 
 
 async def retrieve(req: MockRequest, send: Send) -> None:
-    batch = BATCHES.get(req.match.group("batch_id"))
+    batch = req.state.batches.get(req.match.group("batch_id"))
     if batch is None:
         await respond_json(send, 404, invalid(f"No batch found with id '{req.match.group('batch_id')}'.", "id"))
         return
-    await respond_json(send, 200, advance(batch))
+    await respond_json(send, 200, advance(req.state, batch))
 
 
 async def listing(req: MockRequest, send: Send) -> None:
-    batches = sorted(BATCHES.values(), key=lambda b: b["created_at_f"], reverse=True)
+    batches = sorted(req.state.batches.values(), key=lambda b: b["created_at_f"], reverse=True)
     result = page(batches, query(req), 20, 100)
     if isinstance(result, str):
         await respond_json(send, 400, invalid(result, "limit"))
         return
     data, has_more = result
-    await respond_json(send, 200, envelope([advance(b) for b in data], has_more))
+    await respond_json(send, 200, envelope([advance(req.state, b) for b in data], has_more))
 
 
 async def cancel(req: MockRequest, send: Send) -> None:
-    batch = BATCHES.get(req.match.group("batch_id"))
+    batch = req.state.batches.get(req.match.group("batch_id"))
     if batch is None:
         await respond_json(send, 404, invalid(f"No batch found with id '{req.match.group('batch_id')}'.", "id"))
         return
-    advance(batch)
+    advance(req.state, batch)
     if batch["status"] in ("validating", "in_progress"):
         now = time.time()
         batch.update(status="cancelling", cancelling_at=int(now), cancelling_at_f=now)
     elif batch["status"] != "cancelling":
         await respond_json(send, 409, invalid(f"Cannot cancel a batch with status '{batch['status']}'.", None))
         return
-    await respond_json(send, 200, advance(batch))
+    await respond_json(send, 200, advance(req.state, batch))
 
 
 _ID = r"(?P<batch_id>[^/]+)"

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import re
+import secrets
 import sys
 import time
 from array import array
 
-from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock.asgi import Send
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -27,13 +27,12 @@ from gateway.mock.kit import (
     stream_part,
 )
 
-_ids = itertools.count(1)
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}-{next(_ids):08d}{int(time.time() * 1000) % 100000:05d}"
+    return f"{prefix}-{secrets.randbelow(10 ** 8):08d}{int(time.time() * 1000) % 100000:05d}"
 
 
 def _prompt_text(req: MockRequest) -> str:

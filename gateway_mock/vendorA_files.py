@@ -3,7 +3,8 @@
 Like the real API: the upload needs a ``file`` part and a known ``purpose`` (400 naming it otherwise); ids look
 like ``file-<24 alphanumerics>``; the list answers ``{object: "list", data, first_id, last_id, has_more}`` newest
 first unless ``order=asc``, filtered by ``purpose``, paged by ``after`` and ``limit`` (1 to 10,000); an unknown id
-is a 404 ``No such File object``. Batches and fine-tuning jobs read these files (``FILES`` / ``CONTENT``).
+is a 404 ``No such File object``. Batches and fine-tuning jobs read these files (``req.state.files`` /
+``req.state.file_content``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ import string
 import time
 from urllib.parse import parse_qs
 
-from gateway.http.types import Send
-from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
-from gateway.mock.kit import MockRequest, respond, respond_json
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, MockState, respond, respond_json
+from gateway_mock.multipart import FormError, parse_form
 
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
-FILES: dict[str, dict] = {}
-CONTENT: dict[str, bytes] = {}
 _ALNUM = string.ascii_letters + string.digits
 
 
@@ -57,37 +56,23 @@ def envelope(data: list[dict], has_more: bool) -> dict:
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
 
 
-def store_file(content: bytes, filename: str, purpose: str) -> dict:
+def store_file(state: MockState, content: bytes, filename: str, purpose: str) -> dict:
     file_id = new_id("file-")
     obj = {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
            "filename": filename, "purpose": purpose, "status": "processed", "status_details": None,
            "expires_at": None}
-    FILES[file_id] = obj
-    CONTENT[file_id] = content
+    state.files[file_id] = obj
+    state.file_content[file_id] = content
     return obj
 
 
 async def create(req: MockRequest, send: Send) -> None:
     try:
-        parser = MultipartParser(boundary_of(req.headers.get("content-type", "")))
-        events = parser.feed(req.body)
-        parser.close()
-    except MultipartError as exc:
+        fields, filenames = parse_form(req.headers.get("content-type", ""), req.body)
+    except FormError as exc:
         await respond_json(send, 400, invalid(f"Invalid multipart body: {exc}", "file"))
         return
-    fields: dict[str, bytes] = {}
-    filename = None
-    current = None
-    for event in events:
-        if isinstance(event, PartStart):
-            current = event.name
-            fields[current] = b""
-            if event.name == "file":
-                filename = event.filename
-        elif event is PART_END:
-            current = None
-        elif current is not None and isinstance(event, bytes):
-            fields[current] += event
+    filename = filenames.get("file")
     purpose = fields.get("purpose", b"").decode()
     if "file" not in fields or filename is None:
         await respond_json(send, 400, invalid("Missing required parameter: 'file'.", "file"))
@@ -95,12 +80,12 @@ async def create(req: MockRequest, send: Send) -> None:
     if purpose not in PURPOSES:
         await respond_json(send, 400, invalid(f"Invalid value for 'purpose': {purpose!r}.", "purpose"))
         return
-    await respond_json(send, 200, store_file(fields["file"], filename, purpose))
+    await respond_json(send, 200, store_file(req.state, fields["file"], filename, purpose))
 
 
 async def listing(req: MockRequest, send: Send) -> None:
     q = query(req)
-    files = sorted(FILES.values(), key=lambda f: (f["created_at"], f["id"]), reverse=q.get("order") != "asc")
+    files = sorted(req.state.files.values(), key=lambda f: (f["created_at"], f["id"]), reverse=q.get("order") != "asc")
     if q.get("purpose"):
         files = [f for f in files if f["purpose"] == q["purpose"]]
     result = page(files, q, 10_000, 10_000)
@@ -112,7 +97,7 @@ async def listing(req: MockRequest, send: Send) -> None:
 
 async def _known(req: MockRequest, send: Send) -> str | None:
     file_id = req.match.group("file_id")
-    if file_id not in FILES:
+    if file_id not in req.state.files:
         await respond_json(send, 404, invalid(f"No such File object: {file_id}", "id"))
         return None
     return file_id
@@ -121,20 +106,20 @@ async def _known(req: MockRequest, send: Send) -> str | None:
 async def retrieve(req: MockRequest, send: Send) -> None:
     file_id = await _known(req, send)
     if file_id is not None:
-        await respond_json(send, 200, FILES[file_id])
+        await respond_json(send, 200, req.state.files[file_id])
 
 
 async def content(req: MockRequest, send: Send) -> None:
     file_id = await _known(req, send)
     if file_id is not None:
-        await respond(send, 200, CONTENT[file_id], b"application/octet-stream")
+        await respond(send, 200, req.state.file_content[file_id], b"application/octet-stream")
 
 
 async def delete(req: MockRequest, send: Send) -> None:
     file_id = await _known(req, send)
     if file_id is not None:
-        FILES.pop(file_id)
-        CONTENT.pop(file_id, None)
+        req.state.files.pop(file_id)
+        req.state.file_content.pop(file_id, None)
         await respond_json(send, 200, {"id": file_id, "object": "file", "deleted": True})
 
 

@@ -14,9 +14,9 @@ import re
 from typing import Any
 from urllib.parse import parse_qs
 
-from gateway.http.types import Message, Send
-from gateway.mock import vendorA, vendorA_batches, vendorA_files, vendorA_fine_tuning, vendorA_responses
-from gateway.mock.kit import Handler, MockRequest, respond_json, retry_headers, sse
+from gateway_mock import vendorA, vendorA_batches, vendorA_files, vendorA_fine_tuning, vendorA_responses
+from gateway_mock.asgi import Message, Send
+from gateway_mock.kit import Handler, MockRequest, respond_json, retry_headers, sse
 
 _CODES = {400: "BadRequest", 401: "401", 403: "Forbidden", 404: "DeploymentNotFound", 408: "Timeout",
           429: "429", 500: "InternalServerError", 503: "ServiceUnavailable"}

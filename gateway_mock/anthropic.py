@@ -17,16 +17,15 @@ tool's input is made from its ``input_schema`` (``schema_sample``) and streamed 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
-import time
+import secrets
 from typing import Any
 
 import msgspec
 
-from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock.asgi import Send
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -36,9 +35,8 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
-from gateway.mock.schema_sample import sample
+from gateway_mock.schema_sample import sample
 
-_ids = itertools.count(1)
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
                403: "permission_error", 404: "not_found_error", 409: "conflict_error", 413: "request_too_large",
                429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
@@ -46,8 +44,7 @@ THINKING = ["The user greeted me; ", "I should answer briefly and kindly."]
 
 
 def new_id(prefix: str) -> str:
-    seed = f"{next(_ids)}-{time.time_ns()}".encode()
-    return prefix + "01" + hashlib.sha256(seed).hexdigest()[:22]
+    return prefix + "01" + secrets.token_hex(11)
 
 
 def error_doc(type_: str, message: str) -> dict:

@@ -37,8 +37,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock.asgi import Send
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -47,8 +47,8 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
-from gateway.mock.schema_sample import sample
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.schema_sample import sample
+from gateway_mock.vendorA import embedding_vector
 
 #: a bearer token the model routes always accept (test data, not a credential)
 TEST_TOKEN = "ya29.cloudc-mock-test-token"
@@ -58,11 +58,6 @@ _STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DEN
            409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL", 501: "NOT_IMPLEMENTED",
            503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 _encode = msgspec.json.encode
-
-#: client_email -> (public key, token_uri)
-ACCOUNTS: dict[str, tuple[rsa.RSAPublicKey, str]] = {}
-ISSUED_TOKENS: set[str] = set()
-ISSUED_COUNT: dict[str, int] = {}
 
 
 def google_error(status: int, message: str) -> dict:
@@ -85,8 +80,8 @@ def _unb64(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
-def _verify(assertion: str) -> tuple[str | None, str]:
-    """(client_email, "") when the assertion is valid, else (None, why)."""
+def _verify(accounts: dict[str, tuple[rsa.RSAPublicKey, str]], assertion: str) -> tuple[str | None, str]:
+    """(client_email, "") when the assertion is valid for one of ``accounts``, else (None, why)."""
     try:
         head_b64, claims_b64, sig_b64 = assertion.split(".")
         header = msgspec.json.decode(_unb64(head_b64))
@@ -97,7 +92,7 @@ def _verify(assertion: str) -> tuple[str | None, str]:
     if header.get("alg") != "RS256" or header.get("typ") != "JWT":
         return None, "JWT header must be alg RS256, typ JWT"
     email = claims.get("iss")
-    account = ACCOUNTS.get(email) if isinstance(email, str) else None
+    account = accounts.get(email) if isinstance(email, str) else None
     if account is None:
         return None, f"unknown service account {email!r}"
     public_key, token_uri = account
@@ -123,13 +118,13 @@ async def token(req: MockRequest, send: Send) -> None:
     if form.get("grant_type") != [GRANT_TYPE] or len(form.get("assertion", [])) != 1:
         await respond_json(send, 400, {"error": "unsupported_grant_type", "error_description": "Invalid grant_type"})
         return
-    email, why = _verify(form["assertion"][0])
+    email, why = _verify(req.state.service_accounts, form["assertion"][0])
     if email is None:
         await respond_json(send, 400, {"error": "invalid_grant", "error_description": why})
         return
     access = "ya29.mock-" + os.urandom(16).hex()
-    ISSUED_TOKENS.add(access)
-    ISSUED_COUNT[email] = ISSUED_COUNT.get(email, 0) + 1
+    req.state.issued_tokens.add(access)
+    req.state.issued_count[email] = req.state.issued_count.get(email, 0) + 1
     await respond_json(send, 200, {"access_token": access, "expires_in": 3599, "token_type": "Bearer"})
 
 
@@ -139,16 +134,16 @@ async def register(req: MockRequest, send: Send) -> None:
         key = serialization.load_pem_public_key(doc["public_key"].encode())
         if not isinstance(key, rsa.RSAPublicKey):
             raise ValueError("public_key must be an RSA key")
-        ACCOUNTS[doc["client_email"]] = (key, doc["token_uri"])
+        req.state.service_accounts[doc["client_email"]] = (key, doc["token_uri"])
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         await respond_json(send, 400, {"error": f"bad service account registration: {exc}"})
         return
-    ISSUED_COUNT.setdefault(doc["client_email"], 0)
+    req.state.issued_count.setdefault(doc["client_email"], 0)
     await respond_json(send, 200, {"ok": True})
 
 
 async def issued(req: MockRequest, send: Send) -> None:
-    await respond_json(send, 200, {"issued": ISSUED_COUNT.get(req.match.group("email"), 0)})
+    await respond_json(send, 200, {"issued": req.state.issued_count.get(req.match.group("email"), 0)})
 
 
 # --- model routes --------------------------------------------------------------------------------------------
@@ -158,7 +153,7 @@ def _authorized(req: MockRequest) -> bool:
     if value[:7].lower() != "bearer ":
         return False
     supplied = value[7:].strip()
-    return supplied == TEST_TOKEN or supplied in ISSUED_TOKENS
+    return supplied == TEST_TOKEN or supplied in req.state.issued_tokens
 
 
 def _prompt_text(doc: dict) -> str:

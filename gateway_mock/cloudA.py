@@ -30,8 +30,9 @@ from typing import Any
 
 import msgspec
 
-from gateway.http.types import Send
-from gateway.mock.kit import (
+from gateway_mock import eventstream, sigv4
+from gateway_mock.asgi import Send
+from gateway_mock.kit import (
     MockRequest,
     count_tokens,
     end_stream,
@@ -40,8 +41,7 @@ from gateway.mock.kit import (
     start_stream,
     stream_part,
 )
-from gateway.mock.schema_sample import sample
-from gateway.providers.cloudA import eventstream, sigv4
+from gateway_mock.schema_sample import sample
 
 SERVICE = "bedrock"
 #: access key id -> (secret access key, session token a request must carry or None)
@@ -88,7 +88,7 @@ def authenticate(req: MockRequest) -> str:
     value = headers.get("authorization")
     if not value:
         raise AwsFailure(403, "MissingAuthenticationTokenException", "Missing Authentication Token", _AUTH_NAMESPACE)
-    parsed = sigv4.parse_authorization(value)
+    parsed = sigv4.parse(value)
     if parsed is None:
         raise AwsFailure(403, "IncompleteSignatureException",
                          f"Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' "
@@ -125,7 +125,7 @@ def authenticate(req: MockRequest) -> str:
                          "The provided 'x-amz-content-sha256' header does not match what was computed.",
                          _AUTH_NAMESPACE)
     path = req.raw_path.decode("latin-1").split("?", 1)[0]
-    if sigv4.verify(req.method, path, req.query, headers, req.body, secret, parsed):
+    if sigv4.is_signed_by(secret, parsed, req.method, path, req.query, headers, req.body):
         return parsed.access_key_id
     raise AwsFailure(403, "InvalidSignatureException", _MISMATCH, _AUTH_NAMESPACE)
 
@@ -302,7 +302,7 @@ async def converse(req: MockRequest, send: Send) -> None:
 
 def _event(event_type: str, doc: dict, n: int) -> bytes:
     padded = {**doc, "p": _PADDING[: 1 + (n * 7) % len(_PADDING)]}
-    return eventstream.event_message(event_type, _encode(padded))
+    return eventstream.event(event_type, _encode(padded))
 
 
 def _member(error_type: str | None, default: str) -> str:
@@ -325,7 +325,7 @@ async def converse_stream(req: MockRequest, send: Send) -> None:
     await start_stream(send, b"application/vnd.amazon.eventstream")
     if step.stream_error == "first":
         payload = _encode({"message": step.message or "Too many requests, please wait before trying again."})
-        await end_stream(send, eventstream.exception_message(_member(step.error_type, "throttlingException"), payload))
+        await end_stream(send, eventstream.exception(_member(step.error_type, "throttlingException"), payload))
         return
     frames: list[bytes] = [_event("messageStart", {"role": "assistant"}, 0)]
     call = _tool(req, doc)
@@ -355,7 +355,7 @@ async def converse_stream(req: MockRequest, send: Send) -> None:
         if n == half and step.stream_error == "middle":
             payload = _encode({"message": step.message or "The model stream failed midway.",
                                "originalStatusCode": 500})
-            await end_stream(send, eventstream.exception_message(
+            await end_stream(send, eventstream.exception(
                 _member(step.error_type, "modelStreamErrorException"), payload))
             return
         if n == half and step.stream_error == "cut":
