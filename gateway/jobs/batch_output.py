@@ -11,12 +11,11 @@ A stored result is the output line prefixed with one byte saying which file it b
 
 from __future__ import annotations
 
-import itertools
-import os
 from typing import Any
 
 import msgspec
 
+from gateway.process_ids import BATCH_REQUEST_IDS
 from gateway.schema.batches import BatchError, BatchUsage
 
 OUTPUT = b"o"
@@ -25,22 +24,9 @@ _encode = msgspec.json.encode
 _decode_any = msgspec.json.Decoder()
 
 
-_ID_PREFIX = os.urandom(8).hex()
-_id_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
-
-
-def _reseed() -> None:
-    global _ID_PREFIX, _id_counter
-    _ID_PREFIX = os.urandom(8).hex()
-    _id_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
-
-
-os.register_at_fork(after_in_child=_reseed)
-
-
 def _request_id() -> bytes:
     """``batch_req_`` + 32 hex: a random per-process prefix and a counter (unique without a syscall per line)."""
-    return f"batch_req_{_ID_PREFIX}{next(_id_counter) & 0xFFFFFFFFFFFFFFFF:016x}".encode()
+    return f"batch_req_{BATCH_REQUEST_IDS.next_hex()}".encode()
 
 
 def _single_line_json(body: bytes) -> bytes:
