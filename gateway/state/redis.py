@@ -51,7 +51,7 @@ from gateway.state.base import (
     check_settle,
 )
 from gateway.state.redis_url import is_cluster_url, parse_cluster_url
-from gateway.waiting import wait_event
+from gateway.waiting import cancel_and_wait, wait_event
 
 log = logging.getLogger("gateway.state")
 
@@ -120,13 +120,8 @@ class RedisStateStore(StateStore):
         self._probe_task = asyncio.create_task(self._probe_loop(), name="gateway-redis-probe")
 
     async def close(self) -> None:
-        if self._probe_task is not None:
-            self._probe_task.cancel()
-            try:
-                await self._probe_task
-            except asyncio.CancelledError:
-                pass
-            self._probe_task = None
+        await cancel_and_wait(self._probe_task)
+        self._probe_task = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -33,6 +33,7 @@ from gateway.state.base import (
     check_reserve,
     check_settle,
 )
+from gateway.waiting import cancel_and_wait
 
 log = logging.getLogger("gateway.state")
 
@@ -152,13 +153,8 @@ class SQLiteStateStore(StateStore):
         self._task = asyncio.create_task(self._housekeeping(), name="gateway-state-purge")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await asyncio.to_thread(self._state.close)
         await asyncio.to_thread(self._cache.close)
 
