@@ -15,7 +15,8 @@ import gateway
 ROOT = Path(gateway.__file__).parent
 #: moved out of the package into its own (it keeps its stores on the mock app)
 SKIP = ("mock",)
-#: "module:name" -> why it may stay
+#: "module:name" -> why it may stay. (Not containers, so not listed: gateway/process_ids.py's two IdSource objects,
+#: module-level because the os.register_at_fork hook that re-seeds them is process-wide and cannot be removed.)
 ALLOWED = {
     "gateway._speedups.__init__:ACTIVE": "which twin of each module is imported: Python imports a module once per "
                                          "process, so the choice is the process's",
