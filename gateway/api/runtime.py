@@ -16,6 +16,7 @@ from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.controlplane.secrets import SecretBox, open_box
 from gateway.observability.cost import Prices
 from gateway.observability.looplag import LoopLagMonitor
+from gateway.observability.metrics import Metrics
 from gateway.observability.record import Recorder
 from gateway.policies.gate import PolicyGate
 from gateway.providers.registry import ProviderRegistry
@@ -36,7 +37,9 @@ class Runtime:
     def __init__(self, settings: Settings, store: StateStore | None = None, recorder: Recorder | None = None,
                  breaker_clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
-        self.store = store or open_store(settings)
+        #: this worker's rare-event counts and loop lag, handed to whatever counts them; the recorder flushes it
+        self.metrics = Metrics()
+        self.store = store or open_store(settings, self.metrics)
         #: polls the store's records version; per-worker caches subscribe to drop entries when records change
         self.watcher = RecordWatcher(self.store, settings.state_watch_interval_ms)
         self.api_keys = ApiKeys(self.store)
@@ -49,9 +52,9 @@ class Runtime:
         self.resolver = ConfigResolver(self.configs)
         self.planner = Planner(self.configs)
         #: the price table's answers: request costs in logs and metrics, and cost limits
-        self.prices = Prices()
+        self.prices = Prices(metrics=self.metrics)
         #: active usage and rate limit policies per workspace, reloaded when records change
-        self.policies = PolicyGate(self.store, settings, self._key_id, self.prices)
+        self.policies = PolicyGate(self.store, settings, self._key_id, self.prices, self.metrics)
         self.watcher.subscribe(self.policies.invalidate)
         self.client = UpstreamClient(settings)
         self.providers = ProviderRegistry(self.client)
@@ -65,8 +68,8 @@ class Runtime:
             from gateway.cache.provider_embedder import embeddings_config
 
             self._embeddings_config = embeddings_config(self.configs, settings.semantic_cache_embeddings)
-        self.recorder = recorder if recorder is not None else _default_recorder(settings, self.prices)
-        self.loop_lag = LoopLagMonitor()
+        self.recorder = recorder if recorder is not None else _default_recorder(settings, self.prices, self.metrics)
+        self.loop_lag = LoopLagMonitor(observe=self.metrics.observe_loop_lag)
         #: background services mounted with the routes (the batch scheduler): started last, closed first
         self.services: list = []
         self.ready = False
@@ -131,8 +134,8 @@ class Runtime:
         self.keys.close()
 
 
-def _default_recorder(settings: Settings, prices: Prices) -> Recorder:
+def _default_recorder(settings: Settings, prices: Prices, metrics: Metrics) -> Recorder:
     """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
     from gateway.observability.recorder import ObservabilityRecorder
 
-    return ObservabilityRecorder(settings, prices=prices)
+    return ObservabilityRecorder(settings, prices=prices, metrics=metrics)

@@ -11,12 +11,11 @@ A stored result is the output line prefixed with one byte saying which file it b
 
 from __future__ import annotations
 
-import itertools
-import os
 from typing import Any
 
 import msgspec
 
+from gateway.process_ids import IdSource
 from gateway.schema.batches import BatchError, BatchUsage
 
 OUTPUT = b"o"
@@ -39,15 +38,14 @@ class ResultLines:
     """Makes a batch's stored results; owns the ``batch_req_`` ids they carry: a random prefix made with the object
     and a counter, unique without a syscall per line (each runner makes its own, after any fork)."""
 
-    __slots__ = ("_prefix", "_counter")
+    __slots__ = ("_ids",)
 
     def __init__(self) -> None:
-        self._prefix = os.urandom(8).hex()
-        self._counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
+        self._ids = IdSource()
 
     def _request_id(self) -> bytes:
         """``batch_req_`` + 32 hex."""
-        return f"batch_req_{self._prefix}{next(self._counter) & 0xFFFFFFFFFFFFFFFF:016x}".encode()
+        return f"batch_req_{self._ids.next_hex()}".encode()
 
     def response(self, custom_id: str, request_id: str, status: int, body: bytes) -> bytes:
         """The stored result of a line that got an HTTP answer."""
