@@ -14,7 +14,6 @@ from gateway.api.configs import ConfigRoutes
 from gateway.api.console import mount_console
 from gateway.api.guardrails import GuardrailRoutes
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
-from gateway.api.inference import Pipeline
 from gateway.api.jobs import mount_jobs
 from gateway.api.keys import KeyRoutes
 from gateway.api.logs import LogsEndpoint
@@ -23,12 +22,13 @@ from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
-from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.pipeline import Pipeline
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
+from gateway.runtime import Runtime
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
 from gateway.schema.embeddings import parse_embeddings

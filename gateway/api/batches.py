@@ -27,7 +27,6 @@ import msgspec
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, int_query
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
-from gateway.api.prompted import resolve as resolve_config
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
@@ -36,6 +35,7 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.batch_store import PREFIX, BatchRecord, is_gateway_batch, keep_until, seal_headers
 from gateway.jobs.files import is_gateway_file
 from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
+from gateway.pipeline.prompted import resolve as resolve_config
 from gateway.providers.base import BATCHES
 from gateway.schema.batches import Batch, CreateBatch, parse_create_batch
 

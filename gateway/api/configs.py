@@ -21,13 +21,13 @@ import msgspec
 
 from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
 from gateway.api.guardrails import check_saved_guardrails
-from gateway.api.prompted import loaded
-from gateway.api.runtime import Runtime
 from gateway.controlplane import configs
 from gateway.controlplane.directory import RecordsNeeded, unusable
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.prompted import loaded
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 _body = BodyDecoder(configs.ConfigBody)

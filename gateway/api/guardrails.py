@@ -18,10 +18,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gateway.api.admin import PAGED, authorize, send_record
-from gateway.api.runtime import Runtime
 from gateway.http.body import read_request_body
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
+from gateway.runtime import Runtime
 
 if TYPE_CHECKING:
     from gateway.config.schema import Config

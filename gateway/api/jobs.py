@@ -12,7 +12,6 @@ from typing import Any, Callable, Collection, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 from gateway.api.admin import Caller, authorize
-from gateway.api.runtime import Runtime
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import Scope
@@ -23,6 +22,7 @@ from gateway.jobs.dispatch import InProcessDispatcher
 from gateway.jobs.files import GatewayFiles
 from gateway.jobs.filestore import open_file_store
 from gateway.jobs.passthrough import Forwarder
+from gateway.runtime import Runtime
 from gateway.settings import data_path
 
 T = TypeVar("T")

@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Collection
 
 from gateway.api.admin import known_query, query_values
-from gateway.api.inference import authenticate
-from gateway.api.runtime import Runtime
 from gateway.http.context import build_context
 from gateway.http.errors import Forbidden, InvalidRequest
 from gateway.http.types import Scope
+from gateway.pipeline.pipeline import authenticate
+from gateway.runtime import Runtime
 
 #: names users try -> the name the log routes read
 ALIASES = {"workspace_id": "workspace", "workspaceId": "workspace"}

@@ -10,11 +10,11 @@ from __future__ import annotations
 import msgspec
 
 from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, read_json, send_list, send_record
-from gateway.api.runtime import Runtime
 from gateway.controlplane import providers
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import msgspec
 
-from gateway.api.prompted import resolve as resolve_config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
 from gateway.http.types import Send
+from gateway.pipeline.prompted import resolve as resolve_config
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
 from gateway.routing.plan import Node
 from gateway.upstream.client import UpstreamClient, read_response_body
 
 if TYPE_CHECKING:
-    from gateway.api.runtime import Runtime
+    from gateway.runtime import Runtime
 
 _decode = msgspec.json.decode
 log = logging.getLogger("gateway.jobs")
@@ -61,7 +61,7 @@ def _single_target(node: Node) -> Node:
 
 class Forwarder:
     """Sends one resource call to the identified provider and relays its answer, with the objects of ``runtime`` (the
-    worker's ``gateway.api.runtime.Runtime``): its config resolver and planner, upstream client, provider adapters and
+    worker's ``gateway.runtime.Runtime``): its config resolver and planner, upstream client, provider adapters and
     masked header names."""
 
     def __init__(self, runtime: Runtime) -> None:

@@ -29,7 +29,7 @@ from gateway.state.watch import RecordWatcher
 from gateway.upstream.client import UpstreamClient
 
 if TYPE_CHECKING:
-    from gateway.api.steps import PipelineSteps
+    from gateway.pipeline.steps import PipelineSteps
 
 
 class Runtime:
@@ -99,7 +99,7 @@ class Runtime:
         """The response cache and the guardrails, made when a request or route first needs them: a worker whose
         configs use neither never imports them."""
         if self._steps is None:
-            from gateway.api.steps import PipelineSteps
+            from gateway.pipeline.steps import PipelineSteps
 
             self._steps = PipelineSteps(self, embeddings=self._embeddings_config)
         return self._steps

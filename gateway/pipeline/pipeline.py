@@ -20,9 +20,6 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 import msgspec
 
-from gateway.api import prompted
-from gateway.api.outcome import JsonOutcome, StreamOutcome, held_error, stream_broke
-from gateway.api.runtime import Runtime
 from gateway.controlplane.directory import RecordsNeeded
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
@@ -33,11 +30,14 @@ from gateway.http.respond import end_stream, send_chunk, send_error, send_json, 
 from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.estimate import HEAD_BYTES
 from gateway.observability.record import RequestRecord
+from gateway.pipeline import prompted
+from gateway.pipeline.outcome import JsonOutcome, StreamOutcome, held_error, stream_broke
 from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
 from gateway.providers.vendorA import VendorAAdapter
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
+from gateway.runtime import Runtime
 from gateway.upstream.client import read_response_body
 
 _json_decode = msgspec.json.decode

@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import msgspec
 
-from gateway.api.outcome import JsonOutcome, StreamOutcome
-from gateway.api.stream_steps import AnswerTap, first_with, read_whole, replayed, with_usage
 from gateway.cache.answers import CachedAnswer, ResponseCache, max_age_s
 from gateway.cache.keys import partition, simple_key
 from gateway.cache.prompt import SemanticPrompt
@@ -48,11 +46,13 @@ from gateway.guardrails.saved_cache import SavedGuardrailCache, guardrail_reposi
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest
 from gateway.observability.record import RequestRecord
+from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
+from gateway.pipeline.stream_steps import AnswerTap, first_with, read_whole, replayed, with_usage
 from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.routing.plan import Node
 
 if TYPE_CHECKING:
-    from gateway.api.runtime import Runtime
+    from gateway.runtime import Runtime
 
 log = logging.getLogger("gateway.guardrails")
 
