@@ -47,11 +47,12 @@ class GatewayApp:
 
     def _mount(self, runtime: Runtime) -> None:
         self.routes = RouteTable()
-        self.add("POST", "/v1/chat/completions", Pipeline(runtime, CHAT, parse_chat))
-        self.add("POST", "/v1/completions", Pipeline(runtime, COMPLETIONS, parse_completion))
-        self.add("POST", "/v1/embeddings", Pipeline(runtime, EMBEDDINGS, parse_embeddings))
-        self.add("POST", "/v1/moderations", Pipeline(runtime, MODERATIONS, parse_moderation))
-        self.add("POST", "/v1/rerank", Pipeline(runtime, RERANK, parse_rerank))
+        parts = runtime.pipeline_parts()
+        self.add("POST", "/v1/chat/completions", Pipeline(parts, CHAT, parse_chat))
+        self.add("POST", "/v1/completions", Pipeline(parts, COMPLETIONS, parse_completion))
+        self.add("POST", "/v1/embeddings", Pipeline(parts, EMBEDDINGS, parse_embeddings))
+        self.add("POST", "/v1/moderations", Pipeline(parts, MODERATIONS, parse_moderation))
+        self.add("POST", "/v1/rerank", Pipeline(parts, RERANK, parse_rerank))
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
@@ -61,7 +62,7 @@ class GatewayApp:
             for method, path, handler in group(runtime).routes():
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
-                 Pipeline(runtime, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
+                 Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
         self.add("GET", "/metrics", MetricsEndpoint(runtime))
         self.add("GET", "/health", HealthEndpoint(runtime))
         self.add("GET", "/ready", ReadyEndpoint(runtime))

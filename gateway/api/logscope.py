@@ -41,7 +41,7 @@ async def log_scope(runtime: Runtime, scope: Scope, query: Collection[str] | Non
     a ``workspace`` query parameter narrows the root key's view and is a 403 from any other key when it names
     another workspace. With ``query`` (the names the route reads), any other name is a 400 naming it."""
     ctx = build_context(scope["headers"])
-    record = await authenticate(runtime, ctx, "logs.read")
+    record = await authenticate(runtime.keys, ctx, "logs.read")
     root = record.root
     values = query_values(scope)
     if query is not None:

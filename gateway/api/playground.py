@@ -44,7 +44,7 @@ class ValidateConfigEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
-        workspace = (await authenticate(runtime, build_context(scope["headers"]))).workspace
+        workspace = (await authenticate(runtime.keys, build_context(scope["headers"]))).workspace
         body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
         parser = ConfigParser()  # its own caches, thrown away: the runtime's parsed configs stay as they are
         config = parser.validate(decode_config(body))

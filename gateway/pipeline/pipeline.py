@@ -13,36 +13,38 @@ so far (the provider's, else the gateway's estimate). Each record says where its
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import aiohttp
 import msgspec
 
-from gateway.controlplane.directory import RecordsNeeded
-from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, missing_scope
+from gateway.config.resolve import ConfigResolver
+from gateway.config.schema import Config
+from gateway.controlplane.directory import RecordCache, RecordsNeeded
+from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, KeyStore, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
-from gateway.http.respond import end_stream, send_chunk, send_error, send_json, start_stream
+from gateway.http.respond import send_error, send_json
 from gateway.http.types import RawHeaders, Receive, Scope, Send
-from gateway.observability.estimate import HEAD_BYTES
-from gateway.observability.record import RequestRecord
+from gateway.observability.record import Recorder, RequestRecord
 from gateway.pipeline import prompted
-from gateway.pipeline.outcome import JsonOutcome, StreamOutcome, held_error, stream_broke
-from gateway.providers.base import CHAT, COMPLETIONS, UpstreamCall
-from gateway.providers.vendorA import VendorAAdapter
-from gateway.routing.execute import RunState, needs_router
+from gateway.pipeline.outcome import JsonOutcome, StreamOutcome, stream_broke
+from gateway.pipeline.relay import StreamRelay
+from gateway.policies.gate import PolicyGate
+from gateway.providers.base import CHAT, COMPLETIONS, ProviderAdapter, UpstreamCall
+from gateway.providers.registry import ProviderRegistry
+from gateway.routing.execute import Router, RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
-from gateway.routing.plan import Node
-from gateway.runtime import Runtime
-from gateway.upstream.client import read_response_body
+from gateway.routing.plan import Node, Planner
+from gateway.upstream.client import UpstreamClient, read_response_body
+
+if TYPE_CHECKING:  # made on first use: a worker whose configs cache nothing and run no guardrails never imports it
+    from gateway.pipeline.steps import PipelineSteps, RequestSteps
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
-DONE = b"data: [DONE]\n\n"
 #: endpoints whose answers are text, counted in tokens (and estimated when the provider reports none)
 _TEXT_ENDPOINTS = frozenset({CHAT, COMPLETIONS})
 _USAGE_OPTION = b'{"stream_options":{"include_usage":true},'
@@ -68,12 +70,7 @@ def with_stream_usage(body: bytes, has_options: bool) -> bytes:
     return _json_encode(doc)
 
 
-def error_event(error: GatewayError) -> bytes:
-    """An in-stream error: ``data: {"error": {...}}``, the form vendorA SDKs raise on."""
-    return b"data: " + error.body() + b"\n\n"
-
-
-async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None = None,
+async def authenticate(keys: KeyStore, ctx: RequestContext, scope: str | None = None,
                        record: KeyRecord | None = None) -> KeyRecord:
     """The caller's key record (``record`` when already known; its workspace set on ``ctx``): 401 without a known
     ``x-gateway-api-key``, 403 when ``scope`` is given and the key lacks it. Never blocks the event loop."""
@@ -81,7 +78,7 @@ async def authenticate(runtime: Runtime, ctx: RequestContext, scope: str | None 
         key = ctx.api_key
         if not key:
             raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-        record = await runtime.keys.lookup(key)
+        record = await keys.lookup(key)
         if record is None:
             raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
     if scope is not None and scope not in record.scopes:
@@ -111,12 +108,53 @@ def response_headers(ctx: RequestContext, state: RunState | None, provider: str 
     return headers
 
 
-class Pipeline:
-    """One endpoint's handler: ``endpoint`` name and the body parser for it."""
+class PipelineParts:
+    """The worker's objects a pipeline uses (``gateway.runtime.Runtime.pipeline_parts`` makes it once): the key
+    store, the records and config resolution, the policy gate, the router and adapters, the upstream client and the
+    recorder; ``steps`` makes (once, on first use) the cache and guardrail steps a config with either needs."""
 
-    def __init__(self, runtime: Runtime, endpoint: str, parse: Callable[[bytes], Any], prompt_route: bool = False,
+    __slots__ = ("keys", "records", "resolver", "planner", "policies", "router", "providers", "client", "recorder",
+                 "steps", "masked_headers", "max_body_bytes", "log_bodies")
+
+    def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
+                 policies: PolicyGate, router: Router, providers: ProviderRegistry, client: UpstreamClient,
+                 recorder: Recorder, steps: Callable[[], PipelineSteps], masked_headers: frozenset[str],
+                 max_body_bytes: int, log_bodies: bool) -> None:
+        self.keys = keys
+        self.records = records
+        self.resolver = resolver
+        self.planner = planner
+        self.policies = policies
+        self.router = router
+        self.providers = providers
+        self.client = client
+        self.recorder = recorder
+        self.steps = steps
+        self.masked_headers = masked_headers
+        self.max_body_bytes = max_body_bytes
+        self.log_bodies = log_bodies
+
+
+class Exchange:
+    """One request as far as it got: its record, and its context, routing state and steps once made (what the
+    error answer and the log line need whatever failed)."""
+
+    __slots__ = ("record", "ctx", "state", "steps")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.record = record
+        self.ctx: RequestContext | None = None
+        self.state: RunState | None = None
+        self.steps: RequestSteps | None = None
+
+
+class Pipeline:
+    """One endpoint's handler: ``endpoint`` name and the body parser for it. A request is admitted (key, body,
+    config, policies), run (routing, steps, upstream attempts), then answered (JSON or a relayed stream)."""
+
+    def __init__(self, parts: PipelineParts, endpoint: str, parse: Callable[[bytes], Any], prompt_route: bool = False,
                  scope: str = "inference") -> None:
-        self.runtime = runtime
+        self.parts = parts
         self.endpoint = endpoint
         self.parse = parse
         #: ``POST /v1/prompts/{prompt_id}/completions``: the body is a render body for that prompt
@@ -124,83 +162,95 @@ class Pipeline:
         self.scope = scope
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self.runtime
-        started = time.perf_counter()
-        ctx: RequestContext | None = None
-        state: RunState | None = None
-        steps = None
-        record = RequestRecord("", self.endpoint, started)
+        ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))
         try:
-            ctx = build_context(scope["headers"])
-            record.trace_id = ctx.trace_id
-            # no gateway key: an in-process request (a batch line) carries its key record in the scope
-            key = runtime.keys.known(ctx.api_key) if ctx.api_key else scope.get(IN_PROCESS_KEY)
-            if key is None or not key.can_infer or self.prompt_route:
-                key = await authenticate(runtime, ctx, self.scope, None if ctx.api_key else key)
-            ctx.workspace = record.workspace = key.workspace
-            body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
-            records = runtime.records
-            resolver = runtime.resolver
-            if self.prompt_route:
-                body, config = await prompted.route_inputs(resolver, records, ctx, body,
-                                                           scope["path_params"]["prompt_id"])
-            else:
-                try:
-                    config = resolver.resolve(ctx, records)
-                except RecordsNeeded:
-                    config = await prompted.resolve(resolver, records, ctx)
-                if config.prompt_id is not None:  # renders a template: the scope the prompt routes need
-                    if PROMPTS_RUN not in key.scopes:
-                        raise missing_scope(PROMPTS_RUN)
-                    body, config = await prompted.config_prompt(resolver, records, ctx, body, config, self.endpoint)
-            request = self.parse(body)
-            stream = bool(getattr(request, "stream", False))
-            record.stream = stream
-            record.model = getattr(request, "model", None)
-            node = runtime.planner.plan(config)
-            if runtime.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
-                record.budget = await runtime.policies.admit(ctx, request, len(body), node)
-            params_cache: list[dict] = []
-
-            def params() -> dict:
-                if not params_cache:
-                    params_cache.append(_json_decode(body))
-                return params_cache[0]
-
-            state = RunState(ctx.request_timeout, ctx.metadata, params)
-            if node.tree_has_steps:  # a cache or guardrails somewhere in the config (else nothing is made)
-                steps = runtime.steps.for_request(ctx, self.endpoint, request, stream, record)
-            attempt = self._attempt_fn(ctx, body, request, stream, record, params, steps)
-            if needs_router(node, state, runtime.router.default_timeout_ms):
-                outcome = await runtime.router.run(node, attempt, state)
-            else:
-                state.attempts = 1
-                outcome = await attempt(node)
-            if steps is not None:
-                dropped = outcome.dropped
-                outcome = await steps.answered(outcome)
-                outcome.dropped = dropped  # a held stream comes back as a new outcome
+            body, request, node = await self._admit(ex, scope, receive)
+            outcome = await self._run(ex, body, request, node)
         except ClientDisconnected:
-            record.status = 499
-            record.error = "client disconnected before sending its body"
-            self._finish(record, ctx, state, started)
+            ex.record.status = 499
+            ex.record.error = "client disconnected before sending its body"
+            self._finish(ex)
             return
         except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
-            error = exc if isinstance(exc, GatewayError) else internal_error(exc)
-            record.status = error.status
-            record.error = error.message
-            self._finish(record, ctx, state, started)
-            # a gateway header that does not parse leaves no context: the cache status still goes out
-            headers = (response_headers(ctx, state, record.provider, record.cache_status) if ctx is not None
-                       else [_CACHE_STATUS[record.cache_status]])
-            if steps is not None and steps.held:
-                headers.extend(steps.response_headers())
-            await send_error(send, error, headers)
+            await self._fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
             return
+        await self._respond(ex, receive, send, outcome)
+
+    async def _admit(self, ex: Exchange, scope: Scope, receive: Receive) -> tuple[bytes, Any, Node]:
+        """The caller's key, the body, the config (a prompt template rendered into the body when one is named), the
+        decoded request, its routing tree, and the policies' admission."""
+        parts = self.parts
+        record = ex.record
+        ex.ctx = ctx = build_context(scope["headers"])
+        record.trace_id = ctx.trace_id
+        # no gateway key: an in-process request (a batch line) carries its key record in the scope
+        key = parts.keys.known(ctx.api_key) if ctx.api_key else scope.get(IN_PROCESS_KEY)
+        if key is None or not key.can_infer or self.prompt_route:
+            key = await authenticate(parts.keys, ctx, self.scope, None if ctx.api_key else key)
+        ctx.workspace = record.workspace = key.workspace
+        body = await read_request_body(scope, receive, parts.max_body_bytes)
+        body, config = await self._config(ctx, key, scope, body)
+        request = self.parse(body)
+        record.stream = bool(getattr(request, "stream", False))
+        record.model = getattr(request, "model", None)
+        node = parts.planner.plan(config)
+        if parts.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
+            record.budget = await parts.policies.admit(ctx, request, len(body), node)
+        return body, request, node
+
+    async def _config(self, ctx: RequestContext, key: KeyRecord, scope: Scope, body: bytes) -> tuple[bytes, Config]:
+        resolver = self.parts.resolver
+        records = self.parts.records
+        if self.prompt_route:
+            return await prompted.route_inputs(resolver, records, ctx, body, scope["path_params"]["prompt_id"])
+        try:
+            config = resolver.resolve(ctx, records)
+        except RecordsNeeded:
+            config = await prompted.resolve(resolver, records, ctx)
+        if config.prompt_id is not None:  # renders a template: the scope the prompt routes need
+            if PROMPTS_RUN not in key.scopes:
+                raise missing_scope(PROMPTS_RUN)
+            return await prompted.config_prompt(resolver, records, ctx, body, config, self.endpoint)
+        return body, config
+
+    async def _run(self, ex: Exchange, body: bytes, request: Any, node: Node) -> JsonOutcome | StreamOutcome:
+        """The attempts the routing tree calls for, with the node's steps around each, then the answer's steps."""
+        ctx = ex.ctx
+        assert ctx is not None
+        record = ex.record
+        params_cache: list[dict] = []
+
+        def params() -> dict:
+            if not params_cache:
+                params_cache.append(_json_decode(body))
+            return params_cache[0]
+
+        ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
+        steps = None
+        if node.tree_has_steps:  # a cache or guardrails somewhere in the config (else nothing is made)
+            ex.steps = steps = self.parts.steps().for_request(ctx, self.endpoint, request, record.stream, record)
+        attempt = Attempt(self, ctx, body, request, record, params, steps)
+        router = self.parts.router
+        if needs_router(node, state, router.default_timeout_ms):
+            outcome = await router.run(node, attempt, state)
+        else:
+            state.attempts = 1
+            outcome = await attempt(node)
+        if steps is not None:
+            dropped = outcome.dropped
+            outcome = await steps.answered(outcome)
+            outcome.dropped = dropped  # a held stream comes back as a new outcome
+        return outcome
+
+    async def _respond(self, ex: Exchange, receive: Receive, send: Send, outcome: JsonOutcome | StreamOutcome
+                       ) -> None:
+        record = ex.record
+        ctx = ex.ctx
+        assert ctx is not None
         record.provider = outcome.provider
-        headers = response_headers(ctx, state, outcome.provider, record.cache_status)
-        if steps is not None and steps.held:
-            headers.extend(steps.response_headers())
+        headers = response_headers(ctx, ex.state, outcome.provider, record.cache_status)
+        if ex.steps is not None and ex.steps.held:
+            headers.extend(ex.steps.response_headers())
         if outcome.dropped is not None:
             headers.append((DROPPED_HEADER, outcome.dropped))
         if isinstance(outcome, JsonOutcome):
@@ -214,14 +264,29 @@ class Pipeline:
                 record.usage_source = "estimated"
             record.model = outcome.model or record.model
             await send_json(send, outcome.status, outcome.body, headers)
-            self._finish(record, ctx, state, started, outcome.body)
+            self._finish(ex, outcome.body)
             return
-        await self._relay(receive, send, outcome, headers, record)
-        self._finish(record, ctx, state, started)
+        await StreamRelay(outcome, record).run(receive, send, headers)
+        self._finish(ex)
 
-    def _finish(self, record: RequestRecord, ctx: RequestContext | None, state: RunState | None,
-                started: float, response_body: bytes | None = None) -> None:
-        record.total_s = time.perf_counter() - started
+    async def _fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:
+        record = ex.record
+        record.status = error.status
+        record.error = error.message
+        self._finish(ex)
+        ctx = ex.ctx
+        # a gateway header that does not parse leaves no context: the cache status still goes out
+        headers = (response_headers(ctx, ex.state, record.provider, record.cache_status) if ctx is not None
+                   else [_CACHE_STATUS[record.cache_status]])
+        if ex.steps is not None and ex.steps.held:
+            headers.extend(ex.steps.response_headers())
+        await send_error(send, error, headers)
+
+    def _finish(self, ex: Exchange, response_body: bytes | None = None) -> None:
+        record = ex.record
+        ctx = ex.ctx
+        state = ex.state
+        record.total_s = time.perf_counter() - record.started
         if ctx is not None:
             record.metadata = ctx.metadata or None
             record.span_id = ctx.span_id
@@ -234,174 +299,110 @@ class Pipeline:
             record.fallbacks = state.fallbacks
             record.breaker_opens = state.breaker_opens
             record.target_path = state.path
+        parts = self.parts
         if record.budget is not None:
-            self.runtime.policies.finish(record.budget, record)
-        if self.runtime.settings.log_bodies:
+            parts.policies.finish(record.budget, record)
+        if parts.log_bodies:
             from gateway.observability.entry import attach_bodies
 
             attach_bodies(record, state, response_body)
         if record.hooks is not None:  # the cache and guardrail steps store the answer and may delay the log line
-            record.hooks.finish(record, self.runtime.recorder)
+            record.hooks.finish(record, parts.recorder)
         else:
-            self.runtime.recorder.record(record)
+            parts.recorder.record(record)
 
-    def _attempt_fn(self, ctx: RequestContext, body: bytes, request: Any, stream: bool, record: RequestRecord,
-                    params: Callable[[], dict], steps: Any) -> Callable[[Node], Awaitable[JsonOutcome | StreamOutcome]]:
-        runtime = self.runtime
+
+class Attempt:
+    """One request's attempt at a routing node: the adapter builds the upstream request from the body (params
+    rewritten for the node, the node's steps before it), the client sends it, the adapter turns the answer back."""
+
+    __slots__ = ("parts", "endpoint", "parse", "ctx", "body", "request", "record", "params", "steps", "rewritten")
+
+    def __init__(self, pipeline: Pipeline, ctx: RequestContext, body: bytes, request: Any, record: RequestRecord,
+                 params: Callable[[], dict], steps: RequestSteps | None) -> None:
+        self.parts = pipeline.parts
+        self.endpoint = pipeline.endpoint
+        self.parse = pipeline.parse
+        self.ctx = ctx
+        self.body = body
+        self.request = request
+        self.record = record
+        self.params = params
+        self.steps = steps
+        self.rewritten: dict[int, tuple[bytes, Any]] = {}
+
+    async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
+        config = node.config
+        provider = config.provider
+        if not provider:
+            raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
+        adapter = self.parts.providers.get(provider)
         endpoint = self.endpoint
-        parse = self.parse
-        masked_headers = runtime.masked_headers
-        rewritten: dict[int, tuple[bytes, Any]] = {}
+        adapter.check_endpoint(endpoint)
+        body, request = self.body, self.request
+        if needs_rewrite(config):
+            body, request = self._rewritten(node)
+        steps = self.steps
+        if steps is not None:  # input checks, then the cache lookup
+            new_body, cached = await steps.before_attempt(node, body, self.params if body is self.body else None)
+            if cached is not None:  # made by this target from this body: it dropped the same fields
+                if adapter.fields is not None:
+                    cached.dropped = adapter.dropped_params(endpoint, config, body)
+                return cached
+            if new_body is not None:
+                body, request = new_body, self.parse(new_body)
+        stream = self.record.stream
+        strip_usage = False
+        if stream and adapter.asks_stream_usage and endpoint in _TEXT_ENDPOINTS:
+            options = request.stream_options
+            if options is None or not options.include_usage:
+                body = with_stream_usage(body, options is not None)
+                strip_usage = True
+        self.record.request = request
+        call = UpstreamCall(endpoint, config, body, request, stream, self.ctx, provider, strip_usage)
+        return await self._send(adapter, call)
 
-        async def attempt(node: Node) -> JsonOutcome | StreamOutcome:
-            config = node.config
-            provider = config.provider
-            if not provider:
-                raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-            adapter = runtime.providers.get(provider)
-            adapter.check_endpoint(endpoint)
-            call_body, call_request = body, request
-            if needs_rewrite(config):
-                hit = rewritten.get(id(node))
-                if hit is None:
-                    new_body = _json_encode(rewrite(_json_decode(body), config))
-                    hit = (new_body, parse(new_body))
-                    rewritten[id(node)] = hit
-                call_body, call_request = hit
-            if steps is not None:  # input checks, then the cache lookup
-                new_body, cached = await steps.before_attempt(node, call_body, params if call_body is body else None)
-                if cached is not None:  # made by this target from this body: it dropped the same fields
-                    if adapter.fields is not None:
-                        cached.dropped = adapter.dropped_params(endpoint, config, call_body)
-                    return cached
-                if new_body is not None:
-                    call_body, call_request = new_body, parse(new_body)
-            strip_usage = False
-            if stream and endpoint in _TEXT_ENDPOINTS and isinstance(adapter, VendorAAdapter):
-                options = call_request.stream_options
-                if options is None or not options.include_usage:
-                    call_body = with_stream_usage(call_body, options is not None)
-                    strip_usage = True
-            record.request = call_request
-            call = UpstreamCall(endpoint, config, call_body, call_request, stream, ctx, provider)
-            upstream_request = await adapter.build_request(call)
-            dropped = adapter.dropped_params(endpoint, config, call_body) if adapter.fields is not None else None
-            forwarded = ctx.forwarded(config.forward_headers, masked_headers)
-            if forwarded:
-                forwarded.update(upstream_request.headers)
-                upstream_request.headers = forwarded
-            record.provider = provider
-            record.upstream_started = time.perf_counter()
-            response = await runtime.client.open(upstream_request, stream)
-            try:
-                if not 200 <= response.status < 300:
-                    data = await read_response_body(response)
-                    raise adapter.parse_error(call, response.status, response.headers, data)
-                if not stream:
-                    data = await read_response_body(response)
-                    record.upstream_s = time.perf_counter() - record.upstream_started
-                    result = adapter.parse_response(call, response.status, response.headers, data)
-                    return JsonOutcome(result.body, result.usage, result.model, provider, dropped=dropped)
-                transformer = adapter.stream(call)
-                if strip_usage:  # only vendorA-wire streams (VendorAStream) are asked for usage
-                    transformer.strip_usage = True  # type: ignore[attr-defined]
-                first, ended = await _first_events(response, transformer, provider)
-                record.ttft_s = time.perf_counter() - record.started
-                return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped)
-            except BaseException:
-                response.close()
-                raise
-            finally:
-                if not stream:
-                    response.release()
+    def _rewritten(self, node: Node) -> tuple[bytes, Any]:
+        """The body with the node's params rewritten, and its decoded request (made once per node)."""
+        hit = self.rewritten.get(id(node))
+        if hit is None:
+            new_body = _json_encode(rewrite(_json_decode(self.body), node.config))
+            hit = self.rewritten[id(node)] = (new_body, self.parse(new_body))
+        return hit
 
-        return attempt
-
-    async def _relay(self, receive: Receive, send: Send, outcome: StreamOutcome, headers: RawHeaders,
-                     record: RequestRecord) -> None:
-        """Relay the stream event by event; a client that leaves cancels the upstream request.
-
-        The record's status is what the stream came to: 200, the error it ended with (in-band or a broken
-        upstream), or 499 when the client left. Its usage is the provider's figures when they arrived; otherwise
-        the recorder estimates them from the chunks sent, kept here (see observability/estimate.py).
-        """
-        response = outcome.response
-        transformer = outcome.transformer
-        relay_task = asyncio.current_task()
-        assert relay_task is not None  # ASGI calls run in a task
-        watch = DisconnectWatch(receive, relay_task)
-        record.status = outcome.status
-        head: list[bytes] = []  # the chunks sent, up to HEAD_BYTES: the estimate counts their text exactly
-        kept = rest_bytes = rest_events = 0  # past the head, only bytes and events are counted
+    async def _send(self, adapter: ProviderAdapter, call: UpstreamCall) -> JsonOutcome | StreamOutcome:
+        config = call.target
+        provider = call.provider
+        record = self.record
+        stream = call.stream
+        upstream_request = await adapter.build_request(call)
+        dropped = adapter.dropped_params(call.endpoint, config, call.body) if adapter.fields is not None else None
+        forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
+        if forwarded:
+            forwarded.update(upstream_request.headers)
+            upstream_request.headers = forwarded
+        record.provider = provider
+        record.upstream_started = time.perf_counter()
+        response = await self.parts.client.open(upstream_request, stream)
         try:
-            await start_stream(send, headers, outcome.status)
-            if outcome.first:
-                data = b"".join(outcome.first)
-                await send_chunk(send, data)
-                head.append(data)
-                kept = len(data)
-            tail = b""
-            try:
-                if not outcome.ended and held_error(transformer) is None:
-                    async for chunk in response.content.iter_any():
-                        out = transformer.feed(chunk)
-                        if out:
-                            data = b"".join(out)
-                            await send_chunk(send, data)
-                            if kept < HEAD_BYTES:
-                                head.append(data)
-                                kept += len(data)
-                            else:
-                                rest_bytes += len(data)
-                                rest_events += data.count(b"\n\n")
-                        if held_error(transformer) is not None:
-                            response.close()  # the rest of this upstream stream is not wanted
-                            break
-                    else:
-                        tail = b"".join(transformer.close())
-                held = held_error(transformer)
-                if held is not None:
-                    raise held
-            except GatewayError as error:
-                record.status = error.status
-                record.error = error.message
-                await end_stream(send, tail + error_event(error) + DONE)
-                head.append(tail)
-                return
-            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-                broken = stream_broke(exc, outcome.provider)
-                record.status = broken.status
-                record.error = broken.message
-                await end_stream(send, error_event(broken) + DONE)
-                return
-            if record.hooks is not None:  # the cache stores the answer before the last byte leaves
-                await record.hooks.stream_ended(record)
-            await end_stream(send, tail + DONE)
-            head.append(tail)
-        except asyncio.CancelledError:
-            record.status = 499
-            record.error = "client disconnected"
+            if not 200 <= response.status < 300:
+                data = await read_response_body(response)
+                raise adapter.parse_error(call, response.status, response.headers, data)
+            if not stream:
+                data = await read_response_body(response)
+                record.upstream_s = time.perf_counter() - record.upstream_started
+                result = adapter.parse_response(call, response.status, response.headers, data)
+                return JsonOutcome(result.body, result.usage, result.model, provider, dropped=dropped)
+            transformer = adapter.stream(call)
+            first, ended = await _first_events(response, transformer, provider)
+            record.ttft_s = time.perf_counter() - record.started
+            return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped)
+        except BaseException:
             response.close()
-            if watch.fired():  # cancelled by our own disconnect watcher: the request is over, not the worker
-                relay_task.uncancel()
-                return
             raise
-        except OSError:
-            record.status = 499
-            record.error = "client disconnected"
-            response.close()
         finally:
-            watch.stop()
-            response.release()
-            usage = transformer.usage
-            if usage is not None:
-                record.usage = usage
-                record.usage_source = "reported"
-            else:
-                record.usage_source = "estimated"
-                record.relayed_head = head
-                record.relayed_rest_bytes = rest_bytes
-                record.relayed_rest_events = rest_events
+            if not stream:
+                response.release()
 
 
 async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str

@@ -52,7 +52,9 @@ from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.routing.plan import Node
 
 if TYPE_CHECKING:
-    from gateway.runtime import Runtime
+    from gateway.settings import Settings
+    from gateway.state.base import StateStore
+    from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.guardrails")
 
@@ -69,34 +71,31 @@ _STREAMED = frozenset({CHAT, COMPLETIONS})
 
 class PipelineSteps:
     """Per worker: the response cache, the guardrail runner and the saved-guardrail cache (``Runtime.steps`` makes
-    it when a request or route first needs it)."""
+    it when a request or route first needs it, with the few worker objects it uses)."""
 
-    def __init__(self, runtime: Runtime, embeddings: Config | None = None,
+    def __init__(self, settings: Settings, store: StateStore, client: UpstreamClient,
+                 subscribe: Callable[[Callable[[], None]], None], make_embedder: Callable[[], Any] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.runtime = runtime
-        self.settings = settings = runtime.settings
-        self.store = store = runtime.store
+        """``subscribe`` registers a callback for record changes (the saved guardrails are reloaded);
+        ``make_embedder`` makes the semantic cache's embedder over providers (None: the local model)."""
+        self.settings = settings
+        self.store = store
         self.clock = clock
         self.cache = ResponseCache(store, clock)
         self.saved = SavedGuardrailCache(guardrail_repository(store))
-        runtime.watcher.subscribe(self.saved.invalidate)
-        self.runner = GuardrailRunner(settings, runtime.client, resolve_saved=self.saved.resolve)
+        subscribe(self.saved.invalidate)
+        self.runner = GuardrailRunner(settings, client, resolve_saved=self.saved.resolve)
         self._deferred: set[asyncio.Task[None]] = set()
         self._semantic: SemanticCache | None = None
-        #: the validated GATEWAY_SEMANTIC_CACHE_EMBEDDINGS config, None for the local model
-        self._embeddings_config = embeddings
+        self._make_embedder = make_embedder
 
     @property
     def semantic(self) -> SemanticCache:
         """The semantic step, made on first use (the embedder loads its model at its first embedding)."""
         if self._semantic is None:
             settings = self.settings
-            if self._embeddings_config is not None:
-                from gateway.cache.provider_embedder import ProviderEmbedder
-
-                embedder: Any = ProviderEmbedder(
-                    self._embeddings_config, settings.semantic_cache_embedding_model, self.runtime,
-                    capacity=settings.semantic_cache_threads + settings.semantic_cache_queue)
+            if self._make_embedder is not None:
+                embedder: Any = self._make_embedder()
             else:
                 from gateway.cache.embedder import LocalEmbedder
 
