@@ -22,16 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from gateway.cache.answers import CachedAnswer, ResponseCache, max_age_s
-from gateway.cache.keys import partition, simple_key
-from gateway.cache.prompt import SemanticPrompt
-from gateway.cache.semantic import SemanticCache, semantic_partition, semantic_prompt
-from gateway.cache.stream import StreamAssembler, replay, replayable
-from gateway.config.schema import CacheConfig, Config
+from gateway.cache.answers import ResponseCache
+from gateway.cache.semantic import SemanticCache
+from gateway.cache.stream import StreamAssembler, replay
 from gateway.guardrails import (
     FeedbackRecord,
     GuardrailAnswer,
@@ -46,6 +43,7 @@ from gateway.guardrails.saved_cache import SavedGuardrailCache, guardrail_reposi
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest
 from gateway.observability.record import RequestRecord
+from gateway.pipeline.cache_step import CacheStep, include_usage
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.stream_steps import AnswerTap, first_with, read_whole, replayed, with_usage
 from gateway.providers.base import CHAT, COMPLETIONS
@@ -158,8 +156,7 @@ class RequestSteps:
     """One request's cache and guardrail state (made only when its routing tree has a cache or guardrails)."""
 
     __slots__ = ("shared", "ctx", "endpoint", "request", "stream", "record", "results", "feedback", "background",
-                 "async_results", "_before", "node", "view", "cache_key", "max_age", "hit", "answer_doc", "tap",
-                 "held", "_semantic")
+                 "async_results", "_before", "node", "view", "cache", "tap", "held")
 
     def __init__(self, shared: PipelineSteps, ctx: RequestContext, endpoint: str, request: Any, stream: bool,
                  record: RequestRecord) -> None:
@@ -177,14 +174,10 @@ class RequestSteps:
         self._before: dict[tuple[int, int], PhaseOutcome] = {}
         self.node: Node | None = None
         self.view: GuardrailRequest | None = None
-        self.cache_key: str | None = None
-        self.max_age = 0
-        self.hit = False
-        self.answer_doc: Any = None
+        #: the cache step (its key, max age, hit, and a semantic request's entry)
+        self.cache = CacheStep(shared, ctx, endpoint, request, stream, record)
         self.tap: AnswerTap | None = None
         self.held = False
-        #: (partition, prompt, vector or None) of a semantic request, to publish its entry with the answer
-        self._semantic: tuple[bytes, SemanticPrompt, Any] | None = None
 
     # --- before the upstream call -------------------------------------------------------------------------------
 
@@ -193,9 +186,7 @@ class RequestSteps:
         """Input checks, then the cache lookup, for one attempt at ``node``. Returns a replacement body (when a
         check redacted it) and the cached outcome on a hit; raises the 446 of a deny."""
         self.node = node
-        self.cache_key = None
-        self._semantic = None
-        self.hit = False
+        self.cache.reset()
         self.record.cache_status = "DISABLED"
         if not node.has_steps:
             return None, None
@@ -223,80 +214,8 @@ class RequestSteps:
                                              headers=self.ctx.raw_headers, stream=self.stream,
                                              workspace=self.ctx.workspace or "default")
         if config.cache is not None:
-            return new_body, await self._lookup(node, config.cache, doc)
+            return new_body, await self.cache.lookup(config, config.cache, doc)
         return new_body, None
-
-    async def _lookup(self, node: Node, cache: CacheConfig, doc: dict) -> JsonOutcome | StreamOutcome | None:
-        config = node.config
-        ctx = self.ctx
-        self.max_age = max_age_s(cache.max_age)
-        if not self.max_age:  # no answer is young enough to serve, and none is stored
-            self.record.cache_status = "REFRESH" if ctx.cache_force_refresh else "MISS"
-            return None
-        part = partition(ctx.workspace or "default", ctx.cache_namespace, ctx.metadata)
-        self.cache_key = simple_key(part, config, self.endpoint, doc)
-        semantic = cache.mode == "semantic"
-        if ctx.cache_force_refresh:
-            self.record.cache_status = "REFRESH"
-            if semantic:
-                self._semantic_step(part, config, doc)
-            return None
-        self.record.cache_status = "MISS"
-        found = await self.shared.cache.get(self.cache_key, self.max_age)
-        status = "HIT"
-        if found is None and semantic:
-            found = await self._semantic_lookup(part, config, doc)
-            status = "SEMANTIC_HIT"
-        if found is None:
-            return None
-        return self._cached_outcome(found, status)
-
-    def _semantic_step(self, part: bytes, config: Config, doc: dict) -> SemanticPrompt | None:
-        prompt = semantic_prompt(self.endpoint, doc)
-        if prompt is not None:
-            cache = self.shared.semantic
-            spart = semantic_partition(part, config, self.endpoint, doc, prompt, cache.model_id)
-            self._semantic = (spart, prompt, None)
-        return prompt
-
-    async def _semantic_lookup(self, part: bytes, config: Config, doc: dict) -> CachedAnswer | None:
-        prompt = self._semantic_step(part, config, doc)
-        if prompt is None:
-            return None
-        assert self._semantic is not None
-        spart = self._semantic[0]
-        cache = self.shared.semantic
-        read = cache.read_soon()  # the entries stored since the last read, read while the prompt is embedded
-        vector = await cache.embed(prompt.text)
-        if vector is None:
-            return None
-        self._semantic = (spart, prompt, vector)
-        await cache.synced(read)
-        key = cache.search(spart, vector, prompt.literals)
-        return await self.shared.cache.get(key, self.max_age) if key is not None else None
-
-    def _cached_outcome(self, found: CachedAnswer, status: str) -> JsonOutcome | StreamOutcome | None:
-        if not self.stream:
-            self._hit(status)
-            return JsonOutcome(found.body, None, found.model, found.provider)
-        try:
-            answer = _decode(found.body)
-        except msgspec.DecodeError:
-            return None
-        if self.endpoint not in _STREAMED or not replayable(answer, self.endpoint):
-            return None
-        self._hit(status)
-        self.answer_doc = answer
-        events = replay(answer, self.endpoint, self._include_usage())
-        return replayed(events, found.provider, found.model)
-
-    def _hit(self, status: str) -> None:
-        self.hit = True
-        self.record.cache_status = status
-
-    def _include_usage(self) -> bool:
-        options = getattr(self.request, "stream_options", None)
-        return bool(options is not None and options.include_usage)
 
     def _add(self, phase: PhaseOutcome) -> None:
         self.results.add(phase)
@@ -314,7 +233,7 @@ class RequestSteps:
         after = node is not None and node.has_steps and runner.has_after(node.config)
         if isinstance(outcome, JsonOutcome):
             return await self._answered_json(outcome, after)
-        if self.hit:
+        if self.cache.hit:
             return await self._answered_replay(outcome, after)
         try:
             hold = after and node is not None and self.view is not None and await runner.after_may_change(
@@ -331,7 +250,7 @@ class RequestSteps:
         if self.results.ran:
             outcome.first = first_with(outcome.first, self.results)
             outcome.status = self.results.status
-        if self.cache_key is not None or after:
+        if self.cache.key is not None or after:
             tap = AnswerTap(outcome.transformer, StreamAssembler(self.endpoint))
             for event in outcome.first:
                 tap.assembler.feed(event)
@@ -346,8 +265,8 @@ class RequestSteps:
             phase = await self._after(GuardrailAnswer(json=_decode(body)))
             if phase.body is not None:
                 outcome.body = _encode(phase.body)
-        if self.cache_key is not None and not self.hit and outcome.status < 400:
-            await self._store_now(self.shared.cache.entry(body, outcome.provider, outcome.model, self.max_age))
+        if self.cache.stores and outcome.status < 400:
+            await self.cache.store(body, outcome.provider, outcome.model)
         if self.results.ran:
             outcome.body = attach_hook_results(outcome.body, self.results)
             outcome.status = self.results.status
@@ -366,9 +285,9 @@ class RequestSteps:
 
     async def _answered_replay(self, outcome: StreamOutcome, after: bool) -> StreamOutcome:
         if after:
-            phase = await self._after(GuardrailAnswer(json=self.answer_doc))
+            phase = await self._after(GuardrailAnswer(json=self.cache.answer_doc))
             if phase.body is not None:
-                outcome.first = replay(phase.body, self.endpoint, self._include_usage())
+                outcome.first = replay(phase.body, self.endpoint, include_usage(self.request))
         if self.results.ran:
             outcome.first = first_with(outcome.first, self.results)
             outcome.status = self.results.status
@@ -386,11 +305,10 @@ class RequestSteps:
         doc = assembler.answer(whole=False)
         phase = await self._after(GuardrailAnswer(json=doc))
         if phase.body is not None:
-            events = replay(phase.body, self.endpoint, self._include_usage())
+            events = replay(phase.body, self.endpoint, include_usage(self.request))
         whole = with_usage(assembler.answer(), transformer.usage)
-        if self.cache_key is not None and whole is not None and self.results.status < 400:
-            await self._store_now(self.shared.cache.entry(_encode(whole), outcome.provider, outcome.model,
-                                                          self.max_age))
+        if self.cache.stores and whole is not None and self.results.status < 400:
+            await self.cache.store(_encode(whole), outcome.provider, outcome.model)
         if self.results.ran:
             events = first_with(events, self.results)
         return replayed(events, outcome.provider, outcome.model, transformer.usage, self.results.status)
@@ -401,26 +319,18 @@ class RequestSteps:
     async def stream_ended(self, record: RequestRecord) -> None:
         """A relayed stream ended well: store its answer (called before its final ``[DONE]`` is sent)."""
         tap = self.tap
-        if tap is None or not tap.complete or self.cache_key is None or self.hit or record.status >= 400:
+        if tap is None or not tap.complete or not self.cache.stores or record.status >= 400:
             return
         whole = with_usage(tap.assembler.answer(), tap.usage)
         if whole is not None:
-            await self._store_now(self.shared.cache.entry(_encode(whole), record.provider or "", record.model,
-                                                          self.max_age))
-
-    async def _store_now(self, entry: CachedAnswer) -> None:
-        """Store ``entry`` under the request's key and publish a semantic request's entry; returns once both are
-        in the store (a client that leaves meanwhile does not cut them)."""
-        key = self.cache_key
-        assert key is not None
-        await self.shared.cache.put_now(key, entry, self._publisher(key, entry))
+            await self.cache.store(_encode(whole), record.provider or "", record.model)
 
     # --- after the answer has gone --------------------------------------------------------------------------------
 
     def finish(self, record: RequestRecord, recorder: Any) -> None:
         """Start a flowed stream's output checks, and write the log line (now, or once the async items are
         done)."""
-        if self.hit:  # a cached answer spent no tokens
+        if self.cache.hit:  # a cached answer spent no tokens
             record.usage = None
             record.usage_source = "none"
             record.answer = None
@@ -436,21 +346,6 @@ class RequestSteps:
             self.shared.record_later(self, record, recorder, flowed)
         else:
             recorder.record(record)
-
-    def _publisher(self, key: str, entry: CachedAnswer) -> Callable[[], Awaitable[None]] | None:
-        """What publishes a semantic request's entry once its answer is stored (None for other requests): with the
-        lookup's vector, else after one embedding; when none can be made now (a busy pool), in the background."""
-        if self._semantic is None:
-            return None
-        spart, prompt, vector = self._semantic
-        semantic = self.shared.semantic
-        cache = self.shared.cache
-
-        async def publish() -> None:
-            if not await semantic.publish(spart, key, prompt, vector, entry.expires_ms, tries=1):
-                cache.background(lambda: semantic.publish(spart, key, prompt, None, entry.expires_ms, retrying=True))
-
-        return publish
 
     async def settle(self, record: RequestRecord, recorder: Any, flowed: dict[str, Any] | None) -> None:
         """Run a flowed stream's output checks and wait for async items, then write the log line."""
