@@ -22,6 +22,7 @@ from gateway.observability.record import RequestRecord
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.stream_steps import replayed
 from gateway.providers.base import CHAT, COMPLETIONS
+from gateway.routing.plan import Node
 
 if TYPE_CHECKING:
     from gateway.pipeline.steps import PipelineSteps
@@ -59,7 +60,7 @@ class CacheStep:
         #: (partition, prompt, vector or None) of a semantic request, to publish its entry with the answer
         self.semantic: tuple[bytes, SemanticPrompt, Any] | None = None
 
-    def reset(self) -> None:
+    def begin(self, node: Node) -> None:
         """A new attempt: nothing looked up yet."""
         self.key = None
         self.semantic = None
@@ -160,3 +161,6 @@ class CacheStep:
                 cache.background(lambda: semantic.publish(spart, key, prompt, None, entry.expires_ms, retrying=True))
 
         return publish
+
+    def log_view(self) -> dict[str, Any] | None:
+        return None  # the cache status is a field of the record itself

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import msgspec
 
@@ -30,23 +30,17 @@ from gateway.cache.answers import ResponseCache
 from gateway.cache.semantic import SemanticCache
 from gateway.cache.stream import StreamAssembler, replay
 from gateway.guardrails import (
-    FeedbackRecord,
     GuardrailAnswer,
-    GuardrailRequest,
     GuardrailRunner,
-    HookResult,
-    HookResults,
-    PhaseOutcome,
     attach_hook_results,
 )
 from gateway.guardrails.saved_cache import SavedGuardrailCache, guardrail_repository
 from gateway.http.context import RequestContext
-from gateway.http.errors import InvalidRequest
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.cache_step import CacheStep, include_usage
+from gateway.pipeline.guardrail_step import GuardrailStep
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.stream_steps import AnswerTap, first_with, read_whole, replayed, with_usage
-from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.routing.plan import Node
 
 if TYPE_CHECKING:
@@ -64,7 +58,6 @@ LOG_WAIT_S = 65.0
 #: request log lines waiting at once per worker; beyond it a line is written without waiting
 DEFERRED_MAX = 1024
 HELD_HEADER = (b"x-gateway-stream-held", b"true")
-_STREAMED = frozenset({CHAT, COMPLETIONS})
 
 
 class PipelineSteps:
@@ -130,52 +123,35 @@ class PipelineSteps:
             await self._semantic.close()
 
 
-def declared(exc: InvalidRequest, node: Node) -> InvalidRequest:
-    """``exc`` (raised for an item of ``node``'s hooks or guardrails, its ``param`` relative to the node, such as
-    ``input_guardrails[1]``) with ``param`` and message naming the item's path in the whole config, where it is
-    declared: the highest of the node's parents that holds the same (inherited) list, e.g.
-    ``targets[1].input_guardrails[1]``. The path ``POST /v1/configs/validate`` names."""
-    param = exc.param
-    if not param or node.parent is None:
-        return exc
-    field = param.split("[", 1)[0].split(".", 1)[0]
-    items = getattr(node.config, field, None)
-    if items is None:
-        return exc
-    at = node
-    while at.parent is not None and getattr(at.parent.config, field, None) is items:
-        at = at.parent
-    base = at.path.partition(".")[2]  # "config.targets[1]" -> "targets[1]"; the root "config" -> ""
-    if not base:
-        return exc
-    full = f"{base}.{param}"
-    return InvalidRequest(exc.message.replace(param, full, 1) if param in exc.message else exc.message, param=full)
+class Step(Protocol):
+    """What every step of a request answers to, whatever it does around an attempt (``CacheStep``,
+    ``GuardrailStep``): it is told of each attempt's node, and says what the request's log line carries of it."""
+
+    def begin(self, node: Node) -> None:
+        """A new attempt at ``node``: forget the last attempt's target-bound state."""
+
+    def log_view(self) -> dict[str, Any] | None:
+        """What the request's log line carries of this step (None: nothing)."""
 
 
 class RequestSteps:
-    """One request's cache and guardrail state (made only when its routing tree has a cache or guardrails)."""
+    """One request's steps (made only when its routing tree has a cache or guardrails): the guardrail step's input
+    checks, then the cache step's lookup, before each attempt; on the answer the output checks, the answer stored,
+    the status and ``hook_results``; a stream held whole when an output item may deny or redact it."""
 
-    __slots__ = ("shared", "ctx", "endpoint", "request", "stream", "record", "results", "feedback", "background",
-                 "async_results", "_before", "node", "view", "cache", "tap", "held")
+    __slots__ = ("shared", "endpoint", "request", "record", "node", "guard", "cache", "steps", "tap", "held")
 
     def __init__(self, shared: PipelineSteps, ctx: RequestContext, endpoint: str, request: Any, stream: bool,
                  record: RequestRecord) -> None:
         self.shared = shared
-        self.ctx = ctx
         self.endpoint = endpoint
         self.request = request
-        self.stream = stream
         self.record = record
-        self.results = HookResults()
-        self.feedback: list[FeedbackRecord] = []
-        #: (phase, task) of async items; their results once done
-        self.background: list[tuple[str, asyncio.Task[HookResult | None]]] = []
-        self.async_results: list[tuple[str, HookResult]] = []
-        self._before: dict[tuple[int, int], PhaseOutcome] = {}
         self.node: Node | None = None
-        self.view: GuardrailRequest | None = None
-        #: the cache step (its key, max age, hit, and a semantic request's entry)
+        self.guard = GuardrailStep(shared.runner, ctx, endpoint, stream)
         self.cache = CacheStep(shared, ctx, endpoint, request, stream, record)
+        #: in the order they act before an attempt
+        self.steps: tuple[Step, ...] = (self.guard, self.cache)
         self.tap: AnswerTap | None = None
         self.held = False
 
@@ -186,70 +162,44 @@ class RequestSteps:
         """Input checks, then the cache lookup, for one attempt at ``node``. Returns a replacement body (when a
         check redacted it) and the cached outcome on a hit; raises the 446 of a deny."""
         self.node = node
-        self.cache.reset()
+        for step in self.steps:
+            step.begin(node)
         self.record.cache_status = "DISABLED"
         if not node.has_steps:
             return None, None
-        config = node.config
-        runner = self.shared.runner
         doc = decoded() if decoded is not None else _decode(body)
         new_body = None
-        self.view = GuardrailRequest(doc, self.endpoint, metadata=self.ctx.metadata, headers=self.ctx.raw_headers,
-                                     stream=self.stream, workspace=self.ctx.workspace or "default")
-        if runner.has_before(config):
-            key = (id(config.before_request_hooks), id(config.input_guardrails))
-            phase = self._before.get(key)
-            if phase is None:
-                try:
-                    phase = self._before[key] = await runner.before(config, self.view)
-                except InvalidRequest as exc:
-                    raise declared(exc, node) from None
-                self._add(phase)
-                if phase.deny:
-                    raise self.results.denied()
-            if phase.body is not None:
-                doc = phase.body
-                new_body = _encode(doc)
-                self.view = GuardrailRequest(doc, self.endpoint, metadata=self.ctx.metadata,
-                                             headers=self.ctx.raw_headers, stream=self.stream,
-                                             workspace=self.ctx.workspace or "default")
+        redacted = await self.guard.before(node, doc)
+        if redacted is not None:
+            doc = redacted
+            new_body = _encode(doc)
+        config = node.config
         if config.cache is not None:
             return new_body, await self.cache.lookup(config, config.cache, doc)
         return new_body, None
-
-    def _add(self, phase: PhaseOutcome) -> None:
-        self.results.add(phase)
-        self.feedback.extend(phase.feedback)
-        for task in phase.background:
-            self.background.append((phase.phase, task))
 
     # --- on the answer ------------------------------------------------------------------------------------------
 
     async def answered(self, outcome: JsonOutcome | StreamOutcome) -> JsonOutcome | StreamOutcome:
         """Output checks on the answer (446 on a deny), its status and ``hook_results``; a stream that an output
         item may deny or redact is read whole first."""
-        node = self.node
-        runner = self.shared.runner
-        after = node is not None and node.has_steps and runner.has_after(node.config)
+        guard = self.guard
+        after = guard.has_after(self.node)
         if isinstance(outcome, JsonOutcome):
             return await self._answered_json(outcome, after)
         if self.cache.hit:
             return await self._answered_replay(outcome, after)
         try:
-            hold = after and node is not None and self.view is not None and await runner.after_may_change(
-                node.config, self.view)
-        except InvalidRequest as exc:
-            outcome.response.close()
-            assert node is not None  # only a node's items raise it
-            raise declared(exc, node) from None
+            hold = after and await guard.may_change()
         except BaseException:
             outcome.response.close()
             raise
         if hold:
             return await self._hold(outcome)
-        if self.results.ran:
-            outcome.first = first_with(outcome.first, self.results)
-            outcome.status = self.results.status
+        results = guard.results
+        if results.ran:
+            outcome.first = first_with(outcome.first, results)
+            outcome.status = results.status
         if self.cache.key is not None or after:
             tap = AnswerTap(outcome.transformer, StreamAssembler(self.endpoint))
             for event in outcome.first:
@@ -262,35 +212,26 @@ class RequestSteps:
     async def _answered_json(self, outcome: JsonOutcome, after: bool) -> JsonOutcome:
         body = outcome.body
         if after:
-            phase = await self._after(GuardrailAnswer(json=_decode(body)))
+            phase = await self.guard.after(GuardrailAnswer(json=_decode(body)))
             if phase.body is not None:
                 outcome.body = _encode(phase.body)
         if self.cache.stores and outcome.status < 400:
             await self.cache.store(body, outcome.provider, outcome.model)
-        if self.results.ran:
-            outcome.body = attach_hook_results(outcome.body, self.results)
-            outcome.status = self.results.status
+        results = self.guard.results
+        if results.ran:
+            outcome.body = attach_hook_results(outcome.body, results)
+            outcome.status = results.status
         return outcome
-
-    async def _after(self, answer: GuardrailAnswer) -> PhaseOutcome:
-        assert self.node is not None and self.view is not None
-        try:
-            phase = await self.shared.runner.after(self.node.config, self.view, answer)
-        except InvalidRequest as exc:
-            raise declared(exc, self.node) from None
-        self._add(phase)
-        if phase.deny:
-            raise self.results.denied()
-        return phase
 
     async def _answered_replay(self, outcome: StreamOutcome, after: bool) -> StreamOutcome:
         if after:
-            phase = await self._after(GuardrailAnswer(json=self.cache.answer_doc))
+            phase = await self.guard.after(GuardrailAnswer(json=self.cache.answer_doc))
             if phase.body is not None:
                 outcome.first = replay(phase.body, self.endpoint, include_usage(self.request))
-        if self.results.ran:
-            outcome.first = first_with(outcome.first, self.results)
-            outcome.status = self.results.status
+        results = self.guard.results
+        if results.ran:
+            outcome.first = first_with(outcome.first, results)
+            outcome.status = results.status
         return outcome
 
     async def _hold(self, outcome: StreamOutcome) -> StreamOutcome:
@@ -303,15 +244,16 @@ class RequestSteps:
         for event in events:
             assembler.feed(event)
         doc = assembler.answer(whole=False)
-        phase = await self._after(GuardrailAnswer(json=doc))
+        phase = await self.guard.after(GuardrailAnswer(json=doc))
         if phase.body is not None:
             events = replay(phase.body, self.endpoint, include_usage(self.request))
         whole = with_usage(assembler.answer(), transformer.usage)
-        if self.cache.stores and whole is not None and self.results.status < 400:
+        results = self.guard.results
+        if self.cache.stores and whole is not None and results.status < 400:
             await self.cache.store(_encode(whole), outcome.provider, outcome.model)
-        if self.results.ran:
-            events = first_with(events, self.results)
-        return replayed(events, outcome.provider, outcome.model, transformer.usage, self.results.status)
+        if results.ran:
+            events = first_with(events, results)
+        return replayed(events, outcome.provider, outcome.model, transformer.usage, results.status)
 
     def response_headers(self) -> list[tuple[bytes, bytes]]:
         return [HELD_HEADER] if self.held else []
@@ -338,11 +280,9 @@ class RequestSteps:
             record.relayed_rest_bytes = record.relayed_rest_events = 0
         flowed: dict[str, Any] | None = None
         tap = self.tap
-        if tap is not None and tap.complete and record.error is None:
-            node = self.node
-            if node is not None and node.has_steps and self.shared.runner.has_after(node.config):
-                flowed = tap.assembler.answer(whole=False)
-        if flowed is not None or self.background:
+        if tap is not None and tap.complete and record.error is None and self.guard.has_after(self.node):
+            flowed = tap.assembler.answer(whole=False)
+        if flowed is not None or self.guard.background:
             self.shared.record_later(self, record, recorder, flowed)
         else:
             recorder.record(record)
@@ -351,22 +291,10 @@ class RequestSteps:
         """Run a flowed stream's output checks and wait for async items, then write the log line."""
         try:
             async with asyncio.timeout(LOG_WAIT_S):
-                if flowed is not None:
-                    assert self.node is not None and self.view is not None
-                    phase = await self.shared.runner.after(self.node.config, self.view, GuardrailAnswer(json=flowed))
-                    self._add(phase)
-                if self.background:
-                    done = await asyncio.gather(*(task for _, task in self.background), return_exceptions=True)
-                    for (phase_name, _), result in zip(self.background, done):
-                        if isinstance(result, HookResult):
-                            self.async_results.append((phase_name, result))
-                            if result.feedback is not None:
-                                fb = result.feedback
-                                self.feedback.append(FeedbackRecord(result.id, result.verdict, fb.value, fb.weight,
-                                                                    fb.metadata))
+                await self.guard.settle(flowed)
         except TimeoutError:
             log.warning("request %s: guardrails still running after %.0f s; its log line goes without them",
-                        self.ctx.trace_id, LOG_WAIT_S)
+                        self.guard.ctx.trace_id, LOG_WAIT_S)
         except Exception:  # the log line is written whatever happened
             log.exception("guardrails after the answer failed")
         finally:
@@ -374,10 +302,4 @@ class RequestSteps:
 
     def log_view(self) -> dict[str, Any] | None:
         """What the request log line carries: every hook result (async ones included) and the feedback."""
-        if not (self.results.ran or self.async_results or self.feedback):
-            return None
-        before = list(self.results.before_request_hooks)
-        after = list(self.results.after_request_hooks)
-        for phase_name, result in self.async_results:
-            (before if phase_name == "before" else after).append(result)
-        return {"before_request_hooks": before, "after_request_hooks": after, "feedback": self.feedback}
+        return self.guard.log_view()
