@@ -5,10 +5,11 @@ one) -> body decoded once -> routing tree -> attempts (adapter builds, upstream 
 answer back) -> JSON or SSE out with the x-gateway-* response headers. A stream's first event is read before the
 status is committed, so an in-band error becomes a real status that retries and fallbacks act on.
 
-Usage is counted on every path: a vendorA-wire upstream streaming chat or completions is always asked for its usage
-chunk (``stream_options.include_usage``), which is stripped again before it reaches a client that did not ask for
-it; a stream the client leaves is logged as 499, one that breaks off as the error it ended with, both with the usage
-so far (the provider's, else the gateway's estimate). Each record says where its tokens come from (usage_source).
+Usage is counted on every path: an upstream that reports a stream's usage only when asked (the adapter's
+``asks_stream_usage``: vendorA's wire, ``stream_options.include_usage``) is always asked for it on streaming chat or
+completions, and the call's ``strip_usage`` drops it again before it reaches a client that did not ask for it; a
+stream the client leaves is logged as 499, one that breaks off as the error it ended with, both with the usage so
+far (the provider's, else the gateway's estimate). Each record says where its tokens come from (usage_source).
 """
 
 from __future__ import annotations
