@@ -22,12 +22,12 @@ import msgspec
 from gateway.api.admin import Caller
 from gateway.api.crud import RecordRoutes
 from gateway.api.guardrails import check_saved_guardrails
-from gateway.api.prompted import loaded
-from gateway.api.runtime import Runtime
 from gateway.controlplane import configs
 from gateway.controlplane.directory import RecordsNeeded, unusable
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import InvalidRequest
+from gateway.pipeline.prompted import loaded
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 _body = BodyDecoder(configs.ConfigBody)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from gateway.api.admin import PAGED, Caller, authorize, int_query, page, read_json, send_list, send_record
-from gateway.api.runtime import Runtime
 from gateway.controlplane.records import Entity, Repository
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 

@@ -12,13 +12,13 @@ from gateway.api.batches import BatchRoutes
 from gateway.api.files import FileRoutes
 from gateway.api.fine_tuning import FineTuningRoutes
 from gateway.api.jobs import Jobs
-from gateway.api.prompted import resolve as resolve_config
 from gateway.api.responses import ResponseRoutes
-from gateway.api.runtime import Runtime
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.types import Scope
 from gateway.jobs.dispatch import InProcessDispatcher
 from gateway.jobs.passthrough import Forwarder
+from gateway.pipeline.prompted import resolve as resolve_config
+from gateway.runtime import Runtime
 
 
 def build_jobs(runtime: Runtime, app: Any) -> Jobs:

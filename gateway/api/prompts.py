@@ -6,7 +6,7 @@
 - ``GET /v1/prompts/{prompt_id}/versions`` and ``.../versions/{version}``: every version kept.
 - ``POST /v1/prompts/{prompt_id}/render``: ``{success: true, data: {messages, model, ...hyperparameters}}``.
 - ``POST /v1/prompts/{prompt_id}/completions``: the rendered request run through the chat pipeline (see
-  ``gateway.api.prompted``).
+  ``gateway.pipeline.prompted``).
 
 Admin keys manage prompts; render and completions need only the ``prompts.run`` scope, which member keys have.
 """
@@ -19,12 +19,12 @@ import msgspec
 
 from gateway.api.admin import PAGED, Caller, authorize, read_json, send_list, send_record
 from gateway.api.crud import RecordRoutes
-from gateway.api.prompted import prompt_template
-from gateway.api.runtime import Runtime
 from gateway.controlplane import prompts
 from gateway.controlplane.providers import normalise_slug
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.prompted import prompt_template
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 _body = BodyDecoder(prompts.PromptBody)

@@ -13,11 +13,11 @@ import msgspec
 
 from gateway.api.admin import PAGED, Caller, provider_query
 from gateway.api.crud import RecordRoutes
-from gateway.api.runtime import Runtime
 from gateway.controlplane import providers
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.types import Scope
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 

@@ -182,7 +182,9 @@ class CloudBAdapter(VendorAAdapter):
         return result
 
     def stream(self, call: UpstreamCall) -> CloudBStream:
-        return CloudBStream(NAME)
+        transformer = CloudBStream(NAME)
+        transformer.strip_usage = call.strip_usage
+        return transformer
 
 
 class _ChunkMeta(msgspec.Struct):

@@ -9,10 +9,10 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from gateway.api.outcome import StreamOutcome, held_error, stream_broke
 from gateway.cache.stream import StreamAssembler
 from gateway.guardrails import HookResults, attach_hook_results_to_event
 from gateway.http.errors import BadUpstreamResponse
+from gateway.pipeline.outcome import StreamOutcome, held_error, stream_broke
 
 #: the most a held stream may hold before it fails (502)
 HOLD_MAX_BYTES = 16 * 1024 * 1024

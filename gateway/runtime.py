@@ -18,6 +18,7 @@ from gateway.observability.cost import Prices
 from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.metrics import Metrics
 from gateway.observability.record import Recorder
+from gateway.pipeline.pipeline import PipelineParts
 from gateway.policies.gate import PolicyGate
 from gateway.providers.registry import ProviderRegistry
 from gateway.routing.breaker import CircuitBreaker
@@ -30,7 +31,7 @@ from gateway.state.watch import RecordWatcher
 from gateway.upstream.client import UpstreamClient
 
 if TYPE_CHECKING:
-    from gateway.api.steps import PipelineSteps
+    from gateway.pipeline.steps import PipelineSteps
 
 
 class Runtime:
@@ -102,10 +103,28 @@ class Runtime:
         """The response cache and the guardrails, made when a request or route first needs them: a worker whose
         configs use neither never imports them."""
         if self._steps is None:
-            from gateway.api.steps import PipelineSteps
+            from gateway.pipeline.steps import PipelineSteps
 
-            self._steps = PipelineSteps(self, embeddings=self._embeddings_config)
+            embedder = self._provider_embedder if self._embeddings_config is not None else None
+            self._steps = PipelineSteps(self.settings, self.store, self.client, self.watcher.subscribe,
+                                        lambda: self.records.box, embedder)
         return self._steps
+
+    def _provider_embedder(self) -> Any:
+        """The semantic cache's embedder over the GATEWAY_SEMANTIC_CACHE_EMBEDDINGS config (its router, adapters
+        and upstream client are this worker's)."""
+        from gateway.cache.provider_embedder import ProviderEmbedder
+
+        settings = self.settings
+        return ProviderEmbedder(self._embeddings_config, settings.semantic_cache_embedding_model, self,
+                                capacity=settings.semantic_cache_threads + settings.semantic_cache_queue)
+
+    def pipeline_parts(self) -> PipelineParts:
+        """What the inference pipeline uses of this worker (one for every endpoint's ``Pipeline``)."""
+        settings = self.settings
+        return PipelineParts(self.keys, self.records, self.resolver, self.planner, self.policies, self.router,
+                             self.providers, self.client, self.recorder, lambda: self.steps, self.masked_headers,
+                             settings.max_body_bytes, settings.log_bodies)
 
     async def start(self) -> None:
         await self.store.start()
