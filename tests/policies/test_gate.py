@@ -220,18 +220,24 @@ def test_requests_no_policy_matches_are_untouched(gateway, mock):
     assert statuses(concurrently([gateway.url], headers, 6)) == {200: 6}
 
 
-def test_token_estimates_that_hold_never_overshoot_under_concurrency(gateway, mock):
-    """Every request asks max_tokens 40 and gets at most 40 tokens: the reservation is an upper bound, so the
-    budget is never exceeded however many requests race."""
+def test_token_estimates_that_hold_overshoot_only_past_the_cut_reservations_under_concurrency(gateway, mock):
+    """Every request asks max_tokens 40 and gets at most 40 tokens: a whole reservation is an upper bound of its
+    request's usage, so however many requests race, the budget is exceeded only by requests admitted into a budget
+    too spent for their whole estimate (their reservation cut to what remained), each by less than its estimate;
+    with every reservation whole the budget is never exceeded."""
     run_tag = tag()
     limit = 600
     policy_id = usage_limit(gateway, run_tag, "tokens", limit)
     base = mock.scenario([{"reply": " ".join(["word"] * 30)}])  # about 38 completion tokens
+    body = msgspec.json.encode({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                                "max_tokens": 40})
+    estimate = -(-len(body) // 4) + 40  # what the gateway reserves: body bytes / 4 plus max_tokens
     answers = concurrently([gateway.url], chat_headers(base, run_tag), 24, max_tokens=40)
     admitted = [r for r in answers if r.status == 200]
     assert statuses(answers)[429] > 0 and admitted
     real = sum(r.json()["usage"]["total_tokens"] for r in admitted)
-    assert real <= limit
+    whole = limit // estimate  # reservations the budget holds whole; any admitted past them was cut
+    assert real <= limit + max(0, len(admitted) - whole) * (estimate - 1)
     settled_usage(gateway, policy_id, real)
 
 
