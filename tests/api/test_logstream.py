@@ -19,6 +19,7 @@ import pytest
 from tests.support.controlplane import api, create_key
 from tests.support.http import post, request
 from tests.support.keys import add_key
+from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY, start_gateway
 from tests.support.sse import EventStream
 
@@ -104,13 +105,7 @@ def test_the_backlog_comes_first_oldest_first_then_live_records(gateway, mock):
     base = mock.scenario()
     for _ in range(3):
         assert post(f"{gateway.url}/v1/chat/completions", CHAT, chat_headers(base, trace)).status == 200
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        listed = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}", headers={"x-gateway-api-key": ADMIN_KEY})
-        if len(listed.json()["data"]) == 3:
-            break
-        time.sleep(0.1)
-    newest_first = [item["id"] for item in listed.json()["data"]]
+    newest_first = [item["id"] for item in wait_logs(gateway, trace, 3)]
     live = stream(gateway, f"?trace_id={trace}&backlog=2")
     try:
         backlog = live.logs(2, timeout=5)
