@@ -215,6 +215,7 @@ def _worker_rss_mb(pid: int) -> float:
                if line.startswith("VmRSS"))
 
 
+@pytest.mark.serial  # a load test: its throughput and latency bounds need the machine to itself
 def test_a_console_that_stops_reading_is_dropped_and_holds_nothing(mock_server, mock):
     data_dir = tempfile.mkdtemp(prefix="gw-slow-console-")
     server = start_gateway({"GATEWAY_LOG_FILE": "off"}, data_dir=data_dir)
@@ -309,6 +310,7 @@ def _load(url: str, headers: dict[str, str], total: int, threads: int = 8) -> tu
     return total / (time.monotonic() - started), len(failures)
 
 
+@pytest.mark.serial  # a load test: its throughput and latency bounds need the machine to itself
 def test_a_hundred_consoles_watching_a_load_cost_it_little(mock_server, mock):
     import json
     import subprocess
