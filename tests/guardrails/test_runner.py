@@ -111,6 +111,7 @@ async def test_on_success_deny_denies_a_passing_hook(runner):
     assert not (await runner.before(cfg, chat("hello"))).deny
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 async def test_async_items_never_delay_the_answer_and_report_in_the_background(hook_server, loopback_client):
     seen: list = []
     runner = GuardrailRunner(Settings(), loopback_client, on_background=lambda phase, result: seen.append(result))

@@ -21,7 +21,7 @@ from gateway.schema.chat import parse_chat
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
 from gateway_mock.kit import count_tokens
-from tests.observability.test_metrics import wait_for
+from tests.observability.test_metrics import wait_metric
 from tests.support.http import request, stream_events
 from tests.support.policies import (
     ADMIN,
@@ -37,8 +37,8 @@ from tests.support.policies import (
     statuses,
     tag,
     usage_limit,
-    wait_until,
 )
+from tests.support.poll import wait_for
 
 
 def test_a_rate_limit_admits_exactly_n_concurrent_requests(gateway, mock):
@@ -57,7 +57,7 @@ def test_a_rate_limit_admits_exactly_n_concurrent_requests(gateway, mock):
     assert policy_id in error["message"] and "at most 5 requests per day" in error["message"]
     day_left = 86400 - int(time.time()) % 86400
     assert 0 < int(refused.headers["retry-after"]) <= day_left + 1
-    wait_for(gateway, "gateway_policy_rejections_total", 11, kind="rate_limit", policy=policy_id)
+    wait_metric(gateway, "gateway_policy_rejections_total", 11, kind="rate_limit", policy=policy_id)
 
 
 def test_retry_after_says_when_a_minute_window_admits_again(gateway, mock):
@@ -86,7 +86,7 @@ def test_group_by_keeps_a_counter_per_value(gateway, mock):
         return [chat(gateway.url, alice).status for _ in range(3)] + [chat(gateway.url, bob).status]
 
     assert same_day(run) == [200, 200, 429, 200]
-    usage = wait_until(lambda: (m := get(gateway, RATE, policy_id)["value_key_usage_map"]) and len(m) == 2 and m)
+    usage = wait_for(lambda: (m := get(gateway, RATE, policy_id)["value_key_usage_map"]) and len(m) == 2 and m)
     assert usage == {"alice": 2, "bob": 1}
 
 
@@ -129,7 +129,7 @@ def test_a_periodic_budget_says_when_it_resets(gateway, mock):
 
 
 def settled_usage(gateway, policy_id: str, expected: float) -> dict:
-    return wait_until(lambda: (doc := get(gateway, USAGE, policy_id))["current_usage"] == expected and doc)
+    return wait_for(lambda: (doc := get(gateway, USAGE, policy_id))["current_usage"] == expected and doc)
 
 
 def test_token_budgets_settle_to_the_real_usage_streams_included(gateway, mock):
@@ -176,9 +176,9 @@ def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(gate
     assert chat(gateway.url, headers, model=model).status == 200
     time.sleep(0.5)
     assert get(gateway, USAGE, policy_id)["current_usage"] == micros / 1e6
-    wait_until(lambda: f"no price for model '{model}'" in gateway.output())
+    wait_for(lambda: f"no price for model '{model}'" in gateway.output())
     assert gateway.output().count(f"no price for model '{model}'") == 1
-    wait_for(gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
+    wait_metric(gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
 
 
 def test_crossing_the_alert_threshold_records_one_alert_per_period(gateway, mock):
@@ -187,7 +187,7 @@ def test_crossing_the_alert_threshold_records_one_alert_per_period(gateway, mock
     headers = chat_headers(mock.scenario(), run_tag)
     for _ in range(2):
         assert chat(gateway.url, headers).status == 200
-    alerts = wait_until(lambda: get(gateway, USAGE, policy_id)["alerts"])
+    alerts = wait_for(lambda: get(gateway, USAGE, policy_id)["alerts"])
     assert len(alerts) == 1
     assert alerts[0]["value_key"] == run_tag and alerts[0]["usage"] >= 2 and alerts[0]["alert_threshold"] == 2
     for _ in range(2):
@@ -276,7 +276,7 @@ def test_the_overshoot_is_bounded_by_the_usage_of_admitted_requests_beyond_their
     refused = chat(gateway.url, chat_headers(base, racing), max_tokens=5)
     assert refused.status == 429 and refused.json()["error"]["code"] == "usage_limit_exceeded"
     assert f"0 remaining, and this request's estimate is {estimate} tokens" in refused.json()["error"]["message"]
-    wait_for(gateway, "gateway_policy_rejections_total", 1, kind="usage_limit", policy=policy_id)
+    wait_metric(gateway, "gateway_policy_rejections_total", 1, kind="usage_limit", policy=policy_id)
 
 
 class CountingStore(MemoryStateStore):
