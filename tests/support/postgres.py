@@ -1,0 +1,61 @@
+"""PostgreSQL for tests: ``GATEWAY_TEST_POSTGRES_URL`` (a cluster ``tests/support/postgres.sh`` starts, as
+``.ci/run`` does), and a database of its own for each test (random name, dropped afterwards), so tests running at
+once never meet. Without the URL a test skips, or fails when ``GATEWAY_TEST_REQUIRE_POSTGRES=1``. Never a fake."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+SCRIPT = "tests/support/postgres.sh"
+
+
+def test_postgres_url() -> str:
+    url = os.environ.get("GATEWAY_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("GATEWAY_TEST_REQUIRE_POSTGRES", "").strip().lower() in {"1", "true", "yes", "on"}:
+            pytest.fail("GATEWAY_TEST_REQUIRE_POSTGRES=1 but GATEWAY_TEST_POSTGRES_URL is not set")
+        pytest.skip(f"no PostgreSQL: eval \"$({SCRIPT})\" sets GATEWAY_TEST_POSTGRES_URL")
+    return url
+
+
+test_postgres_url.__test__ = False  # type: ignore[attr-defined]
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+async def _admin(url: str, statement: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def create_database() -> tuple[str, str]:
+    """A new empty database: (its URL, its name)."""
+    url = test_postgres_url()
+    name = f"gwtest_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(url, f"CREATE DATABASE {name}"))
+    return with_database(url, name), name
+
+
+def drop_database(name: str) -> None:
+    asyncio.run(_admin(test_postgres_url(), f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def pg_url():
+    """The URL of a database of this test's own."""
+    url, name = create_database()
+    yield url
+    drop_database(name)
