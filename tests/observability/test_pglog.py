@@ -33,11 +33,19 @@ def record(ts: float, *, workspace: str = "ws", trace: str | None = None, status
             bucket(latency), bucket(2.0), doc)
 
 
+async def until(condition, seconds: float) -> None:
+    """Wait (bounded) for ``condition()`` to hold: a poll of another task's state."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+
+
 async def test_instances_starting_at_once_apply_each_migration_once(pg_url):  # noqa: F811
     conns = [await asyncpg.connect(pg_url) for _ in range(4)]
     try:
         applied = await asyncio.gather(*(migrate(conn) for conn in conns))
-        assert sorted(v for versions in applied for v in versions) == [v for v in range(1, LATEST + 1)]
+        assert sorted(v for versions in applied for v in versions) == list(range(1, LATEST + 1))
         rows = await conns[0].fetch("SELECT version FROM gateway.schema_migrations")
         assert [r[0] for r in rows] == list(range(1, LATEST + 1))
         assert await migrate(conns[1]) == []
@@ -112,9 +120,7 @@ async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_orde
     sent = [record(now + i / 1000) for i in range(300)]
     for i in range(0, 300, 30):
         await writer.submit(sent[i:i + 30])
-    deadline = time.monotonic() + 10
-    while writer.healthy and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await until(lambda: not writer.healthy, 10)
     assert not writer.healthy and writer.health()["spooled_records"] > 0
     await writer.close(timeout_s=2)
     assert writer.spool.path.exists() and writer.dropped == 0
@@ -123,9 +129,7 @@ async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_orde
     again = PgWriter(store, Spool(tmp_path, 10_000_000), batch_records=50)  # a new worker adopts the file
     await again.start()
     try:
-        deadline = time.monotonic() + 15
-        while again.spool.records and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: not again.spool.records, 15)
         assert again.spool.records == 0 and again.healthy
         rows, _ = await store.query(None, LogFilter(limit=100), every_workspace=True)
         conn = await asyncpg.connect(pg_url)
@@ -138,7 +142,7 @@ async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_orde
         assert requests == 300
     finally:
         await again.close()
-    assert not list(Path(tmp_path).glob("*.spool"))
+    assert not await asyncio.to_thread(lambda: list(Path(tmp_path).glob("*.spool")))
 
 
 async def test_a_full_spool_drops_and_counts_instead_of_failing(tmp_path):

@@ -59,3 +59,41 @@ def pg_url():
     url, name = create_database()
     yield url
     drop_database(name)
+
+
+class PrivatePostgres:
+    """A cluster of one test's own (``postgres.sh`` on a free port, in a temporary directory) that the test may
+    stop and start again; ``url`` names its ``postgres`` database."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        from tests.support.servers import free_port
+
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="gw-pg-")
+        self.url = f"postgresql://gateway:gateway@127.0.0.1:{self.port}/postgres"
+
+    def _script(self, *args: str) -> None:
+        import subprocess
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PGPORT": str(self.port), "PGTEST_DIR": self.dir}
+        done = subprocess.run(["bash", str(root / SCRIPT), *args], env=env, capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode != 0:
+            pytest.fail(f"{SCRIPT} {' '.join(args)} failed: {done.stderr}")
+
+    def start(self) -> PrivatePostgres:
+        self._script("start")
+        return self
+
+    def stop(self) -> None:
+        self._script("stop")
+
+    def remove(self) -> None:
+        import shutil
+
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
