@@ -31,26 +31,33 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-async def _admin(url: str, statement: str) -> None:
+def _admin(url: str, statement: str) -> None:
+    """Run one statement, in a thread of its own (a test's thread may already run an event loop: Playwright's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import asyncpg
 
-    conn = await asyncpg.connect(url, timeout=10)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
+    async def run() -> None:
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
 
 
 def create_database() -> tuple[str, str]:
     """A new empty database: (its URL, its name)."""
     url = test_postgres_url()
     name = f"gwtest_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(url, f"CREATE DATABASE {name}"))
+    _admin(url, f"CREATE DATABASE {name}")
     return with_database(url, name), name
 
 
 def drop_database(name: str) -> None:
-    asyncio.run(_admin(test_postgres_url(), f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    _admin(test_postgres_url(), f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
