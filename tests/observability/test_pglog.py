@@ -5,6 +5,8 @@ whole day partitions, the spool while the store is away and its bound; and the U
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -172,3 +174,21 @@ def test_a_malformed_store_url_stops_the_start_naming_the_variable_never_the_pas
     assert str(caught.value).startswith("GATEWAY_LOG_STORE_URL: ") and reason in str(caught.value)
     assert "secret" not in str(caught.value)
     assert "log_store_url" in settings_module.SECRETS
+
+
+LAZY_PROBE = """
+import sys
+import gateway.app
+from gateway.api import aggregates, health, logs, logstream
+from gateway.api.runtime import Runtime
+from gateway.settings import load
+runtime = Runtime(load({"GATEWAY_DATA_DIR": sys.argv[1]}))
+print("asyncpg" in sys.modules, type(runtime.recorder).__name__)
+"""
+
+
+def test_a_worker_without_the_setting_never_imports_asyncpg(tmp_path):
+    done = subprocess.run([sys.executable, "-c", LAZY_PROBE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "ObservabilityRecorder"]

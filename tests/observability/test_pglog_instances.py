@@ -107,11 +107,13 @@ def test_a_postgresql_outage_under_load_loses_no_record_and_no_request_waits(moc
             pg.stop()  # the store goes away mid-load
             statuses += list(pool.map(one, range(700, 1700)))
             health = request("GET", f"{server.url}/health").json()["log_store"]
+            away = request("GET", f"{server.url}/v1/logs", headers=ADMIN)
             pg.start()
             statuses += list(pool.map(one, range(1700, 2500)))
         assert statuses == [200] * 2500
         assert max(took) < 3.0  # nobody waited for PostgreSQL (its connect timeout alone is 10 s)
         assert health["backend"] == "postgresql"
+        assert away.status == 503 and away.json()["error"]["code"] == "log_store_unavailable"
         deadline = time.monotonic() + 60
         while True:
             traces, counted = asyncio.run(_stored(pg.url))

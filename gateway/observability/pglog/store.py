@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 
+from gateway.http.errors import ServiceUnavailable
 from gateway.observability.logstore import LogFilter
 from gateway.observability.pglog.migrations import migrate
 from gateway.observability.rollups import _KEEP_S, RESOLUTIONS, WindowRows, encode_hist, new_hist
@@ -78,6 +79,13 @@ _SELECT_ROW = "SELECT id, ts, workspace, trace_id, status, provider, doc FROM ga
 _PARTITIONS = ("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
                " WHERE i.inhparent = 'gateway.request_logs'::regclass")
 _PRUNE_EVERY_S = 60.0
+#: what an unreachable, restarting or overloaded PostgreSQL raises
+UNREACHABLE = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+def unreachable() -> ServiceUnavailable:
+    return ServiceUnavailable("the request-log store (PostgreSQL) does not answer right now; records are kept and "
+                              "listed once it is back", code="log_store_unavailable")
 
 
 def partition_name(day_start: int) -> str:
@@ -181,7 +189,7 @@ class PgLogStore:
         self._last_prune = now
         try:
             await self.prune(now, conn)
-        except (TimeoutError, OSError, asyncpg.PostgresError):
+        except UNREACHABLE:
             pass  # the next batch tries again
 
     async def prune(self, now: float | None = None, conn: Any = None) -> list[str]:
@@ -235,8 +243,11 @@ class PgLogStore:
                 where.append(f"{column} {op} {arg(value)}")
         sql = ("SELECT id, doc FROM gateway.request_logs" + (" WHERE " + " AND ".join(where) if where else "")
                + f" ORDER BY id DESC LIMIT {arg(flt.limit + 1)}")
-        pool = await self.pool()
-        rows = [(row[0], row[1]) for row in await pool.fetch(sql, *args)]
+        try:
+            pool = await self.pool()
+            rows = [(row[0], row[1]) for row in await pool.fetch(sql, *args)]
+        except UNREACHABLE:
+            raise unreachable() from None
         return rows[: flt.limit], len(rows) > flt.limit
 
     async def batch_rows(self, batch: int, low: float, high: float) -> list[tuple]:
@@ -255,12 +266,15 @@ class PgLogStore:
             if value is not None:
                 args.append(value)
                 where += f" AND {column} = ${len(args)}"
-        pool = await self.pool()
-        async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-            slot_counts = [tuple(r) for r in await conn.fetch(_SLOT_COUNTS.format(where=where), *args)]
-            group_counts = [tuple(r) for r in await conn.fetch(_GROUP_COUNTS.format(where=where), *args)]
-            slot_hist = await conn.fetch(_SLOT_HIST.format(where=where), *args)
-            group_hist = await conn.fetch(_GROUP_HIST.format(where=where), *args)
+        try:
+            pool = await self.pool()
+            async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+                slot_counts = [tuple(r) for r in await conn.fetch(_SLOT_COUNTS.format(where=where), *args)]
+                group_counts = [tuple(r) for r in await conn.fetch(_GROUP_COUNTS.format(where=where), *args)]
+                slot_hist = await conn.fetch(_SLOT_HIST.format(where=where), *args)
+                group_hist = await conn.fetch(_GROUP_HIST.format(where=where), *args)
+        except UNREACHABLE:
+            raise unreachable() from None
         return WindowRows(slot_counts, group_counts,
                           [(key, *pair) for key, pair in _histograms(slot_hist, 1).items()],
                           [(*key, *pair) for key, pair in _histograms(group_hist, 2).items()])
