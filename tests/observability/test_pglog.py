@@ -20,7 +20,7 @@ from gateway.observability.logstore import LogFilter
 from gateway.observability.pglog.aggregates import shared_report
 from gateway.observability.pglog.migrations import LATEST, migrate
 from gateway.observability.pglog.spool import Spool
-from gateway.observability.pglog.store import DAY_S, PgLogStore, partition_name
+from gateway.observability.pglog.store import DAY_S, PgLogStore, clean_text, partition_name
 from gateway.observability.pglog.writer import PgWriter
 from gateway.observability.rollups import bucket
 from tests.support.postgres import pg_url  # noqa: F401 - a fixture
@@ -94,6 +94,19 @@ async def test_filters_read_what_they_name_newest_first_and_page(pg_url):  # noq
         assert more
         rest, more = await store.query("ws", LogFilter(limit=2, after=first[-1][0]))
         assert len(rest) == 1 and not more
+    finally:
+        await store.close()
+
+
+async def test_a_model_name_no_index_can_hold_is_stored_and_found_not_a_stuck_writer(pg_url):  # noqa: F811
+    store = PgLogStore(pg_url)
+    odd = "gpt\x00" + "x" * 5000 + "\udcff"
+    try:
+        rec = list(record(time.time()))
+        rec[6] = clean_text(odd)  # as the recorder cleans it
+        assert await store.write([tuple(rec)]) == 1
+        rows, _ = await store.query("ws", LogFilter(model=odd))
+        assert len(rows) == 1
     finally:
         await store.close()
 

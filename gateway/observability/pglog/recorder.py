@@ -13,13 +13,17 @@ import uuid
 from typing import Any
 
 from gateway.observability.pglog.spool import Spool
-from gateway.observability.pglog.store import PgLogStore
+from gateway.observability.pglog.store import PgLogStore, clean_text
 from gateway.observability.pglog.writer import PgWriter
 from gateway.observability.recorder import ObservabilityRecorder
 from gateway.observability.rollups import RequestStats, bucket
 from gateway.settings import Settings, data_path
+from gateway.waiting import within
 
-START_ATTEMPTS = 3
+#: token counts beyond a bigint (an upstream's nonsense) are stored as this
+_MAX_INT = 2**62
+#: how long a worker's start waits for PostgreSQL (then it serves, and the writer connects and migrates later)
+START_WAIT_S = 3.0
 
 
 class PgRecorder(ObservabilityRecorder):
@@ -36,7 +40,7 @@ class PgRecorder(ObservabilityRecorder):
         """Apply the schema migrations (a store that is down at start does not stop the worker: records spool
         until it answers, and the writer applies them then), then start the writer."""
         try:
-            await self.pg.open()
+            await within(self.pg.open(), START_WAIT_S)
         except Exception as exc:  # noqa: BLE001 - the writer retries; requests are served meanwhile
             self._warn("store", exc)
         await self.writer.start()
@@ -49,8 +53,9 @@ class PgRecorder(ObservabilityRecorder):
         records = []
         for (ts, workspace, trace_id, status, provider, doc), s in zip(rows, stats):
             records.append((
-                f"{token}-{next(counter):x}", ts, workspace, trace_id, status, provider, s.model, s.latency_ms,
-                s.added_ms, s.tokens_in, s.tokens_out, s.cost, bucket(s.latency_ms),
+                f"{token}-{next(counter):x}", ts, clean_text(workspace), clean_text(trace_id), status,
+                clean_text(provider), clean_text(s.model), s.latency_ms,
+                s.added_ms, min(s.tokens_in, _MAX_INT), min(s.tokens_out, _MAX_INT), s.cost, bucket(s.latency_ms),
                 None if s.added_ms is None else bucket(s.added_ms), doc,
             ))
         await self.writer.submit(records)

@@ -88,6 +88,19 @@ def unreachable() -> ServiceUnavailable:
                               "listed once it is back", code="log_store_unavailable")
 
 
+#: the longest text kept in an indexed column (a btree entry must fit in a third of a page)
+MAX_TEXT = 512
+
+
+def clean_text(value: str | None) -> str | None:
+    """A value PostgreSQL stores in an indexed text column: no NUL, valid UTF-8, at most ``MAX_TEXT`` characters
+    (a client's model name or trace id may be anything; one bad record must never stop the writer)."""
+    if value is None or (value.isascii() and "\x00" not in value and len(value) <= MAX_TEXT):
+        return value
+    fixed = value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+    return fixed[:MAX_TEXT]
+
+
 def partition_name(day_start: int) -> str:
     return "request_logs_p" + datetime.fromtimestamp(day_start, UTC).strftime("%Y%m%d")
 
@@ -232,12 +245,13 @@ class PgLogStore:
             return f"${len(args)}"
 
         if not every_workspace:
-            where.append("workspace IS NULL" if workspace is None else f"workspace = {arg(workspace)}")
+            where.append("workspace IS NULL" if workspace is None else f"workspace = {arg(clean_text(workspace))}")
         if flt.status_class is not None:
             where.append(f"status >= {arg(flt.status_class * 100)} AND status < {arg(flt.status_class * 100 + 100)}")
         for column, op, value in (
-            ("trace_id", "=", flt.trace_id), ("status", "=", flt.status), ("provider", "=", flt.provider),
-            ("model", "=", flt.model), ("ts", ">=", flt.since), ("ts", "<=", flt.until), ("id", "<", flt.after),
+            ("trace_id", "=", clean_text(flt.trace_id)), ("status", "=", flt.status),
+            ("provider", "=", clean_text(flt.provider)), ("model", "=", clean_text(flt.model)),
+            ("ts", ">=", flt.since), ("ts", "<=", flt.until), ("id", "<", flt.after),
         ):
             if value is not None:
                 where.append(f"{column} {op} {arg(value)}")
@@ -264,7 +278,7 @@ class PgLogStore:
         args: list[Any] = [res, since]
         for column, value in (("workspace", workspace), ("provider", provider), ("model", model)):
             if value is not None:
-                args.append(value)
+                args.append(clean_text(value))
                 where += f" AND {column} = ${len(args)}"
         try:
             pool = await self.pool()
