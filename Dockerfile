@@ -19,12 +19,14 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# the gateway wheel (with gateway/_speedups/*.so) plus the wheels of its dependencies (redis with hiredis included)
+# the gateway wheel (with gateway/_speedups/*.so and the provider mock, gateway_mock/) plus the wheels of its
+# dependencies (redis with hiredis included)
 RUN pip wheel --no-cache-dir --wheel-dir /wheels "." \
     && python -c "import glob, sys, zipfile; \
         wheel = glob.glob('/wheels/gateway-*.whl')[0]; names = zipfile.ZipFile(wheel).namelist(); \
         built = any(n.startswith('gateway/_speedups/') and n.endswith('.so') for n in names); \
-        sys.exit(0 if built else 'the wheel has no compiled speedups: ' + wheel)"
+        mock = 'gateway_mock/app.py' in names; \
+        sys.exit(0 if built and mock else 'the wheel lacks compiled speedups or the mock: ' + wheel)"
 
 FROM ${PYTHON_IMAGE}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]

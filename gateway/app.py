@@ -14,8 +14,7 @@ from gateway.api.configs import ConfigRoutes
 from gateway.api.console import mount_console
 from gateway.api.guardrails import GuardrailRoutes
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
-from gateway.api.inference import Pipeline
-from gateway.api.jobs import mount_jobs
+from gateway.api.job_routes import mount_jobs
 from gateway.api.keys import KeyRoutes
 from gateway.api.logs import LogsEndpoint
 from gateway.api.metrics import MetricsEndpoint
@@ -23,12 +22,13 @@ from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
-from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.pipeline import Pipeline
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
+from gateway.runtime import Runtime
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
 from gateway.schema.embeddings import parse_embeddings
@@ -47,11 +47,12 @@ class GatewayApp:
 
     def _mount(self, runtime: Runtime) -> None:
         self.routes = RouteTable()
-        self.add("POST", "/v1/chat/completions", Pipeline(runtime, CHAT, parse_chat))
-        self.add("POST", "/v1/completions", Pipeline(runtime, COMPLETIONS, parse_completion))
-        self.add("POST", "/v1/embeddings", Pipeline(runtime, EMBEDDINGS, parse_embeddings))
-        self.add("POST", "/v1/moderations", Pipeline(runtime, MODERATIONS, parse_moderation))
-        self.add("POST", "/v1/rerank", Pipeline(runtime, RERANK, parse_rerank))
+        parts = runtime.pipeline_parts()
+        self.add("POST", "/v1/chat/completions", Pipeline(parts, CHAT, parse_chat))
+        self.add("POST", "/v1/completions", Pipeline(parts, COMPLETIONS, parse_completion))
+        self.add("POST", "/v1/embeddings", Pipeline(parts, EMBEDDINGS, parse_embeddings))
+        self.add("POST", "/v1/moderations", Pipeline(parts, MODERATIONS, parse_moderation))
+        self.add("POST", "/v1/rerank", Pipeline(parts, RERANK, parse_rerank))
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
@@ -61,7 +62,7 @@ class GatewayApp:
             for method, path, handler in group(runtime).routes():
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
-                 Pipeline(runtime, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
+                 Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
         self.add("GET", "/metrics", MetricsEndpoint(runtime))
         self.add("GET", "/health", HealthEndpoint(runtime))
         self.add("GET", "/ready", ReadyEndpoint(runtime))

@@ -68,7 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_mock(args: argparse.Namespace) -> int:
     print(f"gateway mock-upstream: serving on http://{args.host}:{args.port}", flush=True)
-    _serve_granian("gateway.mock.app:app", args.host, args.port, args.workers, 2048, "warning")
+    _serve_granian("gateway_mock.app:app", args.host, args.port, args.workers, 2048, "warning")
     return 0
 
 
@@ -103,14 +103,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         if info.secret:
             continue
         names = " or ".join((info.env, *info.aliases))
-        default = info.default
-        if isinstance(default, bool):
-            default = "true" if default else "false"
-        elif isinstance(default, tuple):
-            default = ",".join(default) or "empty"
-        elif default is None:
-            default = "unset"
-        text = f"{info.help} ({names}; default {default})".replace("%", "%%")
+        text = f"{info.help} ({names}; default {info.default_text})".replace("%", "%%")
         if info.kind is bool:
             # ``--x`` turns it on and ``--no-x`` off; for a setting named ``no_x`` (``--no-x``) the off flag is
             # ``--x`` (argparse's BooleanOptionalAction would read any ``--no-`` flag as off)

@@ -10,7 +10,8 @@ one definition come
   generates them from ``FIELDS``; secrets stay environment-only because flags show in ``ps``);
 - the help text: the variable and the default.
 
-Adding a setting is one line here (plus its README row). Values are decoded with ``msgspec.convert(...,
+Adding a setting is one line here; ``python -m gateway.settings --markdown`` prints the table of docs/operations.md
+from ``FIELDS`` (a test keeps the two in step). Values are decoded with ``msgspec.convert(...,
 strict=False)``: numbers from text, constraints from the metadata (``ge=1``...). Booleans read ``1``, ``true``,
 ``yes``, ``on`` as true and anything else as false; tuples are comma-separated lists; an empty variable is unset.
 
@@ -57,11 +58,14 @@ def default_data_dir() -> str:
 
 
 def setting(help: str, *, secret: bool = False, env: str | None = None, aliases: tuple[str, ...] = (),
-            **constraints: Any) -> msgspec.Meta:
+            shown: str | None = None, **constraints: Any) -> msgspec.Meta:
     """The description of one setting, for its ``Annotated`` type: help text; ``secret=True`` for values that must
     never be a flag (keys, URLs that may hold a password); ``env`` when its variable is not ``GATEWAY_<NAME>``;
-    ``aliases``: more variables read when the main one is unset; ``constraints``: msgspec.Meta checks (``ge=1``)."""
+    ``aliases``: more variables read when the main one is unset; ``shown``: the default as the docs describe it,
+    for a default computed at start; ``constraints``: msgspec.Meta checks (``ge=1``)."""
     extra: dict[str, Any] = {}
+    if shown:
+        extra["shown"] = shown
     if secret:
         extra["secret"] = True
     if env:
@@ -77,27 +81,35 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     host: Annotated[str, setting("bind address")] = "127.0.0.1"
     port: Annotated[int, setting("port")] = 8787
     workers: Annotated[int, setting("worker processes", ge=1)] = 1
-    admin_key: Annotated[str | None, setting("the root admin key: full rights in every workspace",
-                                             secret=True)] = None
+    admin_key: Annotated[str | None, setting(
+        "the root admin key (full rights, any workspace); when unset and no root key is stored, gateway serve "
+        "generates one, stores its hash in the state store and prints it once", secret=True)] = None
     secret_key: Annotated[str | None, setting(
-        "encrypts provider-slug credentials and batch request headers at rest (any long random text)",
+        "encrypts provider-slug secrets and gateway-run batches' request headers at rest (any long random text); "
+        "unset: a key generated once into <data dir>/secret.key. Instances sharing Redis must set the same value",
         secret=True)] = None
-    data_dir: Annotated[str, setting("where the embedded store keeps its files")] = msgspec.field(
+    data_dir: Annotated[str, setting("where the embedded store keeps its files (SQLite)",
+                                     shown="$XDG_DATA_HOME/gateway, else ~/.local/share/gateway")] = msgspec.field(
         default_factory=default_data_dir)
-    redis_url: Annotated[str | None, setting("shared state in Redis", secret=True)] = None
+    redis_url: Annotated[str | None, setting(
+        "shared state in Redis (redis://, rediss://) or Redis Cluster (redis+cluster://host:port,...); unset: the "
+        "embedded store in the data directory", secret=True)] = None
     allow_private_hosts: Annotated[tuple[str, ...], setting(
-        "comma-separated host names, addresses or CIDRs upstreams may use although private or loopback")] = ()
+        "comma-separated host names, addresses or CIDRs that upstreams may use although private or loopback (local "
+        "models and tests need 127.0.0.1,localhost)")] = ()
     max_body_bytes: Annotated[int, setting("larger request bodies get 413", gt=0)] = 32 * 1024 * 1024
     # upstream client
-    upstream_connect_timeout_ms: Annotated[int, setting("connect timeout per upstream attempt (504)")] = 10_000
+    upstream_connect_timeout_ms: Annotated[int, setting(
+        "connect timeout per upstream attempt (504 when it runs out)")] = 10_000
     upstream_read_timeout_ms: Annotated[int, setting("longest silence while reading an upstream answer (504)")] = (
         600_000)
-    request_timeout_ms: Annotated[int | None, setting("default request_timeout of every request (408)",
+    request_timeout_ms: Annotated[int | None, setting("default request_timeout for every request (408)",
                                                       aliases=("REQUEST_TIMEOUT",))] = None
-    pool_size_per_host: Annotated[int, setting("upstream connections per worker and host (0: no limit)")] = 0
+    pool_size_per_host: Annotated[int, setting("upstream connections per worker and upstream host (0: no limit)")] = 0
     pool_size: Annotated[int, setting("upstream connections per worker (0: no limit)")] = 0
     pool_keepalive_s: Annotated[float, setting("idle keep-alive of pooled upstream connections")] = 60.0
-    retry_after_max_ms: Annotated[int, setting("longest provider Retry-After the gateway waits")] = 60_000
+    retry_after_max_ms: Annotated[int, setting(
+        "longest provider Retry-After the gateway waits; longer asks give the target up at once")] = 60_000
     # outbound proxies: the standard variables, also in their lower-case spellings as curl reads them; a proxy URL
     # may hold user:password, so both are secrets
     http_proxy: Annotated[str | None, setting("proxy for http:// upstreams", secret=True, env="HTTP_PROXY",
@@ -109,12 +121,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         env="NO_PROXY", aliases=("no_proxy",))] = ()
     # serving
     backlog: Annotated[int, setting("listen backlog")] = 2048
-    shutdown_grace_s: Annotated[float, setting("how long SIGTERM waits for in-flight requests")] = 30.0
+    shutdown_grace_s: Annotated[float, setting("how long SIGTERM waits for in-flight requests and streams")] = 30.0
     log_level: Annotated[LogLevel, setting("server log level")] = "info"
     # observability
     log_bodies: Annotated[bool, setting("put request and response bodies in request logs")] = False
-    log_file: Annotated[str | None, setting("JSON request-log lines: unset or - for stdout, a path, or off")] = None
-    log_retention_rows: Annotated[int, setting("request logs kept in <data dir>/logs.db (newest rows)", ge=1)] = (
+    log_file: Annotated[str | None, setting(
+        "JSON request-log lines: unset or - for stdout, a path to append to, off for none")] = None
+    log_retention_rows: Annotated[int, setting(
+        "request logs kept in <data dir>/logs.db (newest rows) for GET /v1/logs", ge=1)] = (
         100_000)
     log_store_url: Annotated[str | None, setting(
         "request logs and their rollups in PostgreSQL (postgresql://user:password@host:5432/db) instead of "
@@ -125,68 +139,84 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "bytes of request records each worker spools under <data dir>/log-spool while PostgreSQL is away; beyond, "
         "records are dropped and counted", ge=1)] = 1024 * 1024 * 1024
     metrics_public: Annotated[bool, setting("serve /metrics without the admin key")] = False
-    otlp_endpoint: Annotated[str | None, setting("OTLP/HTTP base URL for trace spans")] = None
-    console: Annotated[bool, setting("the web console at /console and its read-only API routes (off removes them)")] = (
+    otlp_endpoint: Annotated[str | None, setting("OTLP/HTTP base URL; spans go to <base>/v1/traces")] = None
+    console: Annotated[bool, setting(
+        "serve the web console at /console with /v1/logs/stream, /v1/logs/aggregates and /v1/configs/validate; off "
+        "removes those routes (on by default: the page shows nothing without a gateway key)")] = (
         True)
     organisation_headers_to_mask: Annotated[tuple[str, ...], setting(
-        "comma-separated header names masked in every log and never forwarded",
+        "comma-separated header names masked (hashed) in every log, organisation-wide, and never forwarded",
         env="ORGANISATION_HEADERS_TO_MASK")] = ()
-    no_extensions: Annotated[bool, setting("use the pure-Python twins instead of the compiled speedups")] = False
+    no_extensions: Annotated[bool, setting(
+        "use the pure-Python twins instead of the compiled speedups (also at build time: skips compiling)")] = False
     # guardrails
     guardrail_workers: Annotated[int, setting(
-        "threads for CPU-heavy guardrail checks (large inputs, large JSON schemas)", ge=1)] = 2
+        "threads per worker for guardrail checks on large inputs (large text, large JSON schemas)", ge=1)] = 2
     guardrail_queue: Annotated[int, setting(
-        "CPU-heavy checks waiting or running per worker process; beyond, a check fails", ge=1)] = 64
+        "such checks waiting or running at once per worker; beyond it a check is not run and fails", ge=1)] = 64
     guardrail_async_max: Annotated[int, setting(
-        "async hooks running in the background per worker process; beyond, dropped", ge=1)] = 256
+        "async hooks running in the background per worker; beyond it new ones are dropped (logged)", ge=1)] = 256
     # files and batches
     files_dir: Annotated[str | None, setting(
-        "where gateway-stored files live; unset: <data dir>/files, or chunks in Redis with a redis_url")] = None
-    file_max_bytes: Annotated[int, setting("largest file upload, stored or forwarded (413 above)", ge=1)] = (
+        "where gateway-stored files live. Unset: <data dir>/files on the embedded store; with GATEWAY_REDIS_URL, in "
+        "Redis (1 MiB chunks) so every instance reads them. Set it to a directory every instance mounts to keep file "
+        "bytes out of Redis")] = None
+    file_max_bytes: Annotated[int, setting(
+        "largest file upload, stored by the gateway or forwarded to a provider (413 above); uploads stream to disk, "
+        "never whole into memory", ge=1)] = (
         200 * 1024 * 1024)
     batch_concurrency: Annotated[int, setting("lines of one gateway-run batch in flight at once", ge=1)] = 16
-    batch_max_lines: Annotated[int, setting("lines a gateway-run batch's input file may hold", ge=1)] = 50_000
+    batch_max_lines: Annotated[int, setting(
+        "requests a gateway-run batch's input file may hold (more: the batch fails)", ge=1)] = 50_000
     batch_line_attempts: Annotated[int, setting(
-        "tries of a batch line that meets a 408, 429 or 5xx (beyond its config's own retries)", ge=1)] = 3
+        "tries of a batch line that meets a 408, 429 or 5xx (on top of its config's own retry) before that answer is "
+        "its result", ge=1)] = 3
     batch_lease_ms: Annotated[int, setting(
-        "a batch runner's lease; another worker or instance takes over when it lapses", ge=1)] = 15_000
+        "a batch runner's lease; when its holder dies another worker or instance takes the batch over after this long",
+        ge=1)] = 15_000
     batch_poll_ms: Annotated[int, setting(
-        "how often each worker looks for batches to run, and runners for cancels", ge=1)] = 1000
+        "how often each worker looks for batches to run, and each runner for a cancel, the window's end and its lease",
+        ge=1)] = 1000
     batch_window_s: Annotated[int, setting("how long an immediate batch may run before it expires", ge=1)] = 86_400
     # shared state: Redis when redis_url is set, else the embedded SQLite store in data_dir
-    redis_key_prefix: Annotated[str, setting("prefix of every Redis key the gateway writes (no braces)",
-                                             pattern=r"^[^{}]*$")] = "gw:"
+    redis_key_prefix: Annotated[str, setting(
+        "prefix of every Redis key the gateway writes (no braces); lets several gateways share one Redis",
+        pattern=r"^[^{}]*$")] = "gw:"
     redis_max_connections: Annotated[int, setting("Redis connections per worker (per cluster node)", ge=1)] = 64
     state_timeout_ms: Annotated[int, setting(
-        "longest wait for one state-store call (Redis connect or read, pooled connection, SQLite lock)", ge=1)] = 500
+        "longest wait of one state-store call: a Redis connect, reply or free pooled connection, or an embedded-store "
+        "lock", ge=1)] = 500
     state_fail_mode: Annotated[Literal["open", "closed"], setting(
-        "limits while the state store is unreachable: open (admit) or closed (refuse)")] = "open"
-    state_probe_interval_ms: Annotated[int, setting("how often each worker checks that Redis answers", ge=1)] = 1000
+        "limits while the state store is unreachable: open admits, closed refuses (and /ready answers 503)")] = "open"
+    state_probe_interval_ms: Annotated[int, setting(
+        "how often each worker checks that Redis answers (and reconnects)", ge=1)] = 1000
     state_watch_interval_ms: Annotated[int, setting(
-        "how often workers look for changed control-plane records", ge=1)] = 250
-    state_cache_max_entries: Annotated[int, setting("response-cache entries kept by the embedded store", ge=1)] = 10_000
+        "how often each worker looks for changed control-plane records", ge=1)] = 250
+    state_cache_max_entries: Annotated[int, setting(
+        "response-cache entries kept by the embedded store (least recently used go first)", ge=1)] = 10_000
     state_cache_max_bytes: Annotated[int, setting("response-cache bytes kept by the embedded store", ge=1)] = (
         256 * 1024 * 1024)
     # semantic cache (gateway/cache): the cosine a paraphrase must reach with the packaged model, and the
     # embedding pool (threads; texts that may wait for one before a lookup is skipped as a MISS)
     semantic_cache_threshold: Annotated[float, setting(
-        "cosine similarity a cached prompt must reach to answer (packaged model)", gt=0, le=1)] = 0.89
+        "cosine similarity a prompt must reach with a cached one for a semantic hit (measured for the packaged model)",
+        gt=0, le=1)] = 0.89
     semantic_cache_threads: Annotated[int, setting("threads embedding prompts per worker", ge=1)] = 1
     semantic_cache_queue: Annotated[int, setting(
-        "prompts that may wait for an embedding thread; beyond, the lookup is a MISS", ge=0)] = 16
+        "prompts that may wait for an embedding thread; past that the semantic lookup is skipped (a MISS)", ge=0)] = 16
     semantic_cache_embeddings: Annotated[str, setting(
-        "where semantic-cache embeddings come from: local (the packaged model) or a gateway config (JSON) naming "
-        "an embeddings provider, called through the gateway itself", secret=True,
+        "where semantic-cache embeddings come from: local (the packaged model) or a gateway config (JSON, as in "
+        "x-gateway-config) naming an embeddings provider, called through the gateway itself", secret=True,
         pattern=r"^\s*(local\s*$|\{)")] = "local"
     semantic_cache_embedding_model: Annotated[str, setting(
-        "the model asked for embeddings when semantic_cache_embeddings is a config")] = "text-embedding-3-small"
+        "the model asked for embeddings when GATEWAY_SEMANTIC_CACHE_EMBEDDINGS is a config")] = "text-embedding-3-small"
     semantic_cache_max_entries: Annotated[int, setting(
         "semantic entries kept (the newest) and followed by each worker's index", ge=1)] = 100_000
     # usage and rate limit policies
     policy_output_tokens: Annotated[int, setting(
-        "output tokens reserved for a request that sets no max_tokens", ge=0)] = 1024
+        "output tokens a token or cost limit reserves for a request that sets no max_tokens", ge=0)] = 1024
     policy_reservation_ttl_ms: Annotated[int, setting(
-        "an unsettled token or cost reservation is released after this", ge=1)] = 900_000
+        "a token or cost reservation not settled by then (a worker died) is released", ge=1)] = 900_000
 
 
 class SettingInfo(msgspec.Struct, frozen=True):
@@ -200,6 +230,24 @@ class SettingInfo(msgspec.Struct, frozen=True):
     #: the value's kind: bool, int, float, str or tuple (a comma-separated list)
     kind: type
     default: Any
+    #: the default as the docs describe it, when it is computed at start (``setting(shown=...)``)
+    shown: str | None = None
+
+    @property
+    def default_text(self) -> str:
+        """The default as ``gateway serve --help`` and the docs show it: ``unset``, ``empty``, ``true``, ``60``."""
+        default = self.default
+        if self.shown:
+            return self.shown
+        if isinstance(default, bool):
+            return "true" if default else "false"
+        if isinstance(default, tuple):
+            return ",".join(default) or "empty"
+        if default is None:
+            return "unset"
+        if isinstance(default, float) and default.is_integer():
+            return str(int(default))
+        return str(default)
 
     @property
     def flag(self) -> str:
@@ -229,7 +277,7 @@ def _info(field: msgspec.structs.FieldInfo) -> SettingInfo:
         kind = str
     default = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
     return SettingInfo(field.name, extra.get("env", f"GATEWAY_{field.name.upper()}"), tuple(extra.get("aliases", ())),
-                       meta.description, bool(extra.get("secret")), kind, default)
+                       meta.description, bool(extra.get("secret")), kind, default, extra.get("shown"))
 
 
 #: every setting, in definition order
@@ -305,3 +353,35 @@ def data_path(settings: Settings, *parts: str) -> Path:
     path = Path(settings.data_dir).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     return path.joinpath(*parts)
+
+
+def _markdown_default(info: SettingInfo) -> str:
+    """A default for the docs' table: words as words, values as code, sizes and long durations also in units."""
+    text = info.default_text
+    if info.shown or info.default is None or isinstance(info.default, bool) or info.default == ():
+        return text
+    value = info.default
+    if info.name.endswith("_bytes") and value >= 1 << 20 and value % (1 << 20) == 0:
+        return f"`{text}` ({value >> 20} MiB)"
+    if info.name.endswith("_ms") and value >= 60_000 and value % 60_000 == 0:
+        return f"`{text}` ({value // 60_000} min)"
+    return f"`{text}`"
+
+
+def markdown_table() -> str:
+    """The settings table of docs/operations.md: one row per setting, in definition order, from ``FIELDS``."""
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+    for info in FIELDS:
+        names = f"`{info.env}`" + "".join(f" (or `{alias}`)" for alias in info.aliases)
+        meaning = info.help + (" (environment only: a secret is never a flag)" if info.secret else "")
+        meaning = meaning.replace("|", "\\|").replace("<", "\\<")  # a pipe ends a cell, < starts an HTML tag
+        rows.append(f"| {names} | {_markdown_default(info)} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # ``python -m gateway.settings --markdown``: the table for docs/operations.md
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m gateway.settings --markdown")
+    sys.stdout.write(markdown_table())

@@ -68,7 +68,7 @@ def report(benchmark, name: str, per_round: int, size: int = 0) -> None:
 
 def test_sign_a_converse_request(benchmark):
     body = converse.build_body(REQUEST, False)
-    headers = benchmark(sigv4.sign, "POST", "bedrock-runtime.us-east-1.amazonaws.com", PATH, body, CREDENTIALS,
+    headers = benchmark(sigv4.Signer().sign, "POST", "bedrock-runtime.us-east-1.amazonaws.com", PATH, body, CREDENTIALS,
                         "us-east-1", "bedrock", headers={"content-type": "application/json"})
     assert headers["authorization"].startswith("AWS4-HMAC-SHA256 ")
     report(benchmark, "signatures_per_s", 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from gateway.jobs.batch_lines import LineChecker
-from gateway.jobs.batch_output import response_result
+from gateway.jobs.batch_output import ResultLines
 from gateway.jobs.multipart import MultipartParser
 from gateway.schema.chat import parse_chat
 
@@ -52,5 +52,5 @@ def test_check_one_batch_line(benchmark):
 
 
 def test_build_one_output_line(benchmark):
-    result = benchmark(response_result, "request-1", "batch_gw_x-1", 200, ANSWER)
+    result = benchmark(ResultLines().response, "request-1", "batch_gw_x-1", 200, ANSWER)
     assert result.startswith(b'o{"id":"batch_req_')

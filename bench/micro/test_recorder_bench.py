@@ -104,7 +104,7 @@ def test_span_build_per_record(benchmark, tmp_path):
 
 def test_metrics_flush_of_a_batch(benchmark, tmp_path):
     recorder = make_recorder(tmp_path)
-    aggregator = recorder.metrics
+    aggregator = recorder.aggregator
     rec = make_record()
 
     def fill_and_flush() -> None:

@@ -20,7 +20,6 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from gateway.api.runtime import Runtime
 from gateway.controlplane.keys import KeyRecord, missing_scope
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
@@ -28,6 +27,7 @@ from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorize
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.providers.registry import is_known, provider_names
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 T = TypeVar("T")

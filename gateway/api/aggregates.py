@@ -11,12 +11,12 @@ from urllib.parse import parse_qsl
 import msgspec
 
 from gateway.api.logscope import log_scope
-from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.aggregates import report
 from gateway.observability.rollups import WINDOWS, RollupStore
+from gateway.runtime import Runtime
 
 DEFAULT_WINDOW = "1h"
 _encode = msgspec.json.encode

@@ -27,7 +27,6 @@ import msgspec
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, int_query
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
-from gateway.api.prompted import resolve as resolve_config
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
@@ -113,7 +112,7 @@ class BatchRoutes:
                 "a batch the gateway runs sends every line through the pipeline with this request's provider: send "
                 "x-gateway-provider (with Authorization), a provider slug or x-gateway-config",
                 param="x-gateway-provider")
-        await resolve_config(jobs.runtime.resolver, jobs.runtime.records, ctx)  # a bad one is a 400 now, not per line
+        await jobs.forwarder.resolve(ctx)  # a bad one is a 400 now, not per line
         try:
             source = await jobs.files.get(workspace, request.input_file_id)
         except NotFound as error:
@@ -126,7 +125,7 @@ class BatchRoutes:
         batch = Batch(id=f"{PREFIX}{uuid.uuid4().hex}", endpoint=request.endpoint,
                       input_file_id=request.input_file_id, completion_window=request.completion_window,
                       created_at=now, expires_at=now + window, metadata=request.metadata)
-        sealed = seal_headers(jobs.runtime.records.box, workspace, batch.id, line_headers(ctx, scope["headers"]))
+        sealed = seal_headers(jobs.box(), workspace, batch.id, line_headers(ctx, scope["headers"]))
         record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch, key_id=key_id, sealed_headers=sealed)
         await jobs.batches.create(record)
         jobs.scheduler.poke()

@@ -19,46 +19,34 @@ from typing import Any
 
 import msgspec
 
-from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
+from gateway.api.admin import Caller
+from gateway.api.crud import RecordRoutes
 from gateway.api.guardrails import check_saved_guardrails
-from gateway.api.prompted import loaded
-from gateway.api.runtime import Runtime
 from gateway.controlplane import configs
 from gateway.controlplane.directory import RecordsNeeded, unusable
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import InvalidRequest
-from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.prompted import loaded
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 _body = BodyDecoder(configs.ConfigBody)
 
 
-class ConfigRoutes:
+class ConfigRoutes(RecordRoutes[configs.SavedConfig, configs.ConfigBody]):
+    path = "/v1/configs"
+    id_param = "config_id"
+    object = "config"
+
     def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.repo = runtime.records.configs
+        super().__init__(runtime, runtime.records.configs, _body)
 
-    def routes(self) -> list[tuple[str, str, ASGIApp]]:
-        return [
-            ("POST", "/v1/configs", self.create),
-            ("GET", "/v1/configs", self.list),
-            ("GET", "/v1/configs/{config_id}", self.get),
-            ("PUT", "/v1/configs/{config_id}", self.update),
-            ("DELETE", "/v1/configs/{config_id}", self.delete),
-        ]
-
-    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        body = await read_json(scope, receive, _body)
-        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+    async def build(self, caller: Caller, workspace: str, body: configs.ConfigBody) -> configs.SavedConfig:
         fields = configs.create_fields(body, self.runtime.configs)
         await self._check_references(fields["config"], workspace)
         id = self.repo.new_id()
         fields.update(configs.sealed_fields(self.runtime.records.box, workspace, id, fields["config"]))
-        record = configs.SavedConfig(id=id, workspace_id=workspace, organisation_id=caller.key.organisation, **fields)
-        record = await self.repo.create(record)
-        self.runtime.records_changed()
-        await send_record(send, record.public(), 201)
+        return configs.SavedConfig(id=id, workspace_id=workspace, organisation_id=caller.key.organisation, **fields)
 
     async def _check_references(self, text: msgspec.Raw, workspace: str) -> None:
         """The config's slug references expanded and its saved guardrails resolved in ``workspace`` as a request's
@@ -76,28 +64,12 @@ class ConfigRoutes:
         except InvalidRequest as exc:
             raise InvalidRequest(exc.message, param=f"config.{exc.param}" if exc.param else "config") from None
 
-    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=PAGED)
-        records = await self.repo.list(caller.workspace)
-        size = int_query(caller.query, "page_size", 0, 0)
-        current = int_query(caller.query, "current_page", 0, 0)
-        shown = [(await self._sealed(r)).public() for r in page(records, size, current)]
-        await send_list(send, shown, len(records))
-
-    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        record = await self.repo.get(caller.workspace, scope["path_params"]["config_id"])
-        await send_record(send, (await self._sealed(record)).public())
-
-    async def _sealed(self, record: configs.SavedConfig) -> configs.SavedConfig:
+    async def shown(self, record: configs.SavedConfig) -> Any:
         """The record as answers show it; one saved in clear by an older release is sealed now."""
-        return await configs.sealed_record(self.repo, self.runtime.records.box, record)
+        return (await configs.sealed_record(self.repo, self.runtime.records.box, record)).public()
 
-    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        body = await read_json(scope, receive, _body)
-        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
-        record = await self.repo.get(workspace, scope["path_params"]["config_id"])
+    async def updated(self, record: configs.SavedConfig, workspace: str,
+                      body: configs.ConfigBody) -> configs.SavedConfig:
         box = self.runtime.records.box
         changes = configs.update_fields(body, self.runtime.configs, lambda: self._stored_secrets(record))
         if "config" in changes:
@@ -105,9 +77,7 @@ class ConfigRoutes:
         else:
             changes["config"] = msgspec.Raw(self._opened(record))
         changes.update(configs.sealed_fields(box, workspace, record.id, changes["config"]))
-        record = await self.repo.replace(msgspec.structs.replace(record, **changes))
-        self.runtime.records_changed()
-        await send_record(send, record.public())
+        return msgspec.structs.replace(record, **changes)
 
     def _stored_secrets(self, record: configs.SavedConfig) -> dict[configs.Path, Any]:
         try:
@@ -120,9 +90,3 @@ class ConfigRoutes:
             return configs.opened(self.runtime.records.box, record)
         except SecretError as exc:
             raise unusable(record, exc) from None
-
-    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        record = await self.repo.delete(caller.workspace, scope["path_params"]["config_id"])
-        self.runtime.records_changed()
-        await send_record(send, {"id": record.id, "object": "config", "deleted": True})

@@ -15,9 +15,9 @@ import hashlib
 from importlib import resources
 from typing import Any
 
-from gateway.api.runtime import Runtime
 from gateway.http.respond import send_bytes
 from gateway.http.types import Receive, Scope, Send
+from gateway.runtime import Runtime
 
 CONTENT_SECURITY_POLICY = (
     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

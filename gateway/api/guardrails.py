@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gateway.api.admin import PAGED, authorize, send_record
-from gateway.api.runtime import Runtime
 from gateway.controlplane.secrets import SecretError
 from gateway.http.body import read_request_body
 from gateway.http.errors import RecordUnusable
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
+from gateway.runtime import Runtime
 
 if TYPE_CHECKING:
     from gateway.config.schema import Config

@@ -7,9 +7,9 @@ from __future__ import annotations
 import msgspec
 
 from gateway import __version__, _speedups
-from gateway.api.runtime import Runtime
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
+from gateway.runtime import Runtime
 
 _encode = msgspec.json.encode
 

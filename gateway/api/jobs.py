@@ -1,5 +1,5 @@
 """The per-worker services behind the files, batches, fine-tuning and stored-responses routes, and what those
-routes share: the caller, query values, cursor pages and mounting them all.
+routes share: the caller, query values and cursor pages (``job_routes`` builds the services and mounts the routes).
 
 These routes take the gateway key as ``x-gateway-api-key`` or, when that header is absent, as the bearer token
 (then the bearer is never sent to a provider). Any gateway key may use them (admin or member); every gateway-stored
@@ -8,24 +8,27 @@ object belongs to the key's workspace.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Collection, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
-from gateway.api.admin import Caller, authorize
-from gateway.api.runtime import Runtime
+from gateway.api.admin import Caller
+from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import Scope
+from gateway.jobs.batch_dispatch import SendLine
 from gateway.jobs.batch_runner import RunnerDeps
 from gateway.jobs.batch_scheduler import BatchScheduler
 from gateway.jobs.batch_store import BatchStore
-from gateway.jobs.dispatch import InProcessDispatcher
 from gateway.jobs.files import GatewayFiles
 from gateway.jobs.filestore import open_file_store
 from gateway.jobs.passthrough import Forwarder
-from gateway.settings import data_path
+from gateway.settings import Settings, data_path
+from gateway.state.base import StateStore
 
 T = TypeVar("T")
+#: the authenticated caller of a route with an ``inference`` key: ``(scope, query names) -> Caller``
+Authorize = Callable[[Scope, "Collection[str] | None"], Awaitable[Caller]]
 
 
 def batch_parsers() -> dict[str, Callable[[bytes], Any]]:
@@ -41,22 +44,20 @@ def batch_parsers() -> dict[str, Callable[[bytes], Any]]:
 class Jobs:
     """Files, batches and the forwarder of one worker; started and closed with the runtime."""
 
-    def __init__(self, runtime: Runtime, app: Any) -> None:
-        settings = runtime.settings
-        self.runtime = runtime
+    def __init__(self, settings: Settings, store: StateStore, keys: KeyStore, box: Callable[[], SecretBox],
+                 authorize: Authorize, forwarder: Forwarder, send: SendLine) -> None:
         self.settings = settings
-        self.files = GatewayFiles(runtime.store, open_file_store(settings, runtime.store))
-        self.batches = BatchStore(runtime.store, self._box)
-        self.forwarder = Forwarder(runtime)
+        #: the secret box that seals and opens batch headers (opened on first use: it may read the key file)
+        self.box = box
+        self._authorize = authorize
+        self.files = GatewayFiles(store, open_file_store(settings, store))
+        self.batches = BatchStore(store, box)
+        self.forwarder = forwarder
         self.scheduler = BatchScheduler(
-            RunnerDeps(settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(), runtime.keys,
-                       self._box))
+            RunnerDeps(settings, self.batches, self.files, send, batch_parsers(), keys, box))
         spool = data_path(settings, "tmp")
         spool.mkdir(exist_ok=True)
         self.spool_dir = str(spool)
-
-    def _box(self) -> SecretBox:
-        return self.runtime.records.box
 
     async def start(self) -> None:
         await self.scheduler.start()
@@ -67,7 +68,7 @@ class Jobs:
     async def caller(self, scope: Scope, query: Collection[str] | None = None) -> Caller:
         """The authenticated caller (its key needs the ``inference`` scope); a bearer that served as the gateway key
         is dropped from the context. ``query``: the query names a list route reads (see ``admin.known_query``)."""
-        caller = await authorize(self.runtime, scope, admin=False, needs="inference", query=query)
+        caller = await self._authorize(scope, query)
         caller.ctx.workspace = caller.workspace  # slugs and saved configs are those of the workspace acted in
         if not caller.ctx.api_key:
             caller.ctx.api_key = caller.ctx.bearer
@@ -103,19 +104,3 @@ def cursor_page(items: Sequence[T], id_of: Callable[[T], str], after: str | None
 def list_envelope(data: list, id_of: Callable[[Any], str], has_more: bool) -> dict:
     return {"object": "list", "data": data, "first_id": id_of(data[0]) if data else None,
             "last_id": id_of(data[-1]) if data else None, "has_more": has_more}
-
-
-def mount_jobs(app: Any, runtime: Runtime) -> Jobs:
-    """Route every files, batches, fine-tuning and responses path on ``app``; the runtime starts and closes the
-    services with itself."""
-    from gateway.api.batches import BatchRoutes
-    from gateway.api.files import FileRoutes
-    from gateway.api.fine_tuning import FineTuningRoutes
-    from gateway.api.responses import ResponseRoutes
-
-    jobs = Jobs(runtime, app)
-    runtime.services.append(jobs)
-    for routes in (FileRoutes(jobs), BatchRoutes(jobs), FineTuningRoutes(jobs), ResponseRoutes(jobs)):
-        for method, path, handler in routes.routes():
-            app.add(method, path, handler)
-    return jobs

@@ -13,8 +13,8 @@ from __future__ import annotations
 import msgspec
 
 from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
-from gateway.api.runtime import Runtime
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 

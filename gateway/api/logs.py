@@ -17,11 +17,11 @@ from urllib.parse import parse_qsl
 
 from gateway.api.admin import provider_query
 from gateway.api.logscope import log_scope
-from gateway.api.runtime import Runtime
 from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
+from gateway.runtime import Runtime
 
 MAX_LIMIT = 100
 #: the query names of GET /v1/logs

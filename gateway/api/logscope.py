@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Collection
 
 from gateway.api.admin import known_query, query_values
-from gateway.api.inference import authenticate
-from gateway.api.runtime import Runtime
 from gateway.http.context import build_context
 from gateway.http.errors import Forbidden, InvalidRequest
 from gateway.http.types import Scope
+from gateway.pipeline.pipeline import authenticate
+from gateway.runtime import Runtime
 
 #: names users try -> the name the log routes read
 ALIASES = {"workspace_id": "workspace", "workspaceId": "workspace"}
@@ -41,7 +41,7 @@ async def log_scope(runtime: Runtime, scope: Scope, query: Collection[str] | Non
     a ``workspace`` query parameter narrows the root key's view and is a 403 from any other key when it names
     another workspace. With ``query`` (the names the route reads), any other name is a 400 naming it."""
     ctx = build_context(scope["headers"])
-    record = await authenticate(runtime, ctx, "logs.read")
+    record = await authenticate(runtime.keys, ctx, "logs.read")
     root = record.root
     values = query_values(scope)
     if query is not None:

@@ -24,13 +24,13 @@ import msgspec
 
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
-from gateway.api.runtime import Runtime
 from gateway.http.errors import GatewayError, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
+from gateway.runtime import Runtime
 from gateway.waiting import wait_event, within
 
 MAX_BACKLOG = 100

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.api.runtime import Runtime
 from gateway.http.errors import Forbidden, Unauthorized
 from gateway.http.respond import send_bytes
 from gateway.http.types import RawHeaders, Receive, Scope, Send
+from gateway.runtime import Runtime
 
 
 def _presented_key(headers: RawHeaders) -> str | None:

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.api import prompted
 from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, send_list
-from gateway.api.runtime import Runtime
 from gateway.config.inherit import Inheritance
 from gateway.config.schema import Config
 from gateway.controlplane import providers
 from gateway.controlplane.models import ModelCatalog, Source
 from gateway.controlplane.secrets import SecretError
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline import prompted
+from gateway.runtime import Runtime
 
 
 def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = None) -> list[Config]:

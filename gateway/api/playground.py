@@ -15,9 +15,6 @@ from __future__ import annotations
 import msgspec
 
 from gateway.api.guardrails import check_saved_guardrails
-from gateway.api.inference import authenticate
-from gateway.api.prompted import loaded
-from gateway.api.runtime import Runtime
 from gateway.config.references import ConfigReferences
 from gateway.config.validate import ConfigParser, decode_config
 from gateway.controlplane.directory import RecordsNeeded
@@ -25,8 +22,11 @@ from gateway.http.body import read_request_body
 from gateway.http.context import build_context
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
+from gateway.pipeline.pipeline import authenticate
+from gateway.pipeline.prompted import loaded
 from gateway.routing.describe import TargetTree, describe
 from gateway.routing.plan import Planner
+from gateway.runtime import Runtime
 
 
 class Validation(msgspec.Struct):
@@ -44,7 +44,7 @@ class ValidateConfigEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
-        workspace = (await authenticate(runtime, build_context(scope["headers"]))).workspace
+        workspace = (await authenticate(runtime.keys, build_context(scope["headers"]))).workspace
         body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
         parser = ConfigParser()  # its own caches, thrown away: the runtime's parsed configs stay as they are
         config = parser.validate(decode_config(body))

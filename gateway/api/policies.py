@@ -22,12 +22,12 @@ from typing import Any, Callable
 import msgspec
 
 from gateway.api.admin import PAGED, Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
-from gateway.api.runtime import Runtime
 from gateway.controlplane import policies as rules
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.http.errors import NotFound
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.policies.usage import archived, created, policy_view
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 from gateway.state.base import StateStoreError
 

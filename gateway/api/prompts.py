@@ -6,42 +6,43 @@
 - ``GET /v1/prompts/{prompt_id}/versions`` and ``.../versions/{version}``: every version kept.
 - ``POST /v1/prompts/{prompt_id}/render``: ``{success: true, data: {messages, model, ...hyperparameters}}``.
 - ``POST /v1/prompts/{prompt_id}/completions``: the rendered request run through the chat pipeline (see
-  ``gateway.api.prompted``).
+  ``gateway.pipeline.prompted``).
 
 Admin keys manage prompts; render and completions need only the ``prompts.run`` scope, which member keys have.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
-from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
-from gateway.api.prompted import prompt_template
-from gateway.api.runtime import Runtime
+from gateway.api.admin import PAGED, Caller, authorize, read_json, send_list, send_record
+from gateway.api.crud import RecordRoutes
 from gateway.controlplane import prompts
 from gateway.controlplane.providers import normalise_slug
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.prompted import prompt_template
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 _body = BodyDecoder(prompts.PromptBody)
 
 
-class PromptRoutes:
+class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
+    path = "/v1/prompts"
+    id_param = "prompt_id"
+    object = "prompt"
+    list_query = (*PAGED, "search")
+
     def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.repo = runtime.records.prompts
+        super().__init__(runtime, runtime.records.prompts, _body)
         self.versions = prompts.PromptVersions(runtime.store)
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [
-            ("POST", "/v1/prompts", self.create),
-            ("GET", "/v1/prompts", self.list),
-            ("GET", "/v1/prompts/{prompt_id}", self.get),
-            ("PUT", "/v1/prompts/{prompt_id}", self.update),
-            ("DELETE", "/v1/prompts/{prompt_id}", self.delete),
+            *super().routes(),
             ("GET", "/v1/prompts/{prompt_id}/versions", self.list_versions),
             ("GET", "/v1/prompts/{prompt_id}/versions/{version}", self.get_version),
             ("POST", "/v1/prompts/{prompt_id}/render", self.render),
@@ -60,39 +61,23 @@ class PromptRoutes:
                                      param="provider")
         return fields
 
-    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        body = await read_json(scope, receive, _body)
-        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+    async def build(self, caller: Caller, workspace: str, body: prompts.PromptBody) -> prompts.Prompt:
         for name in ("name", "model", "messages"):
             if getattr(body, name) is msgspec.UNSET:
                 raise InvalidRequest(f"{name} is required", param=name)
         prompt, _ = prompts.build(await self._fields(body, workspace), workspace)
         prompt.organisation_id = caller.key.organisation
-        prompt = await self.repo.create(prompt)
-        await self.versions.put(prompt)
-        self.runtime.records_changed()
-        await send_record(send, prompt, 201)
+        return prompt
 
-    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=(*PAGED, "search"))
-        records = await self.repo.list(caller.workspace)
-        search = caller.query.get("search", "").lower()
-        if search:
-            records = [r for r in records if search in r.name.lower()]
-        size = int_query(caller.query, "page_size", 0, 0)
-        current = int_query(caller.query, "current_page", 0, 0)
-        await send_list(send, page(records, size, current), len(records))
+    async def created(self, record: prompts.Prompt) -> None:
+        await self.versions.put(record)
 
-    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        await send_record(send, await self.repo.get(caller.workspace, scope["path_params"]["prompt_id"]))
+    def matches(self, query: dict[str, str]) -> Callable[[prompts.Prompt], bool] | None:
+        search = query.get("search", "").lower()
+        return (lambda r: search in r.name.lower()) if search else None
 
-    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        body = await read_json(scope, receive, _body)
-        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
-        current = await self.repo.get(workspace, scope["path_params"]["prompt_id"])
+    async def updated(self, current: prompts.Prompt, workspace: str, body: prompts.PromptBody) -> prompts.Prompt:
+        """The next version (stored among the versions before it replaces the prompt)."""
         changes = await self._fields(body, workspace)
         if not changes:
             raise InvalidRequest("nothing to update: send name, model, provider, messages or hyperparameters",
@@ -104,16 +89,10 @@ class PromptRoutes:
         prompt = msgspec.structs.replace(prompt, id=current.id, organisation_id=current.organisation_id,
                                          created_at=current.created_at)
         await self.versions.put(prompt)
-        prompt = await self.repo.replace(prompt)
-        self.runtime.records_changed()
-        await send_record(send, prompt)
+        return prompt
 
-    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        prompt = await self.repo.delete(caller.workspace, scope["path_params"]["prompt_id"])
-        await self.versions.delete_all(prompt)
-        self.runtime.records_changed()
-        await send_record(send, {"id": prompt.id, "object": "prompt", "deleted": True})
+    async def deleted(self, record: prompts.Prompt) -> None:
+        await self.versions.delete_all(record)
 
     async def list_versions(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.runtime, scope, query=("workspace_id",))

@@ -7,14 +7,17 @@ it names (null removes one; ``slug`` cannot change). A path slug may carry its `
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import msgspec
 
-from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, read_json, send_list, send_record
-from gateway.api.runtime import Runtime
+from gateway.api.admin import PAGED, Caller, provider_query
+from gateway.api.crud import RecordRoutes
 from gateway.controlplane import providers
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.http.types import Scope
+from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 
@@ -31,58 +34,36 @@ def _fields(body: ProviderBody) -> dict:
     return {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not msgspec.UNSET}
 
 
-class ProviderRoutes:
+class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
+    path = "/v1/providers"
+    id_param = "slug"
+    object = "provider"
+    list_query = (*PAGED, "provider")
+
     def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.repo = runtime.records.slugs
+        super().__init__(runtime, runtime.records.slugs, _body)
 
-    def routes(self) -> list[tuple[str, str, ASGIApp]]:
-        return [
-            ("POST", "/v1/providers", self.create),
-            ("GET", "/v1/providers", self.list),
-            ("GET", "/v1/providers/{slug}", self.get),
-            ("PUT", "/v1/providers/{slug}", self.update),
-            ("DELETE", "/v1/providers/{slug}", self.delete),
-        ]
-
-    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        body = await read_json(scope, receive, _body)
-        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
+    async def build(self, caller: Caller, workspace: str, body: ProviderBody) -> providers.ProviderSlug:
         fields = _fields(body)
         if not fields.get("slug"):
             raise InvalidRequest("slug is required", param="slug")
         slug = providers.normalise_slug(fields.pop("slug"))
         record = providers.build(self.runtime.records.box, workspace, slug, fields)
-        record = msgspec.structs.replace(record, organisation_id=caller.key.organisation)
-        record = await self.repo.create(record)
-        self.runtime.records_changed()
-        await send_record(send, record.public(), 201)
+        return msgspec.structs.replace(record, organisation_id=caller.key.organisation)
 
-    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=(*PAGED, "provider"))
-        wanted = provider_query(caller.query)
-        records = await self.repo.list(caller.workspace)
-        if wanted:
-            records = [r for r in records if r.provider == wanted]
-        size = int_query(caller.query, "page_size", 0, 0)
-        current = int_query(caller.query, "current_page", 0, 0)
-        await send_list(send, [r.public() for r in page(records, size, current)], len(records))
+    def matches(self, query: dict[str, str]) -> Callable[[providers.ProviderSlug], bool] | None:
+        wanted = provider_query(query)
+        return (lambda r: r.provider == wanted) if wanted else None
 
-    def _slug(self, scope: Scope) -> str:
+    async def shown(self, record: providers.ProviderSlug) -> Any:
+        return record.public()
+
+    def record_id(self, scope: Scope) -> str:
         return providers.normalise_slug(scope["path_params"]["slug"])
 
-    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        record = await self.repo.get(caller.workspace, self._slug(scope))
-        await send_record(send, record.public())
-
-    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        body = await read_json(scope, receive, _body)
-        workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
-        slug = self._slug(scope)
-        record = await self.repo.get(workspace, slug)
+    async def updated(self, record: providers.ProviderSlug, workspace: str,
+                      body: ProviderBody) -> providers.ProviderSlug:
+        slug = record.slug
         changes = _fields(body)
         given = changes.pop("slug", None)
         if given is not None and providers.normalise_slug(given) != slug:
@@ -90,15 +71,6 @@ class ProviderRoutes:
         if "provider" in changes and changes["provider"] is None:
             raise InvalidRequest("provider cannot be removed", param="provider")
         try:
-            record = providers.updated(self.runtime.records.box, record, changes)
+            return providers.updated(self.runtime.records.box, record, changes)
         except SecretError as exc:
             raise GatewayError(f"provider slug '@{slug}' cannot be updated: {exc}", param="slug") from None
-        record = await self.repo.replace(record)
-        self.runtime.records_changed()
-        await send_record(send, record.public())
-
-    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
-        record = await self.repo.delete(caller.workspace, self._slug(scope))
-        self.runtime.records_changed()
-        await send_record(send, {"id": record.id, "object": "provider", "deleted": True})

@@ -32,15 +32,13 @@ _QUOTED = re.compile(
 _NUMBER = re.compile(r"(?:(?<![\w.-])-)?\d+(?:[.,]\d+)*")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _WORDS = {
-    w: str(i)
-    for i, w in enumerate(
+    **{w: str(i) for i, w in enumerate(
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
         "seventeen eighteen nineteen twenty".split()
-    )
+    )},
+    **{w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)},
+    "hundred": "100", "thousand": "1000", "million": "1000000", "billion": "1000000000", "trillion": "1000000000000",
 }
-_WORDS.update({w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
-_WORDS.update({"hundred": "100", "thousand": "1000", "million": "1000000", "billion": "1000000000",
-               "trillion": "1000000000000"})
 _NUMBER_WORD = re.compile(r"\b(?:" + "|".join(sorted(_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 
 

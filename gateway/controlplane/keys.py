@@ -1,25 +1,12 @@
 """Gateway keys: records in the state store (secrets kept only as SHA-256 hashes), roles, scopes and rotation.
 
-A key belongs to one workspace and organisation and has a role: ``admin`` (every route) or ``member`` (the data
-plane only: 403 on every admin route). Its scopes say which data-plane features it may use (``SCOPES``); a key
-created without scopes gets its role's defaults (``DEFAULT_SCOPES``). Two records per key: the key itself
-(``api_key``, by id, listed per workspace) and its principal (``api_key_secret``, by the secret's hash: what a
-request's lookup reads, one record get). Revoking deletes both; the per-worker cache (``KeyStore``) forgets every
-answer when the records change, so a revoked key is refused within a second everywhere.
-
-Rotation: ``rotation_period`` (days 1..365; ``weekly`` = 7, ``monthly`` = 30) sets ``rotation_due`` to the last
-rotation (or creation) plus the period. Rotating (``POST /v1/api-keys/{id}/rotate``) issues a new secret at once:
-the old one stops working, the id, role and scopes stay, and ``rotation_due`` starts again. A key past its
-``rotation_due`` keeps working; the date is a reminder that ``GET /v1/api-keys`` shows.
-
-The bootstrap admin key (``GATEWAY_ADMIN_KEY``, or the one ``gateway serve`` generates when no root key exists) is
-``root``: an organisation-wide admin that may act on any workspace by naming ``workspace_id``.
-
-Granting (``check_grant``): a key creates, rotates or revokes only keys within its own role and scopes (a rotated
-key's secret is a key of that role and scopes in the caller's hands; revoking a wider key would take away what the
-caller could not give back), so no key can widen itself or remove a wider one; only a root key rotates or revokes a
-root key, and a key may always revoke itself. The root key, and the ``gateway keys`` command (which needs the store
-itself), may grant anything.
+What a user sees (roles, scopes, rotation, who may create, rotate or revoke what): docs/control-plane.md, "Gateway
+keys". This module owns the records and the rules. Two records per key: the key itself (``api_key``, by id, listed
+per workspace) and its principal (``api_key_secret``, by the secret's hash: what a request's lookup reads, one
+record get); revoking deletes both, and the per-worker cache (``KeyStore``) forgets every answer when records
+change. ``SCOPES`` and ``DEFAULT_SCOPES`` are the scope table; ``check_grant`` keeps a key from creating, rotating
+or revoking a key wider than itself (a rotated key's secret lands in the caller's hands; revoking a wider key would
+take away what the caller could not give back).
 """
 
 from __future__ import annotations

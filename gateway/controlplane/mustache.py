@@ -1,22 +1,10 @@
 """The mustache subset prompt templates use: compile once, render with variables, name the required ones.
 
-Supported tags (mustache's own spelling):
-
-- ``{{name}}``: the variable's value; dotted names (``{{user.name}}``) look into objects. Values are not
-  HTML-escaped (prompts are not HTML), so ``{{{name}}}`` and ``{{& name}}`` mean the same as ``{{name}}``.
-  Strings go in as they are, numbers as JSON numbers, ``true``/``false``, ``null`` as nothing, objects and arrays
-  as compact JSON.
-- ``{{#name}}...{{/name}}``: a section. A non-empty list renders the block once per item (the item is the top of
-  the lookup stack; ``{{.}}`` is the item itself); an object renders it once with the object on the stack; any
-  other truthy value renders it once; a missing, false, null, empty string or empty list value renders nothing.
-- ``{{^name}}...{{/name}}``: an inverted section: rendered only when the value is missing or falsy.
-- ``{{! comment}}``: left out.
+The tags supported and refused, and how values render: docs/control-plane.md ("Prompt templates", the mustache
+rules). Refused tags, unclosed or mismatched sections and a ``{{`` that no ``}}`` closes are a ``TemplateError``.
 
 Whitespace is kept exactly: a tag is replaced where it stands (mustache's trimming of lines that hold only a
 section tag is not done), so a template renders to the same characters whichever way its lines are broken.
-
-Not supported: partials (``{{> x}}``), delimiter changes (``{{=<% %>=}}``), lambdas; those tags are a
-``TemplateError``, as is an unclosed or mismatched section and a ``{{`` that no ``}}`` closes (``{{name``).
 
 Required variables: every variable interpolated outside any section (``{{name}}`` at the top level) must be given:
 ``render`` raises ``MissingVariable`` naming the first one missing. Section names and the variables inside

@@ -3,7 +3,8 @@
 A template is ``{name, model, provider?, messages, hyperparameters?}``: ``messages`` are chat messages whose text
 (``content`` as a string, the ``text`` and ``image_url.url`` of content parts, and ``name``) may use mustache
 variables (``gateway.controlplane.mustache``: the supported subset); ``provider`` is a provider slug of the same
-workspace; ``hyperparameters`` are default chat fields (``Hyperparameters``).
+workspace; ``hyperparameters`` are default chat fields (``Hyperparameters``: every chat field but ``messages`` and
+``model``, with the chat request's limits).
 
 Versions: creation is version 1; every update stores the whole template as the next version and keeps the earlier
 ones (``GET /v1/prompts/{id}/versions``, ``.../versions/{n}``). The prompt itself is always its newest version.
@@ -18,15 +19,19 @@ them. A required variable that is missing is a 400 naming it
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import operator
+import types
+import typing
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from gateway.controlplane.mustache import MissingVariable, TemplateError, compile_template, render, required_variables
 from gateway.controlplane.records import Entity, store_unavailable
 from gateway.http.errors import InvalidRequest, NotFound
-from gateway.schema.chat import Message, parse_chat
-from gateway.schema.common import BodyDecoder, ChoiceCount, LogitBias, Penalty, Stop, StreamOptions, Temperature, TopP
+from gateway.schema.chat import ChatRequest, FunctionDefinition, Message, Tool, parse_chat
+from gateway.schema.common import BodyDecoder
 from gateway.state.base import StateStore, StateStoreError
 
 KIND = "prompt"
@@ -35,32 +40,35 @@ Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
 
 
-class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """The chat fields a template may default and a render may set (the spec's list, plus tool_choice and
-    function_call)."""
+#: kept as sent, as plain objects: decoded as Structs their unset members would be written back as nulls
+_KEPT_AS_SENT = (Tool, FunctionDefinition)
 
-    frequency_penalty: Penalty | None = None
-    logit_bias: LogitBias | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    n: ChoiceCount | None = None
-    presence_penalty: Penalty | None = None
-    response_format: dict[str, Any] | None = None
-    seed: int | None = None
-    stop: Stop | None = None
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-    thinking: dict[str, Any] | None = None
-    temperature: Temperature | None = None
-    top_p: TopP | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    user: str | None = None
-    functions: list[dict[str, Any]] | None = None
-    function_call: str | dict[str, Any] | None = None
+
+def _as_sent(type_: Any) -> Any:
+    """A chat field's type, with tool and function definitions read as plain objects: the same limits (ranges,
+    lengths, choices) as a chat request's; the definitions themselves are checked by ``check_request``."""
+    if type_ in _KEPT_AS_SENT:
+        return dict[str, Any]
+    origin, args = typing.get_origin(type_), typing.get_args(type_)
+    if origin is None or not args:
+        return type_
+    if origin is Annotated:
+        return Annotated[(_as_sent(args[0]), *type_.__metadata__)]
+    if origin in (typing.Union, types.UnionType):
+        return functools.reduce(operator.or_, (_as_sent(a) for a in args))
+    return origin[tuple(_as_sent(a) for a in args)]
+
+
+#: the chat fields a template may default and a render may set: every chat field but ``messages`` and ``model``
+HYPERPARAMETER_FIELDS = tuple(f for f in msgspec.structs.fields(ChatRequest) if f.name not in ("messages", "model"))
+
+if TYPE_CHECKING:
+    class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+        """The chat fields a template may default and a render may set, typed as the chat request types them."""
+else:
+    Hyperparameters = msgspec.defstruct(
+        "Hyperparameters", [(f.name, _as_sent(f.type), None) for f in HYPERPARAMETER_FIELDS],
+        forbid_unknown_fields=True, omit_defaults=True, module=__name__)
 
 
 class RenderBody(Hyperparameters, forbid_unknown_fields=True, omit_defaults=True):

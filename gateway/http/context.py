@@ -8,13 +8,12 @@ header, and no client header that is not named in ``x-gateway-forward-headers``,
 
 from __future__ import annotations
 
-import itertools
-import os
 from typing import Any, Callable
 
 import msgspec
 
 from gateway.http.errors import InvalidRequest
+from gateway.process_ids import TRACE_IDS
 
 _PREFIX = b"x-gateway-"
 _PREFIX_LEN = len(_PREFIX)
@@ -273,22 +272,8 @@ def build_context(raw_headers: list[tuple[bytes, bytes]] | tuple) -> RequestCont
     return ctx
 
 
-_TRACE_PREFIX = os.urandom(8).hex()
-_trace_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
-
-
-def _reseed() -> None:
-    global _TRACE_PREFIX, _trace_counter
-    _TRACE_PREFIX = os.urandom(8).hex()
-    _trace_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
-
-
-os.register_at_fork(after_in_child=_reseed)
-
-
-def new_trace_id() -> str:
-    """A 32-hex trace id: a random per-process prefix and a counter (unique without a syscall per request)."""
-    return f"{_TRACE_PREFIX}{next(_trace_counter) & 0xFFFFFFFFFFFFFFFF:016x}"
+#: a 32-hex trace id: a random per-process prefix and a counter (unique without a syscall per request)
+new_trace_id = TRACE_IDS.next_hex
 
 
 def _trace_from_parent(traceparent: str | None) -> str | None:

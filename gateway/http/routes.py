@@ -2,8 +2,9 @@
 
 Exact paths (every inference route) are found with one dictionary lookup. Paths with parameters
 (``/v1/prompts/{prompt_id}/render``) are matched segment by segment only when no exact route matched; the values
-are handed to the handler in ``scope["path_params"]``. A parameter matches one non-empty segment; a path with a
-trailing slash is a different path (404), never a near match.
+are handed to the handler in ``scope["path_params"]``. A parameter matches one non-empty segment; to this table
+a path with a trailing slash is a different path, never a near match (the app asks again without the slashes, so
+the gateway serves ``/v1/chat/completions/`` as ``/v1/chat/completions``: ``App._route``).
 
 Every ``GET`` route answers ``HEAD`` too (``HeadOf``): the GET's status and headers, no body.
 """

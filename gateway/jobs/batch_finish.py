@@ -11,18 +11,17 @@ runner's counts and usage are recounted from exactly what is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from gateway.jobs.batch_lines import custom_id_of, file_lines
-from gateway.jobs.batch_output import OUTPUT, error_result
+from gateway.jobs.batch_output import OUTPUT, ResultLines
+from gateway.jobs.batch_progress import STOP_FAILED, Results
 from gateway.jobs.batch_store import PREFIX as BATCH_PREFIX
 from gateway.jobs.files import PREFIX as FILE_PREFIX
+from gateway.jobs.files import GatewayFiles
 from gateway.jobs.filestore import FileMissing, FileWriter
 from gateway.schema.batches import BatchError
 from gateway.schema.files import BATCH_OUTPUT
-
-if TYPE_CHECKING:
-    from gateway.jobs.batch_runner import BatchRunner
 
 UNRUN = {
     "cancelled": ("batch_cancelled", "the batch was cancelled before this request ran"),
@@ -48,12 +47,24 @@ def headers_unreadable(reason: str) -> BatchError:
                       f"cannot be opened: {reason}; no request was sent with them")
 
 
-def _unrun(runner: BatchRunner, final: str) -> tuple[str, str]:
-    """The error code and message of a line without a result in a batch that ended ``final``."""
-    failure = runner.failure
-    if final == "failed" and failure is not None:
-        return failure.code, UNRUN_FAILED[failure.code].format(key=runner.key_id)
-    return UNRUN[final]
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a batch ended, as its finish needs it."""
+
+    batch_id: str
+    workspace: str
+    input_file_id: str
+    #: the final status: ``completed``, ``cancelled``, ``expired`` or ``failed``
+    final: str
+    #: why it failed (with ``final == "failed"``), and the key it ran as
+    failure: BatchError | None = None
+    key_id: str = ""
+
+    def unrun(self) -> tuple[str, str]:
+        """The error code and message of a line without a result."""
+        if self.final == STOP_FAILED and self.failure is not None:
+            return self.failure.code, UNRUN_FAILED[self.failure.code].format(key=self.key_id)
+        return UNRUN[self.final]
 
 
 def output_ids(batch_id: str) -> tuple[str, str]:
@@ -62,8 +73,8 @@ def output_ids(batch_id: str) -> tuple[str, str]:
 
 
 class _OutFile:
-    def __init__(self, runner: BatchRunner, file_id: str, filename: str) -> None:
-        self.runner = runner
+    def __init__(self, files: GatewayFiles, file_id: str, filename: str) -> None:
+        self.files = files
         self.file_id = file_id
         self.filename = filename
         self.writer: FileWriter | None = None
@@ -72,7 +83,7 @@ class _OutFile:
 
     async def add(self, line: bytes) -> None:
         if self.writer is None:
-            self.writer = self.runner.deps.files.writer(self.file_id)
+            self.writer = self.files.writer(self.file_id)
         self.pending.append(line)
         self.pending.append(b"\n")
         self.size += len(line) + 1
@@ -91,7 +102,7 @@ class _OutFile:
             return None
         await self._flush()
         size = await self.writer.commit()
-        await self.runner.deps.files.add(workspace, self.file_id, self.filename, BATCH_OUTPUT, size)
+        await self.files.add(workspace, self.file_id, self.filename, BATCH_OUTPUT, size)
         return self.file_id
 
     async def abort(self) -> None:
@@ -99,28 +110,30 @@ class _OutFile:
             await self.writer.abort()
 
 
-async def write_outputs(runner: BatchRunner, final: str) -> tuple[str | None, str | None]:
-    """Write the output and error files of ``runner``'s batch; returns their ids (None for an empty one)."""
-    batch = runner.current()
-    out_id, err_id = output_ids(runner.id)
-    output = _OutFile(runner, out_id, f"{runner.id}_output.jsonl")
-    errors = _OutFile(runner, err_id, f"{runner.id}_errors.jsonl")
-    code, message = _unrun(runner, final)
-    lines: list[tuple[int, bytes]] = []
+async def write_outputs(files: GatewayFiles, results: Results, lines: ResultLines,
+                        ending: Ending) -> tuple[str | None, str | None]:
+    """Write the output and error files of the batch; returns their ids (None for an empty one). ``results``
+    counts what is written into its tally."""
+    batch_id = ending.batch_id
+    out_id, err_id = output_ids(batch_id)
+    output = _OutFile(files, out_id, f"{batch_id}_output.jsonl")
+    errors = _OutFile(files, err_id, f"{batch_id}_errors.jsonl")
+    code, message = ending.unrun()
+    pending: list[tuple[int, bytes]] = []
 
     async def drain() -> None:
-        numbers = [number for number, _ in lines]
-        by_number = dict(lines)
-        async for number, value in runner._results(numbers):
+        numbers = [number for number, _ in pending]
+        by_number = dict(pending)
+        async for number, value in results.read(numbers):
             if value is None:
-                value = error_result(custom_id_of(by_number[number]), code, message)
+                value = lines.error(custom_id_of(by_number[number]), code, message)
             await (output if value[:1] == OUTPUT else errors).add(value[1:])
-        lines.clear()
+        pending.clear()
 
     try:
-        async for number, line in file_lines(runner.deps.files.read(batch.input_file_id)):
-            lines.append((number, line))
-            if len(lines) >= 512:
+        async for number, line in file_lines(files.read(ending.input_file_id)):
+            pending.append((number, line))
+            if len(pending) >= 512:
                 await drain()
         await drain()
     except FileMissing:
@@ -131,4 +144,4 @@ async def write_outputs(runner: BatchRunner, final: str) -> tuple[str | None, st
         await output.abort()
         await errors.abort()
         raise
-    return await output.commit(runner.workspace), await errors.commit(runner.workspace)
+    return await output.commit(ending.workspace), await errors.commit(ending.workspace)

@@ -11,36 +11,17 @@ A stored result is the output line prefixed with one byte saying which file it b
 
 from __future__ import annotations
 
-import itertools
-import os
 from typing import Any
 
 import msgspec
 
+from gateway.process_ids import IdSource
 from gateway.schema.batches import BatchError, BatchUsage
 
 OUTPUT = b"o"
 ERROR = b"e"
 _encode = msgspec.json.encode
 _decode_any = msgspec.json.Decoder()
-
-
-_ID_PREFIX = os.urandom(8).hex()
-_id_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
-
-
-def _reseed() -> None:
-    global _ID_PREFIX, _id_counter
-    _ID_PREFIX = os.urandom(8).hex()
-    _id_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
-
-
-os.register_at_fork(after_in_child=_reseed)
-
-
-def _request_id() -> bytes:
-    """``batch_req_`` + 32 hex: a random per-process prefix and a counter (unique without a syscall per line)."""
-    return f"batch_req_{_ID_PREFIX}{next(_id_counter) & 0xFFFFFFFFFFFFFFFF:016x}".encode()
 
 
 def _single_line_json(body: bytes) -> bytes:
@@ -53,24 +34,35 @@ def _single_line_json(body: bytes) -> bytes:
         return _encode(body.decode("utf-8", "replace"))
 
 
-def response_result(custom_id: str, request_id: str, status: int, body: bytes) -> bytes:
-    """The stored result of a line that got an HTTP answer."""
-    kind = OUTPUT if 200 <= status < 300 else ERROR
-    return b"".join((
-        kind, b'{"id":"', _request_id(), b'","custom_id":', _encode(custom_id),
-        b',"response":{"status_code":', str(status).encode(), b',"request_id":', _encode(request_id),
-        b',"body":', _single_line_json(body), b'},"error":null}',
-    ))
+class ResultLines:
+    """Makes a batch's stored results; owns the ``batch_req_`` ids they carry: a random prefix made with the object
+    and a counter, unique without a syscall per line (each runner makes its own, after any fork)."""
 
+    __slots__ = ("_ids",)
 
-def error_result(custom_id: str | None, code: str, message: str) -> bytes:
-    """The stored result of a line that failed without an HTTP answer."""
-    return ERROR + _encode({"id": _request_id().decode(), "custom_id": custom_id, "response": None,
-                            "error": {"code": code, "message": message}})
+    def __init__(self) -> None:
+        self._ids = IdSource()
 
+    def _request_id(self) -> bytes:
+        """``batch_req_`` + 32 hex."""
+        return f"batch_req_{self._ids.next_hex()}".encode()
 
-def invalid_result(custom_id: str | None, error: BatchError) -> bytes:
-    return error_result(custom_id, error.code, error.message)
+    def response(self, custom_id: str, request_id: str, status: int, body: bytes) -> bytes:
+        """The stored result of a line that got an HTTP answer."""
+        kind = OUTPUT if 200 <= status < 300 else ERROR
+        return b"".join((
+            kind, b'{"id":"', self._request_id(), b'","custom_id":', _encode(custom_id),
+            b',"response":{"status_code":', str(status).encode(), b',"request_id":', _encode(request_id),
+            b',"body":', _single_line_json(body), b'},"error":null}',
+        ))
+
+    def error(self, custom_id: str | None, code: str, message: str) -> bytes:
+        """The stored result of a line that failed without an HTTP answer."""
+        return ERROR + _encode({"id": self._request_id().decode(), "custom_id": custom_id, "response": None,
+                                "error": {"code": code, "message": message}})
+
+    def invalid(self, custom_id: str | None, error: BatchError) -> bytes:
+        return self.error(custom_id, error.code, error.message)
 
 
 class _Details(msgspec.Struct, gc=False):
@@ -78,7 +70,7 @@ class _Details(msgspec.Struct, gc=False):
     reasoning_tokens: int = 0
 
 
-class _Usage(msgspec.Struct, gc=False):
+class LineUsage(msgspec.Struct, gc=False):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
@@ -87,7 +79,7 @@ class _Usage(msgspec.Struct, gc=False):
 
 
 class _WithUsage(msgspec.Struct, gc=False):
-    usage: _Usage | None = None
+    usage: LineUsage | None = None
 
 
 class _ResultUsage(msgspec.Struct, gc=False):
@@ -102,7 +94,7 @@ _usage_decoder = msgspec.json.Decoder(_WithUsage)
 _result_usage_decoder = msgspec.json.Decoder(_ResultUsage)
 
 
-def add_usage(total: BatchUsage, usage: _Usage | None) -> None:
+def add_usage(total: BatchUsage, usage: LineUsage | None) -> None:
     if usage is None:
         return
     total.input_tokens += usage.prompt_tokens
@@ -114,7 +106,7 @@ def add_usage(total: BatchUsage, usage: _Usage | None) -> None:
         total.output_tokens_details.reasoning_tokens += usage.completion_tokens_details.reasoning_tokens
 
 
-def answer_usage(body: bytes) -> _Usage | None:
+def answer_usage(body: bytes) -> LineUsage | None:
     """The ``usage`` member of a 2xx answer (None when absent or unreadable)."""
     try:
         return _usage_decoder.decode(body).usage
@@ -122,7 +114,7 @@ def answer_usage(body: bytes) -> _Usage | None:
         return None
 
 
-def result_usage(result: bytes) -> _Usage | None:
+def result_usage(result: bytes) -> LineUsage | None:
     """The usage inside a stored output result (for recounting after a restart)."""
     try:
         response = _result_usage_decoder.decode(result[1:]).response

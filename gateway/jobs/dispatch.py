@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord
 from gateway.http.errors import GatewayError
-from gateway.http.types import Message
+from gateway.http.types import ASGIApp, Message
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -37,7 +37,7 @@ class LocalResponse:
 class InProcessDispatcher:
     """Calls an ASGI app with a synthetic HTTP scope and collects its answer."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def call(self, method: str, path: str, headers: Headers, body: bytes,

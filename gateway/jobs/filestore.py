@@ -48,7 +48,7 @@ class FileWriter(abc.ABC):
 
 
 class FileStore(abc.ABC):
-    #: shown in the README and logs: directory or state
+    #: which store this is: directory or state (tests and debugging read it; no log or doc shows it)
     kind: str = "abstract"
 
     @abc.abstractmethod

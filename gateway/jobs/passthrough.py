@@ -13,22 +13,21 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import msgspec
 
-from gateway.api.prompted import resolve as resolve_config
+from gateway.config.schema import Config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
 from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
+from gateway.providers.registry import ProviderRegistry
 from gateway.routing.plan import Node
 from gateway.upstream.client import UpstreamClient, read_response_body
-
-if TYPE_CHECKING:
-    from gateway.api.runtime import Runtime
 
 _decode = msgspec.json.decode
 log = logging.getLogger("gateway.jobs")
@@ -60,24 +59,27 @@ def _single_target(node: Node) -> Node:
 
 
 class Forwarder:
-    """Sends one resource call to the identified provider and relays its answer, with the objects of ``runtime`` (the
-    worker's ``gateway.api.runtime.Runtime``): its config resolver and planner, upstream client, provider adapters and
-    masked header names."""
+    """Sends one resource call to the identified provider and relays its answer."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.client: UpstreamClient = runtime.client
+    def __init__(self, resolve: Callable[[RequestContext], Awaitable[Config]], plan: Callable[[Config], Node],
+                 client: UpstreamClient, providers: ProviderRegistry, masked_headers: frozenset[str]) -> None:
+        #: the request's effective config (the four ways inference resolves it, loading the records it needs)
+        self.resolve = resolve
+        self.plan = plan
+        self.client = client
+        self.providers = providers
+        #: header names never forwarded, whatever a request says
+        self.masked_headers = masked_headers
 
     async def target(self, ctx: RequestContext, resource: str) -> tuple[ProviderAdapter, Any]:
         """The adapter and effective config for ``resource`` (400 when none is identified or it lacks it). Provider
         slugs and saved configs are those of the caller's workspace (``ctx.workspace``, set from its key)."""
-        runtime = self.runtime
-        config = await resolve_config(runtime.resolver, runtime.records, ctx)
-        node = _single_target(runtime.planner.plan(config))
+        config = await self.resolve(ctx)
+        node = _single_target(self.plan(config))
         config = node.config
         if not config.provider:
             raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-        adapter = self.runtime.providers.get(config.provider)
+        adapter = self.providers.get(config.provider)
         adapter.check_endpoint(resource)
         return adapter, config
 
@@ -90,7 +92,7 @@ class Forwarder:
             # one payload for every send: a resend after a stale pooled connection starts from the file's start
             body = aiohttp.payload.get_payload(body)
         request = adapter.resource_request(config, method, path, query, body, content_type)
-        forwarded = ctx.forwarded(config.forward_headers, self.runtime.masked_headers)
+        forwarded = ctx.forwarded(config.forward_headers, self.masked_headers)
         if forwarded:
             forwarded.update(request.headers)
             request.headers = forwarded

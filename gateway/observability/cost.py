@@ -17,8 +17,12 @@ import json
 import logging
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.bounded_cache import BoundedCache
+
+if TYPE_CHECKING:
+    from gateway.observability.metrics import Metrics
 
 log = logging.getLogger("gateway.cost")
 
@@ -55,7 +59,9 @@ class Prices:
     """The price table's answers, remembered per (provider, model); an unknown model reported once. One per worker
     runtime, shared by the recorder (request costs) and the policy gate (cost limits)."""
 
-    def __init__(self, max_entries: int = CACHE_MAX) -> None:
+    def __init__(self, max_entries: int = CACHE_MAX, metrics: Metrics | None = None) -> None:
+        #: where unknown models are counted (made on the first one when none is given)
+        self.metrics = metrics
         self._resolved: BoundedCache[tuple[str, str], tuple[float, float]] = BoundedCache(max_entries)
         self._reported: set[tuple[str, str]] = set()
 
@@ -81,9 +87,11 @@ class Prices:
         self._reported.add(key)
         provider, model = key
         log.warning("no price for model %r of provider %r in the price table: its requests cost 0", model, provider)
-        from gateway.observability import metrics
+        from gateway.observability.metrics import UNKNOWN_MODELS, Metrics
 
-        metrics.count(metrics.UNKNOWN_MODELS, (provider,))
+        if self.metrics is None:
+            self.metrics = Metrics()
+        self.metrics.count(UNKNOWN_MODELS, (provider,))
 
     def cost_usd(self, provider: str | None, model: str | None, input_tokens: int, output_tokens: int) -> float:
         """The estimated cost in USD of one request's tokens."""

@@ -10,7 +10,7 @@ per-record work and are rarely needed for a request that worked).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -164,25 +164,36 @@ def _body(data: bytes | None, masker: Masker, secrets: list[str]) -> Any:
         return data.decode("utf-8", "replace")
 
 
-_second: list[Any] = [None, ""]  # (unix second, its ISO text without the fraction), reused within a second
-
-
 def iso_time(ts: float) -> str:
     """UTC ISO 8601 with milliseconds (``2025-01-31T12:00:00.123Z``)."""
     second = int(ts)
-    if _second[0] != second:
-        _second[0] = second
-        _second[1] = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return "%s.%03dZ" % (_second[1], int((ts - second) * 1000))
+    return "%s.%03dZ" % (datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"), int((ts - second) * 1000))
 
 
-def build_entry(rec: Any, d: Derived, masker: Masker) -> LogEntry:
+class IsoClock:
+    """``iso_time`` that formats each second once (the recorder's: records come in time order)."""
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def iso(self, ts: float) -> str:
+        second = int(ts)
+        if self._second != second:
+            self._second = second
+            self._text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return "%s.%03dZ" % (self._text, int((ts - second) * 1000))
+
+
+def build_entry(rec: Any, d: Derived, masker: Masker, iso: Callable[[float], str] = iso_time) -> LogEntry:
     error = rec.error
     if error and d.secrets:
         error = masker.scrub(error, d.secrets)
     wall = d.wall_start
     return LogEntry(
-        iso_time(wall), round(wall, 6), rec.trace_id, rec.span_id, rec.parent_span_id, rec.span_name,
+        iso(wall), round(wall, 6), rec.trace_id, rec.span_id, rec.parent_span_id, rec.span_name,
         rec.workspace, rec.endpoint, rec.provider, rec.model, rec.status, rec.stream, round(rec.total_s * 1000, 3),
         _ms(d.upstream_s), _ms(d.added_s), _ms(rec.ttft_s), d.tokens_in, d.tokens_out, d.tokens_total,
         rec.usage_source,

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.observability import sqlitefile
+from gateway import sqlitefile
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS request_logs ("

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from gateway import sqlitefile
 from gateway.observability.logstore import LogFilter
 
 MAX_FRAMES = 25  # per connection: with a read every 250 ms, at most 100 records a second reach a console
@@ -167,7 +168,7 @@ class LogTail:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None, check_same_thread=False)
+            self._conn = sqlitefile.connect(self.path, busy_timeout_ms=1000)
         return self._conn
 
     def _newest(self) -> int:

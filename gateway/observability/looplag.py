@@ -12,15 +12,18 @@ import asyncio
 import os
 from typing import Callable
 
-from gateway.observability import metrics
-
 INTERVAL_S = 0.5
 
 
 class LoopLagMonitor:
     def __init__(self, interval_s: float = INTERVAL_S,
-                 observe: Callable[[float, str], None] = metrics.observe_loop_lag) -> None:
+                 observe: Callable[[float, str], None] | None = None) -> None:
         self.interval_s = interval_s
+        if observe is None:
+            from gateway.observability.metrics import Metrics
+
+            observe = Metrics().observe_loop_lag
+        #: where each measurement goes (the runtime's ``Metrics.observe_loop_lag``)
         self.observe = observe
         self.worker = str(os.getpid())
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -4,8 +4,9 @@ With ``PROMETHEUS_MULTIPROC_DIR`` set (``gateway serve`` always sets it), values
 and ``render`` merges every worker's; without it, one process's private registry is shown. Nothing here runs on
 the request path: the recorder's background task feeds finished records to ``MetricsAggregator.add_record``
 (plain dict arithmetic) and calls ``flush`` about once a second, which is when prometheus_client is touched.
-Other modules count rare events with ``count_policy_rejection`` and ``count_state_store_error`` (O(1)), and the
-event-loop lag monitor records with ``observe_loop_lag`` (O(1)).
+Other objects count rare events and event-loop lag on the worker's ``Metrics`` (O(1)), which the runtime owns
+and hands to them; the aggregator flushes it. The metric families and their registry are module-level on purpose:
+prometheus_client's contract is one family per name per registry (and per process in multiprocess mode).
 """
 
 from __future__ import annotations
@@ -79,41 +80,54 @@ LOOP_LAG = _histogram("gateway_event_loop_lag_seconds",
                       "How late a periodic timer fires on each worker's event loop: the first sign of a saturated "
                       "worker.", ("worker",), LOOP_LAG_BUCKETS)
 
-#: counts from count_* hooks, waiting for the next flush: (metric, labels) -> amount
-_pending: dict[tuple[Any, tuple[str, ...]], float] = {}
-
-
-def count_policy_rejection(kind: str, policy: str = "") -> None:
-    """Count one request refused by a policy (kind ``rate_limit``, ``usage_limit``, or ``state_store`` when limits
-    fail closed) and the policy's id. O(1); flushed later."""
-    key = (POLICY_REJECTIONS, (kind, policy))
-    _pending[key] = _pending.get(key, 0.0) + 1.0
-
-
-def count_state_store_error(backend: str, operation: str) -> None:
-    """Count one failed state-store call. O(1); flushed later."""
-    key = (STATE_STORE_ERRORS, (backend, operation))
-    _pending[key] = _pending.get(key, 0.0) + 1.0
-
-
-def count(metric: Counter, labels: tuple[str, ...] = (), amount: float = 1.0) -> None:
-    """Add to any counter here (its label values in order). O(1); flushed later."""
-    key = (metric, labels)
-    _pending[key] = _pending.get(key, 0.0) + amount
-
-
-#: observations from observe_loop_lag, waiting for the next flush: labels -> bucket sums (fixed size)
-_pending_lag: dict[tuple[str, ...], _HistogramSum] = {}
 _LOOP_LAG_BOUNDS = LOOP_LAG_BUCKETS + (float("inf"),)
 
 
-def observe_loop_lag(seconds: float, worker: str) -> None:
-    """Record one event-loop lag measurement of a worker. O(1); flushed later."""
-    agg = _pending_lag.get((worker,))
-    if agg is None:
-        agg = _pending_lag[(worker,)] = _HistogramSum(_LOOP_LAG_BOUNDS)
-    agg.counts[bisect_left(agg.bounds, seconds)] += 1
-    agg.total += seconds
+class Metrics:
+    """One worker's rare-event counts (policy rejections, state-store errors, dropped logs and spans...) and
+    event-loop lag observations, waiting for the recorder's next flush. The runtime owns one and hands it to the
+    objects that count; each method is O(1) plain dict arithmetic, prometheus_client is touched only by ``flush``."""
+
+    __slots__ = ("_counts", "_lag")
+
+    def __init__(self) -> None:
+        #: (metric, labels) -> amount
+        self._counts: dict[tuple[Any, tuple[str, ...]], float] = {}
+        #: labels -> bucket sums (fixed size)
+        self._lag: dict[tuple[str, ...], _HistogramSum] = {}
+
+    def count(self, metric: Counter, labels: tuple[str, ...] = (), amount: float = 1.0) -> None:
+        """Add to any counter here (its label values in order)."""
+        key = (metric, labels)
+        counts = self._counts
+        counts[key] = counts.get(key, 0.0) + amount
+
+    def count_policy_rejection(self, kind: str, policy: str = "") -> None:
+        """Count one request refused by a policy (kind ``rate_limit``, ``usage_limit``, or ``state_store`` when
+        limits fail closed) and the policy's id."""
+        self.count(POLICY_REJECTIONS, (kind, policy))
+
+    def count_state_store_error(self, backend: str, operation: str) -> None:
+        """Count one failed state-store call."""
+        self.count(STATE_STORE_ERRORS, (backend, operation))
+
+    def observe_loop_lag(self, seconds: float, worker: str) -> None:
+        """Record one event-loop lag measurement of a worker."""
+        agg = self._lag.get((worker,))
+        if agg is None:
+            agg = self._lag[(worker,)] = _HistogramSum(_LOOP_LAG_BOUNDS)
+        agg.counts[bisect_left(agg.bounds, seconds)] += 1
+        agg.total += seconds
+
+    def pending(self, metric: Counter, labels: tuple[str, ...] = ()) -> float:
+        """What ``metric`` with these labels has counted since the last flush."""
+        return self._counts.get((metric, labels), 0.0)
+
+    def take(self) -> tuple[dict[tuple[Any, tuple[str, ...]], float], dict[tuple[str, ...], _HistogramSum]]:
+        """Hand over (and forget) the counts and lag sums waiting for a flush."""
+        counts, self._counts = self._counts, {}
+        lag, self._lag = self._lag, {}
+        return counts, lag
 
 
 class _HistogramSum:
@@ -128,7 +142,9 @@ class _HistogramSum:
 class MetricsAggregator:
     """Sums counters and histogram buckets in plain dicts; ``flush`` writes the sums to prometheus_client."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        #: the rare-event counts flushed with the record sums (a private one when none is given)
+        self.metrics = metrics if metrics is not None else Metrics()
         self._counts: dict[tuple[Any, tuple[str, ...]], float] = {}
         self._hists: dict[tuple[Any, tuple[str, ...]], _HistogramSum] = {}
         self._children: BoundedCache[tuple[Any, tuple[str, ...]], Any] = BoundedCache(20_000)
@@ -209,20 +225,16 @@ class MetricsAggregator:
     def flush(self) -> None:
         """Write everything summed since the last flush to prometheus_client (and the count_* hooks' counts)."""
         counts, self._counts = self._counts, {}
-        if _pending:
-            for key, amount in list(_pending.items()):
-                counts[key] = counts.get(key, 0.0) + amount
-            _pending.clear()
+        pending, lags = self.metrics.take()
+        for key, amount in pending.items():
+            counts[key] = counts.get(key, 0.0) + amount
         for (metric, labels), amount in counts.items():
             self._child(metric, labels).inc(amount)
         hists, self._hists = self._hists, {}
         for (metric, labels), agg in hists.items():
             _add_to_histogram(self._child(metric, labels), self._bounds[metric], agg)
-        if _pending_lag:
-            lags = list(_pending_lag.items())
-            _pending_lag.clear()
-            for labels, agg in lags:
-                _add_to_histogram(self._child(LOOP_LAG, labels), _LOOP_LAG_BOUNDS, agg)
+        for labels, agg in lags.items():
+            _add_to_histogram(self._child(LOOP_LAG, labels), _LOOP_LAG_BOUNDS, agg)
 
 
 def _add_to_histogram(child: Any, bounds: tuple[float, ...], agg: _HistogramSum) -> None:

@@ -58,7 +58,7 @@ class RequestRecord:
         self.relayed_rest_events = 0
         #: what usage and rate limit policies reserved for this request (settled after the answer), or None
         self.budget: Any = None
-        #: the request's cache and guardrail steps (``gateway.api.steps.RequestSteps``) when its config has any:
+        #: the request's cache and guardrail steps (``gateway.pipeline.steps.RequestSteps``) when its config has any:
         #: they finish the record (and give the log line its ``hook_results``)
         self.hooks: Any = None
 

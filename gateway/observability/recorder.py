@@ -16,12 +16,12 @@ from collections import deque
 from functools import partial
 from typing import Any
 
-from gateway.observability import metrics
 from gateway.observability.cost import Prices
-from gateway.observability.entry import Derived, build_entry, encode_entry
+from gateway.observability.entry import Derived, IsoClock, build_entry, encode_entry
 from gateway.observability.linesink import LineSink
 from gateway.observability.logstore import LogStore
 from gateway.observability.masking import Masker
+from gateway.observability.metrics import LOGS_DROPPED, Metrics, MetricsAggregator
 from gateway.observability.record import Recorder, RequestRecord
 from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.tracing import OtlpExporter, request_spans
@@ -40,17 +40,22 @@ class ObservabilityRecorder(Recorder):
 
     def __init__(self, settings: Settings, store: LogStore | None = None, sink: LineSink | None = None,
                  exporter: Any = None, queue_size: int = QUEUE_SIZE, batch_size: int = BATCH_SIZE,
-                 interval_s: float = INTERVAL_S, prices: Prices | None = None) -> None:
+                 interval_s: float = INTERVAL_S, prices: Prices | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.settings = settings
+        #: the worker's rare-event counts (a private one when none is given), flushed with the record sums
+        self.metrics = metrics if metrics is not None else Metrics()
         self.store = store or LogStore(str(data_path(settings, "logs.db")), settings.log_retention_rows)
         self.sink = sink if sink is not None else LineSink(settings.log_file)
         self.rollups = RollupStore(self.store.path)
         if exporter is None and settings.otlp_endpoint:
-            exporter = OtlpExporter(settings.otlp_endpoint)
+            exporter = OtlpExporter(settings.otlp_endpoint, metrics=self.metrics)
         self.exporter = exporter
         self.masker = Masker(settings.organisation_headers_to_mask)
         self.prices = prices if prices is not None else Prices()
-        self.metrics = metrics.MetricsAggregator()
+        self.aggregator = MetricsAggregator(self.metrics)
+        #: log timestamps, each second formatted once
+        self.clock = IsoClock()
         self._queue: deque[RequestRecord] = deque()
         self._max = queue_size
         self._batch = batch_size
@@ -92,7 +97,7 @@ class ObservabilityRecorder(Recorder):
                 self._task.cancel()
         if self._queue:
             await self.drain()
-        self.metrics.flush()
+        self.aggregator.flush()
         if self.exporter is not None:
             await self.exporter.close()
         await asyncio.to_thread(self._close_sinks)
@@ -128,24 +133,25 @@ class ObservabilityRecorder(Recorder):
         """Take every waiting record and write it out (also used by tests and at shutdown)."""
         records, self._queue = self._queue, deque()
         if self._dropped:
-            metrics.count(metrics.LOGS_DROPPED, ("queue_full",), self._dropped)
+            self.metrics.count(LOGS_DROPPED, ("queue_full",), self._dropped)
             self._dropped = 0
         if records:
             rows, lines, stats = await self._build(records)
             if rows:
                 failed = await self._store(rows, lines, stats)
                 if failed:
-                    metrics.count(metrics.LOGS_DROPPED, ("write_failed",), failed)
+                    self.metrics.count(LOGS_DROPPED, ("write_failed",), failed)
         now = time.monotonic()
         if now - self._last_metrics >= METRICS_INTERVAL_S or self._closing:
             self._last_metrics = now
-            self.metrics.flush()
+            self.aggregator.flush()
 
     async def _build(self, records: deque[RequestRecord]) -> tuple[list[tuple], list[bytes], list[RequestStats]]:
         offset = time.time() - time.perf_counter()
         masker = self.masker
         prices = self.prices
-        aggregator = self.metrics
+        aggregator = self.aggregator
+        iso = self.clock.iso
         exporter = self.exporter
         rows: list[tuple] = []
         lines: list[bytes] = []
@@ -155,7 +161,7 @@ class ObservabilityRecorder(Recorder):
                 await asyncio.sleep(0)
             try:
                 d = Derived(rec, offset, masker, prices)
-                doc = encode_entry(build_entry(rec, d, masker))
+                doc = encode_entry(build_entry(rec, d, masker, iso))
                 added_ms = None if d.added_s is None else d.added_s * 1000
                 stat = RequestStats(d.wall_start, rec.workspace, rec.provider, rec.model, rec.status,
                                     rec.total_s * 1000, added_ms, d.tokens_in, d.tokens_out, d.cost)
@@ -166,7 +172,7 @@ class ObservabilityRecorder(Recorder):
                 if exporter is not None:
                     exporter.add(request_spans(rec, d, partial(masker.scrub, secrets=d.secrets)))
             except Exception as exc:  # noqa: BLE001 - one odd record must not lose the batch
-                metrics.count(metrics.LOGS_DROPPED, ("build_failed",))
+                self.metrics.count(LOGS_DROPPED, ("build_failed",))
                 self._warn("build", exc)
         return rows, lines, stats
 

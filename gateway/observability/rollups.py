@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from gateway.observability import sqlitefile
+from gateway import sqlitefile
 
 #: window name -> (seconds, slot seconds)
 WINDOWS: dict[str, tuple[int, int]] = {"15m": (900, 10), "1h": (3600, 60), "1d": (86400, 900)}

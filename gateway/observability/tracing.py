@@ -25,7 +25,7 @@ import msgspec
 
 from gateway import USER_AGENT, __version__
 from gateway.http.context import client_headers
-from gateway.observability import metrics
+from gateway.observability.metrics import SPANS_DROPPED, SPANS_EXPORTED, Metrics
 from gateway.waiting import wait_event, within
 
 _HEX = frozenset("0123456789abcdef")
@@ -163,8 +163,10 @@ class OtlpExporter:
     """Batches spans and POSTs them as OTLP/HTTP JSON from a background task; never waits on behalf of a request."""
 
     def __init__(self, endpoint: str, max_queue: int = 8192, batch_size: int = 512, interval_s: float = 1.0,
-                 timeout_s: float = 5.0, service_name: str = "gateway") -> None:
+                 timeout_s: float = 5.0, service_name: str = "gateway", metrics: Metrics | None = None) -> None:
         self.url = traces_url(endpoint)
+        #: where exported and dropped spans are counted (a private one when none is given)
+        self.metrics = metrics if metrics is not None else Metrics()
         self.max_queue = max_queue
         self.batch_size = batch_size
         self.interval_s = interval_s
@@ -183,7 +185,7 @@ class OtlpExporter:
         """Queue spans (event loop only); when the queue is full they are dropped and counted."""
         queue = self._queue
         if len(queue) + len(spans) > self.max_queue:
-            metrics.count(metrics.SPANS_DROPPED, ("queue_full",), len(spans))
+            self.metrics.count(SPANS_DROPPED, ("queue_full",), len(spans))
             return
         queue.extend(spans)
         if len(queue) >= self.batch_size and self._wake is not None:
@@ -220,9 +222,9 @@ class OtlpExporter:
             ok = False
             self._warn(f"{exc.__class__.__name__}: {exc}")
         if ok:
-            metrics.count(metrics.SPANS_EXPORTED, (), len(spans))
+            self.metrics.count(SPANS_EXPORTED, (), len(spans))
         else:
-            metrics.count(metrics.SPANS_DROPPED, ("export_failed",), len(spans))
+            self.metrics.count(SPANS_DROPPED, ("export_failed",), len(spans))
 
     def _warn(self, message: str) -> None:
         if not self._warned:
@@ -238,7 +240,7 @@ class OtlpExporter:
         try:
             await within(self._finish(), self.timeout_s)
         except TimeoutError:
-            metrics.count(metrics.SPANS_DROPPED, ("export_failed",), len(self._queue))
+            self.metrics.count(SPANS_DROPPED, ("export_failed",), len(self._queue))
             self._queue.clear()
         finally:
             if self._task is not None and not self._task.done():

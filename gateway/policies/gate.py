@@ -35,7 +35,7 @@ from gateway.controlplane.records import Repository
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, RateLimited, ServiceUnavailable, UsageLimitExceeded
 from gateway.observability.cost import Prices
-from gateway.observability.metrics import count_policy_rejection
+from gateway.observability.metrics import Metrics
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, CompiledPolicy, RequestFacts, from_units
 from gateway.policies.plans import WorkspacePolicies
@@ -76,8 +76,10 @@ class PolicyGate:
     """The per-worker policy cache and the admission step of the pipeline."""
 
     def __init__(self, store: StateStore, settings: Settings, key_id: Callable[[str | None], str | None],
-                 prices: Prices | None = None) -> None:
+                 prices: Prices | None = None, metrics: Metrics | None = None) -> None:
         self.store = store
+        #: where refusals are counted (a private one when none is given)
+        self.metrics = metrics if metrics is not None else Metrics()
         #: the runtime's price table answers (a gate of its own when none is given)
         self.prices = prices if prices is not None else Prices()
         self.key_id = key_id
@@ -177,7 +179,7 @@ class PolicyGate:
         policies = self.by_workspace.get(workspace)
         if policies is None:
             if not self.loaded and self.fail_closed:
-                count_policy_rejection("state_store")
+                self.metrics.count_policy_rejection("state_store")
                 raise ServiceUnavailable("the state store is unreachable and limits fail closed; try again shortly")
             return None
         provider = first_provider(node)
@@ -201,14 +203,14 @@ class PolicyGate:
             admission = await self.store.reserve(workspace, items, rid, self.reservation_ttl_ms if rid else None)
         except StateStoreError as exc:
             if self.fail_closed:
-                count_policy_rejection("state_store")
+                self.metrics.count_policy_rejection("state_store")
                 raise ServiceUnavailable(
                     "the state store is unreachable and limits fail closed; try again shortly") from None
             self._failed_open(exc)
             return None
         if not admission.admitted:
             policy = matched[admission.index]
-            count_policy_rejection(policy.kind, policy.id)
+            self.metrics.count_policy_rejection(policy.kind, policy.id)
             raise refusal(policy, admission, items[admission.index].amount, plan.ends[admission.index], now_ms)
         if admission.amounts:  # a budget's reservation was cut to what remained: that is what settles
             items = [BudgetItem(i.key, i.limit, a, i.key_ttl_ms, i.cut) for i, a in zip(items, admission.amounts)]

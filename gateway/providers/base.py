@@ -61,10 +61,11 @@ class UpstreamCall:
     ``target`` is the effective leaf config (``gateway.config.schema.Config``, inheritance applied): provider,
     api_key, custom_host, cloud credentials, strict_vendorA_compliance, deployments... ``request`` is the decoded
     unified body Struct (``ChatRequest``, ``CompletionRequest``...) of ``body``, the bytes to send when the wire
-    format is vendorA's.
+    format is vendorA's. ``strip_usage``: the gateway asked the upstream for the stream's usage chunk (see
+    ``ProviderAdapter.asks_stream_usage``) and the client did not, so the stream transformer drops it again.
     """
 
-    __slots__ = ("endpoint", "target", "body", "request", "stream", "ctx", "model", "provider")
+    __slots__ = ("endpoint", "target", "body", "request", "stream", "ctx", "model", "provider", "strip_usage")
 
     def __init__(
         self,
@@ -75,6 +76,7 @@ class UpstreamCall:
         stream: bool,
         ctx: RequestContext,
         provider: str,
+        strip_usage: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.target = target
@@ -84,6 +86,7 @@ class UpstreamCall:
         self.ctx = ctx
         self.model: str | None = getattr(request, "model", None)
         self.provider = provider
+        self.strip_usage = strip_usage
 
 
 class UpstreamResult:
@@ -120,6 +123,10 @@ class ProviderAdapter(abc.ABC):
     #: endpoint -> the table of the unified fields this adapter takes, refuses or drops (``fields.FieldTable``);
     #: None for adapters that send the client's body as it is (nothing to work out per request)
     fields: dict[str, FieldTable] | None = None
+    #: a streamed chat or completions upstream reports usage only when the body asks for it (vendorA wire:
+    #: ``stream_options.include_usage``): the pipeline then always asks, and sets ``UpstreamCall.strip_usage`` when
+    #: the client did not ask
+    asks_stream_usage: bool = False
 
     @classmethod
     def create(cls, client: UpstreamClient) -> ProviderAdapter:

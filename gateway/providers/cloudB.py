@@ -1,38 +1,12 @@
 """cloudB: resource deployments (vendorA wire format under ``/openai/deployments/...``) and AI endpoints.
 
 Two ways of addressing a model, both speaking the vendorA wire format (request bytes forwarded unchanged, answers
-parsed and streamed by the vendorA adapter's code):
-
-1. **Resource deployments.** Base ``https://{resource_name}.openai.azure.com/openai``; paths
-   ``/deployments/{deployment_id}/chat/completions``, ``/completions`` and ``/embeddings``, each with the required
-   ``?api-version={api_version}`` query. The provider token goes in the ``api-key`` header (not ``Authorization``).
-   ``resource_name``, ``deployment_id`` and ``api_version`` come from the config or from the
-   ``x-gateway-cloudB-resource-name`` / ``-deployment-id`` / ``-api-version`` headers (``api_version`` falls back to
-   ``cloudB_api_version``). With ``deployments`` in the config, the one whose ``alias`` equals the request's
-   ``model`` is used (its ``deployment_id`` and ``api_version``), else the one marked ``is_default``.
-2. **AI endpoints** (``cloudB_deployment_type`` set, or ``cloudB_endpoint_name`` without ``resource_name``), with
-   bearer auth (``Authorization: Bearer <token>``) and vendorA paths under ``/v1``:
-
-   - ``serverless`` (pay-as-you-go model endpoints), named by ``cloudB_endpoint_name`` or else
-     ``cloudB_deployment_name``: ``https://{name}.{cloudB_region}.models.ai.azure.com/v1/chat/completions``
-   - ``managed`` (online endpoints on managed compute):
-     ``https://{cloudB_endpoint_name}.{cloudB_region}.inference.ml.azure.com/v1/chat/completions``; a
-     ``cloudB_deployment_name`` picks the deployment behind the endpoint with the ``azureml-model-deployment``
-     header.
-
-   ``/v1/completions`` and ``/v1/embeddings`` likewise; ``cloudB_api_version`` (when set) is sent as the
-   ``api-version`` query.
-
-Files, batches, fine-tuning jobs and stored responses are forwarded on the resource form only, at
-``{base}/files``, ``/batches``, ``/fine_tuning/jobs``, ``/responses/{id}`` with the ``api-version`` query and the
-``api-key`` header (the resource's vendorA-shaped data-plane API).
-
-``custom_host`` replaces the base in both forms (the same path is appended). A missing piece is a 400 naming the
-field. ``x-gateway-cloudB-model-name`` names the underlying model for the request's records when the answer does
-not. Streams are relayed as vendorA's (``system_fingerprint`` as the upstream sends it), except the chunks cloudB
-sends without a stream identity (``CloudBStream``): the leading ``prompt_filter_results`` chunk and the annotation
-chunks of the asynchronous content filter get the unified chunk shape, and leading ones are held back until the
-first real event, so an error that follows them is still the stream's first event.
+parsed and streamed by the vendorA adapter's code): resource deployments (``api-key`` header, ``api-version``
+query) and AI endpoints (``serverless`` or ``managed``, bearer auth). Which config fields and headers pick them,
+and the jobs routes forwarded on the resource form: docs/providers.md ("Provider notes") and docs/jobs.md.
+``CloudBStream`` gives the chunks cloudB sends without a stream identity (the leading ``prompt_filter_results``
+chunk, the asynchronous content filter's annotations) the unified chunk shape, and holds leading ones back until
+the first real event, so an error that follows them is still the stream's first event.
 
 Wire facts (public references: learn.microsoft.com/azure/ai-services/openai/reference,
 learn.microsoft.com/azure/ai-studio/reference/reference-model-inference-api,
@@ -208,7 +182,9 @@ class CloudBAdapter(VendorAAdapter):
         return result
 
     def stream(self, call: UpstreamCall) -> CloudBStream:
-        return CloudBStream(NAME)
+        transformer = CloudBStream(NAME)
+        transformer.strip_usage = call.strip_usage
+        return transformer
 
 
 class _ChunkMeta(msgspec.Struct):

@@ -87,6 +87,8 @@ def bearer_headers(api_key: str | None) -> dict[str, str]:
 class VendorAAdapter(ProviderAdapter):
     """One instance per catalogue row: the name, the default base URL and the endpoints it serves."""
 
+    asks_stream_usage = True
+
     def __init__(self, name: str, base_url: str, endpoints: frozenset[str] | None = None) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
@@ -133,7 +135,9 @@ class VendorAAdapter(ProviderAdapter):
         return UpstreamResult(body, env.usage, env.model)
 
     def stream(self, call: UpstreamCall) -> VendorAStream:
-        return VendorAStream(self.name)
+        transformer = VendorAStream(self.name)
+        transformer.strip_usage = call.strip_usage
+        return transformer
 
 
 class VendorAStream(InBandErrorHolder):
@@ -146,8 +150,9 @@ class VendorAStream(InBandErrorHolder):
     and [DONE], often carries many events under load); anything else goes through the splitter. ``"usage":null`` (which
     vendorA puts on every chunk once usage is asked for) does not count as usage.
 
-    ``strip_usage`` (set by the pipeline when it asked for usage the client did not ask for): the usage-only chunk
-    (empty ``choices``) is read but not relayed, and the ``"usage":null`` members are dropped from the others.
+    ``strip_usage`` (``UpstreamCall.strip_usage``: the pipeline asked for usage the client did not ask for): the
+    usage-only chunk (empty ``choices``) is read but not relayed, and the ``"usage":null`` members are dropped from
+    the others.
     """
 
     __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "_scan", "aligned", "strip_usage")

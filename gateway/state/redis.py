@@ -34,7 +34,7 @@ from redis.exceptions import ClusterError, RedisClusterException, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.observability.metrics import count_state_store_error
+from gateway.observability.metrics import Metrics
 from gateway.state import redis_scripts as lua
 from gateway.state.base import (
     ADMITTED,
@@ -51,7 +51,7 @@ from gateway.state.base import (
     check_settle,
 )
 from gateway.state.redis_url import is_cluster_url, parse_cluster_url
-from gateway.waiting import wait_event
+from gateway.waiting import cancel_and_wait, wait_event
 
 log = logging.getLogger("gateway.state")
 
@@ -76,7 +76,7 @@ def _record_parts(value: bytes) -> tuple[str, bytes]:
 
 class RedisStateStore(StateStore):
     def __init__(self, url: str, key_prefix: str = "gw:", timeout_ms: int = 500, max_connections: int = 64,
-                 probe_interval_ms: int = 1000) -> None:
+                 probe_interval_ms: int = 1000, metrics: Metrics | None = None) -> None:
         if "{" in key_prefix or "}" in key_prefix:
             raise ValueError("the Redis key prefix may not contain braces (they pick cluster slots)")
         self.url = url
@@ -86,6 +86,8 @@ class RedisStateStore(StateStore):
         self.timeout_s = timeout_ms / 1000
         self.max_connections = max_connections
         self.probe_interval_s = probe_interval_ms / 1000
+        #: where failed calls are counted (a private one when none is given)
+        self.metrics = metrics if metrics is not None else Metrics()
         self.healthy = False
         self.last_error = ""
         self._client: Any = None
@@ -118,13 +120,8 @@ class RedisStateStore(StateStore):
         self._probe_task = asyncio.create_task(self._probe_loop(), name="gateway-redis-probe")
 
     async def close(self) -> None:
-        if self._probe_task is not None:
-            self._probe_task.cancel()
-            try:
-                await self._probe_task
-            except asyncio.CancelledError:
-                pass
-            self._probe_task = None
+        await cancel_and_wait(self._probe_task)
+        self._probe_task = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -138,7 +135,7 @@ class RedisStateStore(StateStore):
         except Exception as exc:  # noqa: BLE001 - any failure to answer means unreachable (cluster errors too)
             if self.healthy:
                 log.warning("redis state store unreachable: %s", exc)
-                count_state_store_error(self.backend, "probe")
+                self.metrics.count_state_store_error(self.backend, "probe")
             self.healthy = False
             self.last_error = str(exc) or exc.__class__.__name__
             return
@@ -157,7 +154,7 @@ class RedisStateStore(StateStore):
     async def _call(self, operation: str, fn: Any, *args: Any, retry_safe: bool = False) -> Any:
         """Run one client call with the store's failure rules (fail fast, one safe retry, metrics)."""
         if not self.healthy:
-            count_state_store_error(self.backend, operation)
+            self.metrics.count_state_store_error(self.backend, operation)
             raise StateStoreUnavailable(f"redis state store unavailable: {self.last_error}")
         attempts = 2 if retry_safe else 1
         task = asyncio.current_task()
@@ -172,13 +169,13 @@ class RedisStateStore(StateStore):
             except (TimeoutError, RedisTimeoutError, OSError, ClusterError, RedisClusterException) as exc:
                 self._down(operation, exc)
             except RedisError as exc:
-                count_state_store_error(self.backend, operation)
+                self.metrics.count_state_store_error(self.backend, operation)
                 raise StateStoreError(f"redis state store: {operation}: {exc}") from None
             _honour_cancel(task, asked)
             return result
 
     def _down(self, operation: str, exc: BaseException) -> NoReturn:
-        count_state_store_error(self.backend, operation)
+        self.metrics.count_state_store_error(self.backend, operation)
         self.healthy = False
         self.last_error = str(exc) or exc.__class__.__name__
         self._wake.set()

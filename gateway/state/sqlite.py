@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from gateway.observability.metrics import count_state_store_error
+from gateway.observability.metrics import Metrics
 from gateway.state import sqlite_cache
 from gateway.state import sqlite_ops as ops
 from gateway.state.base import (
@@ -33,6 +33,7 @@ from gateway.state.base import (
     check_reserve,
     check_settle,
 )
+from gateway.waiting import cancel_and_wait
 
 log = logging.getLogger("gateway.state")
 
@@ -112,8 +113,10 @@ class SQLiteStateStore(StateStore):
 
     def __init__(self, path: str, cache_path: str, busy_timeout_ms: int = 500, cache_max_entries: int = 10_000,
                  cache_max_bytes: int = 256 * 1024 * 1024, clock: Callable[[], float] = time.time,
-                 cache_touch_ms: int = 1000) -> None:
+                 cache_touch_ms: int = 1000, metrics: Metrics | None = None) -> None:
         self.path = path
+        #: where failed calls are counted (a private one when none is given)
+        self.metrics = metrics if metrics is not None else Metrics()
         self.cache_path = cache_path
         self.busy_timeout_ms = busy_timeout_ms
         self.cache_max_entries = cache_max_entries
@@ -150,13 +153,8 @@ class SQLiteStateStore(StateStore):
         self._task = asyncio.create_task(self._housekeeping(), name="gateway-state-purge")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await asyncio.to_thread(self._state.close)
         await asyncio.to_thread(self._cache.close)
 
@@ -172,7 +170,7 @@ class SQLiteStateStore(StateStore):
                 if self.healthy:
                     log.warning("embedded state store: housekeeping failed: %s", exc)
                 self.healthy = False
-                count_state_store_error(self.backend, "purge")
+                self.metrics.count_state_store_error(self.backend, "purge")
 
     async def _do(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(conn, *args)`` on the state connection's thread, SQLite errors turned into state-store errors."""
@@ -186,10 +184,10 @@ class SQLiteStateStore(StateStore):
         try:
             return await thread.call(fn, *args)
         except sqlite3.OperationalError as exc:
-            count_state_store_error(self.backend, operation)
+            self.metrics.count_state_store_error(self.backend, operation)
             raise StateStoreUnavailable(f"embedded state store: {operation}: {exc}") from None
         except sqlite3.Error as exc:
-            count_state_store_error(self.backend, operation)
+            self.metrics.count_state_store_error(self.backend, operation)
             raise StateStoreError(f"embedded state store: {operation}: {exc}") from None
 
     # -- key-value -------------------------------------------------------------------------------------------

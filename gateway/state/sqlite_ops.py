@@ -10,12 +10,12 @@ thread, never on the event loop.
 from __future__ import annotations
 
 import sqlite3
-import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 import msgspec
 
+from gateway import sqlitefile
 from gateway.state.base import (
     ADMITTED,
     SETTLED_KEEP_MS,
@@ -60,18 +60,7 @@ _decode_fails = msgspec.json.Decoder(list[int]).decode
 
 def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, bounded lock waits."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    for attempt in range(50):  # workers starting together on a new file: switching to WAL needs it to themselves
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            break
-        except sqlite3.OperationalError:
-            if attempt == 49:
-                raise
-            time.sleep(0.05)
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
+    return sqlitefile.open_wal(path, (), busy_timeout_ms)
 
 
 def create_schema(conn: sqlite3.Connection, schema: str = SCHEMA) -> None:

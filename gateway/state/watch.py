@@ -16,6 +16,7 @@ import logging
 from typing import Callable
 
 from gateway.state.base import StateStore, StateStoreError
+from gateway.waiting import cancel_and_wait
 
 log = logging.getLogger("gateway.state")
 
@@ -40,13 +41,8 @@ class RecordWatcher:
             self._task = asyncio.create_task(self._run(), name="gateway-record-watcher")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def poll(self) -> bool:
         """Read the version once; notify subscribers when it moved. True when they were notified."""

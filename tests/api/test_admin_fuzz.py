@@ -19,8 +19,8 @@ from urllib.parse import quote
 import msgspec
 import pytest
 
-from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
+from gateway.runtime import Runtime
 from gateway.settings import load
 from tests.support.http import request
 from tests.support.servers import ADMIN_KEY, start_gateway

@@ -1,4 +1,4 @@
-"""The README's examples of reading ``hook_results`` from the openai SDK and langchain-openai (a 446 and a 246),
+"""The guardrails doc's examples of reading ``hook_results`` from the openai SDK and langchain-openai (a 446 and a 246),
 run as written against the real gateway."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from pathlib import Path
 
 from tests.support.servers import ADMIN_KEY
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guardrails.md"
 GUARDRAILS = [{"deny": True, "default.contains": {"words": ["password"], "operator": "none"}},
               {"default.wordCount": {"maxWords": 3}}]
 
 
 def example(title: str) -> str:
-    """The README's python block whose first line is ``# <title>``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    """The guardrails doc's python block whose first line is ``# <title>``."""
+    blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), re.S)
     found = [b for b in blocks if b.startswith(f"# {title}\n")]
-    assert len(found) == 1, f"the README has no single example '{title}'"
+    assert len(found) == 1, f"docs/guardrails.md has no single example '{title}'"
     return found[0]
 
 
@@ -28,7 +28,7 @@ def run_example(title: str, gateway, mock) -> dict:
               "input_guardrails": GUARDRAILS}
     names = {"GATEWAY": gateway.url,
              "HEADERS": {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": json.dumps(config)}}
-    exec(compile(example(title), f"README.md: {title}", "exec"), names)  # the README's own example
+    exec(compile(example(title), f"docs/guardrails.md: {title}", "exec"), names)  # the doc's own example
     return names
 
 

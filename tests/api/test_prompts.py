@@ -9,8 +9,8 @@ import tempfile
 import msgspec
 import pytest
 
-from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
+from gateway.runtime import Runtime
 from gateway.settings import load
 from gateway.state.memory import MemoryStateStore
 from tests.support.asgi import call

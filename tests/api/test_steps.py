@@ -6,10 +6,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
 from gateway.config.validate import ConfigParser
 from gateway.routing.plan import Planner
+from gateway.runtime import Runtime
 from gateway.settings import load
 from gateway.state.memory import MemoryStateStore
 from tests.support.asgi import call
@@ -86,10 +86,10 @@ def test_a_worker_that_uses_no_cache_or_guardrail_never_imports_them():
     import subprocess
     import sys
 
-    code = ("import sys, tempfile; from gateway.app import GatewayApp; from gateway.api.runtime import Runtime; "
+    code = ("import sys, tempfile; from gateway.app import GatewayApp; from gateway.runtime import Runtime; "
             "from gateway.settings import load; GatewayApp(Runtime(load({'GATEWAY_DATA_DIR': tempfile.mkdtemp()}))); "
             "print(sorted(m for m in sys.modules if m.startswith(('gateway.guardrails', 'gateway.cache', "
-            "'gateway.api.steps', 'numpy', 'onnxruntime'))))")
+            "'gateway.pipeline.steps', 'numpy', 'onnxruntime'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

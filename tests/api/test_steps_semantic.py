@@ -168,7 +168,7 @@ QUESTION, PARAPHRASE = "What is the capital city of France?", "what's the capita
 
 def warm_up(url: str, cfg: dict, workers: int = 1) -> None:
     """Until every worker has embedded a prompt: a worker loads the model at its first semantic lookup, which may
-    take longer than an embedding may (that lookup is then a MISS, see the README)."""
+    take longer than an embedding may (that lookup is then a MISS, see docs/cache.md)."""
     namespace = f"warm-{time.monotonic_ns()}"
     ask(url, cfg, "How do I open a file in Python?", namespace)
     seen: set[str] = set()

@@ -10,9 +10,9 @@ import uuid
 import msgspec
 import pytest
 
-from gateway.mock.cloudA import CREDENTIALS as CLOUDA_CREDENTIALS
-from gateway.mock.cloudC import TEST_TOKEN as CLOUDC_TOKEN
 from gateway.observability.estimate import MESSAGE_OVERHEAD_TOKENS, tokens_for
+from gateway_mock.cloudA import CREDENTIALS as CLOUDA_CREDENTIALS
+from gateway_mock.cloudC import TEST_TOKEN as CLOUDC_TOKEN
 from tests.support.http import _conn, post, request, stream_events
 from tests.support.servers import ADMIN_KEY
 

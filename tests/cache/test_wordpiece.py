@@ -50,7 +50,6 @@ def test_normalisation_lowercases_strips_accents_and_spaces_cjk() -> None:
 
 
 def test_a_vocabulary_that_is_not_the_packaged_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wordpiece, "_tokenizer", None)
     monkeypatch.setattr(wordpiece, "VOCAB_SHA256", "0" * 64)
     with pytest.raises(RuntimeError, match="sha256"):
         WordPieceTokenizer.packaged()

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.jobs.batch_output import (
-    OUTPUT,
-    answer_usage,
-    error_result,
-    gateway_limit,
-    invalid_result,
-    response_result,
-    result_usage,
-    retry_after_s,
-)
+from gateway.jobs.batch_output import OUTPUT, ResultLines, answer_usage, gateway_limit, result_usage, retry_after_s
 from gateway.schema.batches import BatchError
+
+_lines = ResultLines()
+response_result, error_result, invalid_result = _lines.response, _lines.error, _lines.invalid
 
 ANSWER = b'{"id":"chatcmpl-1","usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}'
 

@@ -70,7 +70,7 @@ class Harness:
         self.batches = BatchStore(store, lambda: self.box)
         self.files = GatewayFiles(store, DirectoryFileStore(tmp_path / "files"))
         self.app = app
-        self.deps = RunnerDeps(self.settings, self.batches, self.files, InProcessDispatcher(app), batch_parsers(),
+        self.deps = RunnerDeps(self.settings, self.batches, self.files, InProcessDispatcher(app).call, batch_parsers(),
                                KeyStore(ApiKeys(store), None), lambda: self.box)
 
     async def batch(self, content: bytes, window_s: int = 3600, sealed_by: SecretBox | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from gateway.mock.cloudC import TEST_TOKEN
+from gateway_mock.cloudC import TEST_TOKEN
 from tests.support.http import post
 
 PATH = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent"

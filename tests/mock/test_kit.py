@@ -1,6 +1,6 @@
 """The mock's scripted behaviour that benchmarks and tests rely on."""
 
-from gateway.mock.kit import DEFAULT_REPLY, MockRequest, Step
+from gateway_mock.kit import DEFAULT_REPLY, MockRequest, Step
 
 
 def test_default_reply_streams_as_twenty_content_chunks():

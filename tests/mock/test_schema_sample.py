@@ -7,7 +7,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from gateway.mock.schema_sample import SAMPLE_STRING, sample
+from gateway_mock.schema_sample import SAMPLE_STRING, sample
 
 
 class Address(BaseModel):

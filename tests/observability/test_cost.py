@@ -47,13 +47,14 @@ def test_budgets_count_micro_dollars_rounded_up():
 
 
 def test_an_unknown_model_is_reported_once(caplog):
-    from gateway.observability import metrics
+    from gateway.observability.metrics import UNKNOWN_MODELS, Metrics
 
-    prices = Prices()
+    metrics = Metrics()
+    prices = Prices(metrics=metrics)
     model = "never-priced-model-x1"
     with caplog.at_level("WARNING", logger="gateway.cost"):
         for _ in range(3):
             assert prices.price("vendorA", model) == (0.0, 0.0)
         prices.cost_usd("vendorA", model, 10, 10)
     assert sum(model in r.getMessage() for r in caplog.records) == 1
-    assert metrics._pending.get((metrics.UNKNOWN_MODELS, ("vendorA",)), 0) >= 1
+    assert metrics.pending(UNKNOWN_MODELS, ("vendorA",)) == 1

@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 
 from gateway import settings as settings_module
-from gateway.observability import metrics
 from gateway.observability.logstore import LogFilter
+from gateway.observability.metrics import LOGS_DROPPED, Metrics
 from gateway.observability.pglog.aggregates import shared_report
 from gateway.observability.pglog.migrations import LATEST, migrate
 from gateway.observability.pglog.spool import Spool
@@ -129,7 +129,7 @@ async def test_retention_drops_whole_days_and_the_rollups_of_past_windows(pg_url
 
 async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_order_when_it_answers(pg_url, tmp_path):  # noqa: F811
     down = PgLogStore(f"postgresql://gateway:gateway@127.0.0.1:{free_port()}/nowhere", timeout_s=1.0)
-    writer = PgWriter(down, Spool(tmp_path, 10_000_000), batch_records=50)
+    writer = PgWriter(down, Spool(tmp_path, 10_000_000), Metrics(), batch_records=50)
     await writer.start()
     now = time.time()
     sent = [record(now + i / 1000) for i in range(300)]
@@ -141,7 +141,7 @@ async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_orde
     assert writer.spool.path.exists() and writer.dropped == 0
 
     store = PgLogStore(pg_url)
-    again = PgWriter(store, Spool(tmp_path, 10_000_000), batch_records=50)  # a new worker adopts the file
+    again = PgWriter(store, Spool(tmp_path, 10_000_000), Metrics(), batch_records=50)  # a new worker adopts the file
     await again.start()
     try:
         await until(lambda: not again.spool.records, 15)
@@ -162,14 +162,14 @@ async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_orde
 
 async def test_a_full_spool_drops_and_counts_instead_of_failing(tmp_path):
     down = PgLogStore(f"postgresql://gateway:gateway@127.0.0.1:{free_port()}/nowhere", timeout_s=1.0)
-    writer = PgWriter(down, Spool(tmp_path, 4000), memory_records=10, batch_records=10)
+    counts = Metrics()
+    writer = PgWriter(down, Spool(tmp_path, 4000), counts, memory_records=10, batch_records=10)
     await writer.start()
-    before = metrics._pending.get((metrics.LOGS_DROPPED, ("spool_full",)), 0.0)
     try:
         for _ in range(20):
             await writer.submit([record(time.time()) for _ in range(10)])
         assert writer.dropped > 0 and writer.spool.bytes <= 4000
-        assert metrics._pending.get((metrics.LOGS_DROPPED, ("spool_full",)), 0.0) - before == writer.dropped
+        assert counts._counts[(LOGS_DROPPED, ("spool_full",))] == writer.dropped
         assert writer.health()["dropped"] == writer.dropped
     finally:
         await writer.close(timeout_s=1)
@@ -193,7 +193,7 @@ LAZY_PROBE = """
 import sys
 import gateway.app
 from gateway.api import aggregates, health, logs, logstream
-from gateway.api.runtime import Runtime
+from gateway.runtime import Runtime
 from gateway.settings import load
 runtime = Runtime(load({"GATEWAY_DATA_DIR": sys.argv[1]}))
 print("asyncpg" in sys.modules, type(runtime.recorder).__name__)

@@ -14,13 +14,13 @@ from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
 from gateway.http.context import build_context
 from gateway.http.errors import RateLimited
-from gateway.mock.kit import count_tokens
 from gateway.observability.cost import Prices
 from gateway.policies.gate import PolicyGate
 from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
+from gateway_mock.kit import count_tokens
 from tests.observability.test_metrics import wait_for
 from tests.support.http import request, stream_events
 from tests.support.policies import (

@@ -10,9 +10,9 @@ import openai
 import pytest
 from openai import OpenAI
 
-from gateway.mock.cloudA import CREDENTIALS
-from gateway.mock.kit import DEFAULT_REPLY
 from gateway.providers.cloudA import sigv4
+from gateway_mock.cloudA import CREDENTIALS
+from gateway_mock.kit import DEFAULT_REPLY
 from tests.support.http import post, stream_events
 from tests.support.servers import ADMIN_KEY
 

@@ -7,10 +7,10 @@ import time
 import msgspec
 import pytest
 
-from gateway.mock import cloudA as mock
-from gateway.mock.kit import MockRequest, Step
 from gateway.providers.cloudA import eventstream as es
 from gateway.providers.cloudA import sigv4
+from gateway_mock import cloudA as mock
+from gateway_mock.kit import MockRequest, Step
 
 KEY = "AKIDMOCKEXAMPLE"
 SECRET = mock.CREDENTIALS[KEY][0]

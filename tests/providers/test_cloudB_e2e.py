@@ -8,8 +8,8 @@ import openai
 import pytest
 from openai import OpenAI
 
-from gateway.mock.kit import DEFAULT_REPLY
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.kit import DEFAULT_REPLY
+from gateway_mock.vendorA import embedding_vector
 from tests.support.http import post, stream_events
 from tests.support.servers import ADMIN_KEY
 

@@ -11,9 +11,9 @@ import openai
 import pytest
 from openai import OpenAI
 
-from gateway.mock.cloudC import TEST_TOKEN
-from gateway.mock.kit import DEFAULT_REPLY, count_tokens
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.cloudC import TEST_TOKEN
+from gateway_mock.kit import DEFAULT_REPLY, count_tokens
+from gateway_mock.vendorA import embedding_vector
 from tests.providers.test_cloudC_auth import _OTHER_KEY, service_account
 from tests.support.http import post, stream_events
 from tests.support.servers import ADMIN_KEY

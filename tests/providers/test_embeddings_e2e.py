@@ -8,8 +8,8 @@ import struct
 import msgspec
 import pytest
 
-from gateway.mock.kit import count_tokens
-from gateway.mock.vendorA import embedding_vector
+from gateway_mock.kit import count_tokens
+from gateway_mock.vendorA import embedding_vector
 from tests.support.http import post
 
 # provider -> (path appended to the mock scenario base, an embedding model of that provider)

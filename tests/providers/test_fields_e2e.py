@@ -10,7 +10,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from gateway.mock.cloudC import TEST_TOKEN
+from gateway_mock.cloudC import TEST_TOKEN
 from tests.providers import test_cloudA_e2e as cloudA
 from tests.support.http import post, stream_events
 from tests.support.servers import ADMIN_KEY

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from gateway.mock.kit import count_tokens
+from gateway_mock.kit import count_tokens
 from tests.support.http import post
 
 # provider -> (path appended to the mock scenario base, a model name of that provider)

@@ -11,9 +11,9 @@ import msgspec
 import pytest
 import redis
 
-from gateway.api.runtime import Runtime
 from gateway.app import GatewayApp
 from gateway.routing.breaker import CircuitBreaker, counts_as_failure
+from gateway.runtime import Runtime
 from gateway.settings import load
 from gateway.state.base import StateStoreUnavailable
 from gateway.state.memory import MemoryStateStore

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gateway.observability import metrics
+from gateway.observability.metrics import STATE_STORE_ERRORS
 from gateway.state.base import BudgetItem, StateStoreUnavailable
 from gateway.state.redis import RedisStateStore, is_cluster_url, parse_cluster_url
 from tests.support.redis_servers import RedisProcess, delete_prefix, random_prefix, test_redis_url
@@ -43,8 +43,8 @@ def test_a_prefix_with_braces_is_refused():
         RedisStateStore("redis://127.0.0.1:6379/0", key_prefix="{gw}:")
 
 
-def errors_counted(operation: str) -> float:
-    return metrics._pending.get((metrics.STATE_STORE_ERRORS, ("redis", operation)), 0.0)
+def errors_counted(store: RedisStateStore, operation: str) -> float:
+    return store.metrics.pending(STATE_STORE_ERRORS, ("redis", operation))
 
 
 async def test_an_unreachable_redis_fails_fast_and_reconnects_when_it_comes_up():
@@ -53,12 +53,12 @@ async def test_an_unreachable_redis_fails_fast_and_reconnects_when_it_comes_up()
     await store.start()
     try:
         assert not store.healthy
-        before = errors_counted("reserve")
+        before = errors_counted(store, "reserve")
         started = time.monotonic()
         with pytest.raises(StateStoreUnavailable):
             await store.reserve("ws", [BudgetItem("k", 1, 1, 60_000)])
         assert time.monotonic() - started < 5  # no wait on a dead server (generous bound)
-        assert errors_counted("reserve") == before + 1
+        assert errors_counted(store, "reserve") == before + 1
         server.start()
         deadline = time.monotonic() + 20
         while not store.healthy and time.monotonic() < deadline:  # noqa: ASYNC110 - the store's probe flips it

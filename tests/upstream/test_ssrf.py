@@ -124,8 +124,8 @@ class UnresolvableThenPrivate(ScriptedResolver):
 
 
 async def test_a_host_blocked_at_connect_time_is_a_403_like_the_pre_check(tmp_path):
-    from gateway.api.runtime import Runtime
     from gateway.app import GatewayApp
+    from gateway.runtime import Runtime
     from gateway.settings import load
     from tests.support.asgi import call
 

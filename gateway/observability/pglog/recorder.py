@@ -32,7 +32,8 @@ class PgRecorder(ObservabilityRecorder):
         assert settings.log_store_url
         #: the shared store the log routes read (they look for this attribute)
         self.pg = PgLogStore(settings.log_store_url, settings.log_retention_days)
-        self.writer = PgWriter(self.pg, Spool(data_path(settings, "log-spool"), settings.log_spool_max_bytes))
+        self.writer = PgWriter(self.pg, Spool(data_path(settings, "log-spool"), settings.log_spool_max_bytes),
+                               self.metrics)
         self._token = uuid.uuid4().hex[:16]
         self._counter = itertools.count(1)
 

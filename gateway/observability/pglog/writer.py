@@ -17,7 +17,7 @@ import sys
 from collections import deque
 from typing import Any
 
-from gateway.observability import metrics
+from gateway.observability.metrics import LOGS_DROPPED, LOGS_SPOOLED, Metrics
 from gateway.observability.pglog.spool import Spool
 from gateway.observability.pglog.store import PgLogStore
 from gateway.waiting import wait_event, within
@@ -30,9 +30,10 @@ IDLE_S = 1.0
 
 
 class PgWriter:
-    def __init__(self, store: PgLogStore, spool: Spool, memory_records: int = MEMORY_RECORDS,
+    def __init__(self, store: PgLogStore, spool: Spool, metrics: Metrics, memory_records: int = MEMORY_RECORDS,
                  batch_records: int = BATCH_RECORDS) -> None:
         self.store = store
+        self.metrics = metrics
         self.spool = spool
         self.memory_records = memory_records
         self.batch_records = batch_records
@@ -70,10 +71,10 @@ class PgWriter:
             stored = await asyncio.to_thread(self.spool.append, records)
         if stored:
             self.spooled += len(records)
-            metrics.count(metrics.LOGS_SPOOLED, (), len(records))
+            self.metrics.count(LOGS_SPOOLED, (), len(records))
         else:
             self.dropped += len(records)
-            metrics.count(metrics.LOGS_DROPPED, ("spool_full",), len(records))
+            self.metrics.count(LOGS_DROPPED, ("spool_full",), len(records))
 
     async def _run(self) -> None:
         delay = RETRY_S

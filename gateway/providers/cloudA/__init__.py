@@ -54,6 +54,8 @@ class CloudAAdapter(ProviderAdapter):
 
     def __init__(self) -> None:
         self._urls: BoundedCache[tuple[str | None, str, str, bool], tuple[str, str, str]] = BoundedCache(4096)
+        #: derived signing keys and the current timestamp, kept per adapter (bounded)
+        self.signer = sigv4.Signer()
 
     def endpoint(self, custom_host: str | None, region: str, model: str, stream: bool) -> tuple[str, str, str]:
         """(URL, Host header, path as sent) for one model."""
@@ -84,7 +86,7 @@ class CloudAAdapter(ProviderAdapter):
         credentials = sigv4.Credentials(
             target.cloudA_access_key_id, target.cloudA_secret_access_key, target.cloudA_session_token or None
         )
-        headers = sigv4.sign("POST", host, path, body, credentials, region, SERVICE, headers=_JSON)
+        headers = self.signer.sign("POST", host, path, body, credentials, region, SERVICE, headers=_JSON)
         headers["accept"] = "application/vnd.amazon.eventstream" if call.stream else "application/json"
         return UpstreamRequest(url, headers, body)
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from functools import lru_cache
-from typing import Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 from urllib.parse import quote, unquote
+
+from gateway.bounded_cache import BoundedCache
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 TERMINATOR = "aws4_request"
@@ -135,9 +136,8 @@ def string_to_sign(amz_date: str, credential_scope: str, canonical: str) -> str:
     return f"{ALGORITHM}\n{amz_date}\n{credential_scope}\n{digest}"
 
 
-@lru_cache(maxsize=256)
 def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    """The derived key; cached (it changes once a day per secret, region and service)."""
+    """The derived key (it changes once a day per secret, region and service: a ``Signer`` keeps it)."""
     key = _hmac_new(("AWS4" + secret).encode("utf-8"), date.encode(), _sha256).digest()
     key = _hmac_new(key, region.encode(), _sha256).digest()
     key = _hmac_new(key, service.encode(), _sha256).digest()
@@ -152,18 +152,47 @@ def authorization(access_key_id: str, credential_scope: str, signed_headers: str
     return f"{ALGORITHM} Credential={access_key_id}/{credential_scope}, SignedHeaders={signed_headers}, Signature={sig}"
 
 
-_date_cache: list = [0, ""]
-
-
 def amz_date(now: float | None = None) -> str:
-    """``YYYYMMDDTHHMMSSZ`` (UTC) for ``now`` (default: the current second, formatted once per second)."""
-    if now is not None:
-        return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    second = int(time.time())
-    if _date_cache[0] != second:
-        _date_cache[0] = second
-        _date_cache[1] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
-    return _date_cache[1]
+    """``YYYYMMDDTHHMMSSZ`` (UTC) for ``now`` (default: the current time)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+
+
+#: derived keys a Signer keeps (one per secret, day, region and service in use)
+SIGNING_KEYS_MAX = 256
+
+
+class Signer:
+    """Signs requests with what is worth keeping between them: derived keys (a bounded cache, so a secret is not
+    held for the life of the process once many others were used since) and the current second's timestamp."""
+
+    __slots__ = ("_keys", "_second", "_stamp")
+
+    def __init__(self, max_keys: int = SIGNING_KEYS_MAX) -> None:
+        self._keys: BoundedCache[tuple[str, str, str, str], bytes] = BoundedCache(max_keys)
+        self._second = 0
+        self._stamp = ""
+
+    def key(self, secret: str, date: str, region: str, service: str) -> bytes:
+        """``signing_key``, derived once per (secret, date, region, service) while it stays in the cache."""
+        cache_key = (secret, date, region, service)
+        key = self._keys.get(cache_key)
+        if key is None:
+            key = self._keys.put(cache_key, signing_key(secret, date, region, service))
+        return key
+
+    def now(self) -> str:
+        """``amz_date()`` for the current second, formatted once per second."""
+        second = int(time.time())
+        if self._second != second:
+            self._second = second
+            self._stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+        return self._stamp
+
+    def sign(self, method: str, host: str, path: str, body: bytes, credentials: Credentials, region: str,
+             service: str, *, headers: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``sign`` with this signer's kept keys and timestamp."""
+        return sign(method, host, path, body, credentials, region, service, headers=headers, when=self.now(),
+                    key_for=self.key)
 
 
 def sign(
@@ -179,6 +208,7 @@ def sign(
     headers: Mapping[str, str] | None = None,
     when: str | None = None,
     content_sha256: bool = True,
+    key_for: Callable[[str, str, str, str], bytes] = signing_key,
 ) -> dict[str, str]:
     """The headers to send: ``host``, ``x-amz-date``, (``x-amz-content-sha256``), (``x-amz-security-token``),
     the given ``headers`` and ``authorization``. Every header returned except ``authorization`` is signed."""
@@ -194,7 +224,7 @@ def sign(
         out["x-amz-security-token"] = credentials.session_token
     canonical, signed = canonical_request(method, path, query, out, payload)
     credential_scope = scope(stamp[:8], region, service)
-    key = signing_key(credentials.secret_access_key, stamp[:8], region, service)
+    key = key_for(credentials.secret_access_key, stamp[:8], region, service)
     sig = signature(key, string_to_sign(stamp, credential_scope, canonical))
     out["authorization"] = authorization(credentials.access_key_id, credential_scope, signed, sig)
     return out

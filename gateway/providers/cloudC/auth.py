@@ -23,7 +23,6 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-import aiohttp
 import msgspec
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -196,10 +195,8 @@ class TokenCache:
         except (UpstreamTimeout, TimeoutError):
             raise UpstreamTimeout(f"{PROVIDER} token endpoint {uri} timed out", extra={"provider": PROVIDER}) \
                 from None
-        except UpstreamUnreachable as exc:
-            cause = exc.__cause__  # the upstream client keeps the aiohttp error as the cause
-            reason = _failure(cause) if isinstance(cause, aiohttp.ClientError) else "could not be reached"
-            raise UpstreamUnreachable(f"{PROVIDER} token endpoint {uri} {reason}",
+        except UpstreamUnreachable as exc:  # the upstream client's own words for what went wrong
+            raise UpstreamUnreachable(f"{PROVIDER} token endpoint {uri} could not be reached: {exc.message}",
                                       extra={"provider": PROVIDER}) from None
         try:
             answer = _answer.decode(body)
@@ -223,15 +220,3 @@ class TokenCache:
         expires_in = float(answer.expires_in) if answer.expires_in is not None else 3600.0
         return answer.access_token, expires_in
 
-
-def _failure(exc: aiohttp.ClientError) -> str:
-    """What went wrong, in words (never a library's class name)."""
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"could not be reached ({exc.os_error.strerror or 'connection failed'})"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "closed the connection before answering"
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return "broke off its answer"
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return f"answered a malformed response (HTTP {exc.status})"
-    return "could not be reached"

@@ -1,0 +1,121 @@
+"""The five admin routes of one kind of workspace record (create, list, get, update, delete), written once.
+
+Authorisation, reading the body, choosing the workspace (the body's ``workspace_id``, else the query's, else the
+key's), paging, telling the workers that records changed and the answers' shapes are the same for saved configs,
+provider slugs and prompts; each kind's routes subclass ``RecordRoutes`` and say only what differs: how a body
+becomes a record, how an update applies, what a list may filter on and how a record is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, Protocol, TypeVar
+
+from gateway.api.admin import PAGED, Caller, authorize, int_query, page, read_json, send_list, send_record
+from gateway.controlplane.records import Entity, Repository
+from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.runtime import Runtime
+from gateway.schema.common import BodyDecoder
+
+
+class WorkspaceBody(Protocol):
+    @property
+    def workspace_id(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Entity)
+B = TypeVar("B", bound=WorkspaceBody)
+
+
+class RecordRoutes(Generic[R, B]):
+    """``POST path``, ``GET path``, ``GET path/{id}``, ``PUT path/{id}``, ``DELETE path/{id}`` over ``repo``."""
+
+    #: the collection's path (``/v1/configs``), the id's path parameter and the ``object`` of a delete's answer
+    path = ""
+    id_param = "id"
+    object = ""
+    #: the query names a list reads
+    list_query: tuple[str, ...] = PAGED
+
+    def __init__(self, runtime: Runtime, repo: Repository[R], body: BodyDecoder[B]) -> None:
+        self.runtime = runtime
+        self.repo = repo
+        self.body = body
+
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
+        one = f"{self.path}/{{{self.id_param}}}"
+        return [
+            ("POST", self.path, self.create),
+            ("GET", self.path, self.list),
+            ("GET", one, self.get),
+            ("PUT", one, self.update),
+            ("DELETE", one, self.delete),
+        ]
+
+    # -- what a kind says ----------------------------------------------------------------------------------------
+
+    async def build(self, caller: Caller, workspace: str, body: B) -> R:
+        """The new record a create body makes (validated; a fault is a 400)."""
+        raise NotImplementedError
+
+    async def updated(self, current: R, workspace: str, body: B) -> R:
+        """The record an update body makes of ``current`` (validated; a fault is a 400)."""
+        raise NotImplementedError
+
+    async def shown(self, record: R) -> Any:
+        """The record as answers show it."""
+        return record
+
+    def matches(self, query: dict[str, str]) -> Callable[[R], bool] | None:
+        """Which records a list keeps (None: all), read from the list's query."""
+        return None
+
+    def record_id(self, scope: Scope) -> str:
+        return str(scope["path_params"][self.id_param])
+
+    async def created(self, record: R) -> None:
+        """Called once a new record is stored."""
+
+    async def deleted(self, record: R) -> None:
+        """Called once a record is deleted."""
+
+    # -- the routes ----------------------------------------------------------------------------------------------
+
+    async def _caller_and_body(self, scope: Scope, receive: Receive) -> tuple[Caller, str, B]:
+        caller = await authorize(self.runtime, scope)
+        body = await read_json(scope, receive, self.body)
+        return caller, caller.workspace_for(body.workspace_id or caller.query.get("workspace_id")), body
+
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller, workspace, body = await self._caller_and_body(scope, receive)
+        record = await self.repo.create(await self.build(caller, workspace, body))
+        await self.created(record)
+        self.runtime.records_changed()
+        await send_record(send, await self.shown(record), 201)
+
+    async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope, query=self.list_query)
+        keep = self.matches(caller.query)
+        records = await self.repo.list(caller.workspace)
+        if keep is not None:
+            records = [r for r in records if keep(r)]
+        size = int_query(caller.query, "page_size", 0, 0)
+        current = int_query(caller.query, "current_page", 0, 0)
+        await send_list(send, [await self.shown(r) for r in page(records, size, current)], len(records))
+
+    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        await send_record(send, await self.shown(await self.repo.get(caller.workspace, self.record_id(scope))))
+
+    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
+        _, workspace, body = await self._caller_and_body(scope, receive)
+        current = await self.repo.get(workspace, self.record_id(scope))
+        record = await self.repo.replace(await self.updated(current, workspace, body))
+        self.runtime.records_changed()
+        await send_record(send, await self.shown(record))
+
+    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await authorize(self.runtime, scope)
+        record = await self.repo.delete(caller.workspace, self.record_id(scope))
+        await self.deleted(record)
+        self.runtime.records_changed()
+        await send_record(send, {"id": record.id, "object": self.object, "deleted": True})

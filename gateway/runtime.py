@@ -1,0 +1,164 @@
+"""Per-worker runtime: the objects every request uses, built once at startup and closed at shutdown.
+
+Every cache lives on an object the runtime owns (the config parser, resolver and planner, the prices, the policy
+gate), so a fresh runtime starts with fresh caches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any, Callable
+
+from gateway.config.resolve import ConfigResolver
+from gateway.config.validate import ConfigParser
+from gateway.controlplane.directory import RecordCache
+from gateway.controlplane.keys import ApiKeys, KeyStore
+from gateway.controlplane.secrets import SecretBox, open_box
+from gateway.observability.cost import Prices
+from gateway.observability.looplag import LoopLagMonitor
+from gateway.observability.metrics import Metrics
+from gateway.observability.record import Recorder
+from gateway.pipeline.pipeline import PipelineParts
+from gateway.policies.gate import PolicyGate
+from gateway.providers.registry import ProviderRegistry
+from gateway.routing.breaker import CircuitBreaker
+from gateway.routing.execute import Router
+from gateway.routing.plan import Planner
+from gateway.settings import Settings, data_path
+from gateway.state.base import StateStore
+from gateway.state.select import open_store
+from gateway.state.watch import RecordWatcher
+from gateway.upstream.client import UpstreamClient
+
+if TYPE_CHECKING:
+    from gateway.pipeline.steps import PipelineSteps
+
+
+class Runtime:
+    def __init__(self, settings: Settings, store: StateStore | None = None, recorder: Recorder | None = None,
+                 breaker_clock: Callable[[], float] | None = None) -> None:
+        self.settings = settings
+        #: this worker's rare-event counts and loop lag, handed to whatever counts them; the recorder flushes it
+        self.metrics = Metrics()
+        self.store = store or open_store(settings, self.metrics)
+        #: polls the store's records version; per-worker caches subscribe to drop entries when records change
+        self.watcher = RecordWatcher(self.store, settings.state_watch_interval_ms)
+        self.api_keys = ApiKeys(self.store)
+        #: gateway keys and the records the request path reads (slugs, saved configs, prompts), per worker
+        self.keys = KeyStore(self.api_keys, settings.admin_key)
+        self.records = RecordCache(self.store, self._open_box)
+        self.watcher.subscribe(self.keys.invalidate)
+        self.watcher.subscribe(self.records.invalidate)
+        self.configs = ConfigParser()
+        self.resolver = ConfigResolver(self.configs)
+        self.planner = Planner(self.configs)
+        #: the price table's answers: request costs in logs and metrics, and cost limits
+        self.prices = Prices(metrics=self.metrics)
+        #: active usage and rate limit policies per workspace, reloaded when records change
+        self.policies = PolicyGate(self.store, settings, self._key_id, self.prices, self.metrics)
+        self.watcher.subscribe(self.policies.invalidate)
+        self.client = UpstreamClient(settings)
+        self.providers = ProviderRegistry(self.client)
+        #: header names never forwarded, whatever a request says (the organisation_headers_to_mask setting)
+        self.masked_headers = frozenset(n.lower() for n in settings.organisation_headers_to_mask)
+        self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
+        self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
+        self._steps: PipelineSteps | None = None
+        self._embeddings_config: Any = None
+        if settings.semantic_cache_embeddings.strip() != "local":  # a bad one stops the worker's start
+            from gateway.cache.provider_embedder import embeddings_config
+
+            self._embeddings_config = embeddings_config(self.configs, settings.semantic_cache_embeddings)
+        self.recorder = recorder if recorder is not None else _default_recorder(settings, self.prices, self.metrics)
+        self.loop_lag = LoopLagMonitor(observe=self.metrics.observe_loop_lag)
+        #: background services mounted with the routes (the batch scheduler): started last, closed first
+        self.services: list = []
+        self.ready = False
+
+    @property
+    def state_ready(self) -> bool:
+        """False while the store is unreachable and limits fail closed (then /ready answers 503)."""
+        return self.store.healthy or self.settings.state_fail_mode == "open"
+
+    def _key_id(self, api_key: str | None) -> str | None:
+        """The id of an authenticated gateway key (what the ``api_key`` policy key matches); a key stored without
+        one is named by its masked form, ``sha256:<16 hex>`` as in the logs."""
+        if not api_key:
+            return None
+        record = self.keys.known(api_key)
+        if record is None:
+            return None
+        return record.key_id or "sha256:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
+    def _open_box(self) -> SecretBox:
+        return open_box(self.settings.secret_key, data_path(self.settings))
+
+    def records_changed(self) -> None:
+        """This worker wrote records: forget cached ones now (other workers hear it from the records watcher)."""
+        self.keys.invalidate()
+        self.records.invalidate()
+
+    @property
+    def steps(self) -> PipelineSteps:
+        """The response cache and the guardrails, made when a request or route first needs them: a worker whose
+        configs use neither never imports them."""
+        if self._steps is None:
+            from gateway.pipeline.steps import PipelineSteps
+
+            embedder = self._provider_embedder if self._embeddings_config is not None else None
+            self._steps = PipelineSteps(self.settings, self.store, self.client, self.watcher.subscribe,
+                                        lambda: self.records.box, embedder)
+        return self._steps
+
+    def _provider_embedder(self) -> Any:
+        """The semantic cache's embedder over the GATEWAY_SEMANTIC_CACHE_EMBEDDINGS config (its router, adapters
+        and upstream client are this worker's)."""
+        from gateway.cache.provider_embedder import ProviderEmbedder
+
+        settings = self.settings
+        return ProviderEmbedder(self._embeddings_config, settings.semantic_cache_embedding_model, self,
+                                capacity=settings.semantic_cache_threads + settings.semantic_cache_queue)
+
+    def pipeline_parts(self) -> PipelineParts:
+        """What the inference pipeline uses of this worker (one for every endpoint's ``Pipeline``)."""
+        settings = self.settings
+        return PipelineParts(self.keys, self.records, self.resolver, self.planner, self.policies, self.router,
+                             self.providers, self.client, self.recorder, lambda: self.steps, self.masked_headers,
+                             settings.max_body_bytes, settings.log_bodies)
+
+    async def start(self) -> None:
+        await self.store.start()
+        await self.watcher.start()
+        await self.policies.start()
+        await self.client.start()
+        await self.recorder.start()
+        self.loop_lag.start()
+        for service in self.services:
+            await service.start()
+        self.ready = True
+
+    async def close(self) -> None:
+        self.ready = False
+        for service in reversed(self.services):
+            await service.close()
+        await self.policies.close()
+        self.loop_lag.stop()
+        if self._steps is not None:
+            await self._steps.close()
+        await self.recorder.close()
+        await self.providers.close()
+        await self.client.close()
+        await self.watcher.close()
+        await self.store.close()
+        self.keys.close()
+
+
+def _default_recorder(settings: Settings, prices: Prices, metrics: Metrics) -> Recorder:
+    """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
+    if settings.log_store_url:  # PostgreSQL: asyncpg is imported only then
+        from gateway.observability.pglog.recorder import PgRecorder
+
+        return PgRecorder(settings, prices=prices, metrics=metrics)
+    from gateway.observability.recorder import ObservabilityRecorder
+
+    return ObservabilityRecorder(settings, prices=prices, metrics=metrics)

@@ -1,0 +1,137 @@
+"""Mock of vendorA's stored responses: create (stored), retrieve (with ``include``) and list input items.
+
+Like the real API: ``POST /v1/responses`` needs ``model`` and ``input`` (a string or a list of input items) and
+answers a ``response`` object (``status: completed``, one output message holding the mock's reply, usage with
+cached and reasoning details, the request's settings or their defaults); stored responses are retrievable by id
+(``resp_<hex>``; unknown: 404); an ``include`` value outside the includable fields is a 400. Input items list as
+``{object: "list", data, first_id, last_id, has_more}``, each item with an ``id`` and ``content[]`` of
+``input_text`` parts, ``order`` ``desc`` by default (``asc`` / ``desc``), ``limit`` 1 to 100 (default 20),
+``after`` / ``before`` item ids.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from gateway_mock.asgi import Send
+from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.vendorA_files import invalid
+
+INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+              "message.input_image.image_url", "computer_call_output.output.image_url",
+              "code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs")
+
+
+def _items(value: Any) -> list[dict]:
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    items = []
+    for item in value if isinstance(value, list) else []:
+        content = item.get("content", "")
+        parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
+        items.append({"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": item.get("role", "user"),
+                      "status": "completed", "content": parts})
+    return items
+
+
+async def create(req: MockRequest, send: Send) -> None:
+    doc = req.json()
+    if not isinstance(doc.get("model"), str):
+        await respond_json(send, 400, invalid("Missing required parameter: 'model'.", "model"))
+        return
+    items = _items(doc.get("input"))
+    if not items:
+        await respond_json(send, 400, invalid("Missing required parameter: 'input'.", "input"))
+        return
+    reply = req.reply_text()
+    prompt = count_tokens(" ".join(p.get("text", "") for i in items for p in i["content"] if isinstance(p, dict)))
+    completion = count_tokens(reply)
+    response = {
+        "id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()), "status": "completed",
+        "error": None, "incomplete_details": None, "instructions": doc.get("instructions"),
+        "max_output_tokens": doc.get("max_output_tokens"), "model": doc["model"],
+        "output": [{"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": reply, "annotations": []}]}],
+        "parallel_tool_calls": doc.get("parallel_tool_calls", True),
+        "previous_response_id": doc.get("previous_response_id"),
+        "reasoning": {"effort": (doc.get("reasoning") or {}).get("effort"), "summary": None},
+        "store": doc.get("store", True), "temperature": doc.get("temperature", 1.0),
+        "text": doc.get("text") or {"format": {"type": "text"}}, "tool_choice": doc.get("tool_choice", "auto"),
+        "tools": doc.get("tools") or [], "top_p": doc.get("top_p", 1.0),
+        "truncation": doc.get("truncation", "disabled"),
+        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": completion,
+                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion},
+        "user": doc.get("user"), "metadata": doc.get("metadata") or {},
+    }
+    if response["store"]:
+        req.state.responses[response["id"]] = response
+        req.state.response_input_items[response["id"]] = items
+    await respond_json(send, 200, response)
+
+
+def _include_problem(req: MockRequest) -> str | None:
+    q = parse_qs(req.query, keep_blank_values=True)
+    for value in q.get("include", []) + q.get("include[]", []):
+        if value not in INCLUDABLE:
+            return f"Invalid value for 'include': {value!r}."
+    return None
+
+
+async def _stored(req: MockRequest, send: Send) -> str | None:
+    response_id = req.match.group("response_id")
+    if response_id not in req.state.responses:
+        await respond_json(send, 404, invalid(f"Response with id '{response_id}' not found.", None))
+        return None
+    problem = _include_problem(req)
+    if problem:
+        await respond_json(send, 400, invalid(problem, "include"))
+        return None
+    return response_id
+
+
+async def retrieve(req: MockRequest, send: Send) -> None:
+    response_id = await _stored(req, send)
+    if response_id is not None:
+        await respond_json(send, 200, req.state.responses[response_id])
+
+
+async def input_items(req: MockRequest, send: Send) -> None:
+    response_id = await _stored(req, send)
+    if response_id is None:
+        return
+    q = {k: v[-1] for k, v in parse_qs(req.query, keep_blank_values=True).items()}
+    try:
+        limit = int(q.get("limit") or 20)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 100:
+        await respond_json(send, 400, invalid("limit must be between 1 and 100", "limit"))
+        return
+    order = q.get("order") or "desc"
+    if order not in ("asc", "desc"):
+        await respond_json(send, 400, invalid(f"Invalid value for 'order': {order!r}.", "order"))
+        return
+    items = list(req.state.response_input_items[response_id])
+    if order == "desc":
+        items.reverse()
+    ids = [item["id"] for item in items]
+    if q.get("after") in ids:
+        items = items[ids.index(q["after"]) + 1:]
+    ids = [item["id"] for item in items]
+    if q.get("before") in ids:
+        items = items[:ids.index(q["before"])]
+    data = items[:limit]
+    await respond_json(send, 200, {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+                                   "last_id": data[-1]["id"] if data else None, "has_more": len(items) > limit})
+
+
+_ID = r"(?P<response_id>[^/]+)"
+ROUTES = [
+    ("POST", re.compile(r"^(?:/v1)?/responses$"), create),
+    ("GET", re.compile(rf"^(?:/v1)?/responses/{_ID}$"), retrieve),
+    ("GET", re.compile(rf"^(?:/v1)?/responses/{_ID}/input_items$"), input_items),
+]
