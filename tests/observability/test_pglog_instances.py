@@ -66,13 +66,18 @@ def test_two_instances_show_one_log_one_live_stream_and_one_set_of_aggregates(tw
         assert len(from_a) == 10
     finally:
         live.close()
+    late = f"late-{uuid.uuid4().hex}"
+    assert post(f"{b.url}/v1/chat/completions", CHAT, chat_headers(base, late)).status == 200
+    answered = time.monotonic()
+    assert len(listed(a, late, 1, timeout=10)) == 1
+    assert time.monotonic() - answered < 3.0  # listed by the other instance within about a second
     streamed = {item["id"] for item in from_b + from_a}
     assert len(streamed) == 20
     on_a, on_b = listed(a, trace, 20), listed(b, trace, 20)
     assert {item["id"] for item in on_a} == {item["id"] for item in on_b} == streamed
     for server in (a, b):  # the database is this test's own: every request counted once, whoever asks
         totals = request("GET", f"{server.url}/v1/logs/aggregates?window=15m", headers=ADMIN).json()["totals"]
-        assert totals["requests"] == 20 and totals["by_status"] == {"200": 20}
+        assert totals["requests"] == 21 and totals["by_status"] == {"200": 21}
 
 
 async def _stored(url: str) -> tuple[list[str], int]:

@@ -39,7 +39,6 @@ class PgWriter:
         self.batch_records = batch_records
         self.pending: deque[Any] = deque()
         self.healthy = True
-        self.last_error: str | None = None
         self.written = 0
         self.spooled = 0
         self.dropped = 0
@@ -105,7 +104,6 @@ class PgWriter:
                     print("gateway: the log store answers again: spooled request records are being stored",
                           file=sys.stderr, flush=True)
                 self.healthy = True
-                self.last_error = None
                 delay = RETRY_S
 
     async def _write_some(self) -> None:
@@ -129,11 +127,10 @@ class PgWriter:
         if self.healthy:
             print(f"gateway: the log store failed ({exc.__class__.__name__}: {exc}); request records are spooled "
                   "until it answers", file=sys.stderr, flush=True)
-        self.healthy = False
-        self.last_error = f"{exc.__class__.__name__}: {exc}"[:200]
+        self.healthy = False  # the reason goes to the server log only: /health is public
 
     def health(self) -> dict[str, Any]:
-        return {"backend": "postgresql", "healthy": self.healthy, "error": self.last_error,
+        return {"backend": "postgresql", "healthy": self.healthy,
                 "pending": len(self.pending), "spooled_records": self.spool.records, "spooled_bytes": self.spool.bytes,
                 "spool_max_bytes": self.spool.max_bytes, "dropped": self.dropped}
 
