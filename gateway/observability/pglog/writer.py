@@ -62,8 +62,7 @@ class PgWriter:
             await self._to_spool(waiting + records)
         else:
             self.pending.extend(records)
-        if len(self.pending) >= self.batch_records or self.spool.records:
-            self._wake.set()
+        self._wake.set()  # written at once (a record is listed within about a second); more wait while one is
 
     async def _to_spool(self, records: list[Any]) -> None:
         async with self._file_lock:
