@@ -205,3 +205,16 @@ def test_a_worker_without_the_setting_never_imports_asyncpg(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "ObservabilityRecorder"]
+
+
+def test_gateway_logs_migrate_applies_the_schema_once_and_names_a_missing_url(pg_url):  # noqa: F811
+    def migrate_command(url: str | None) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin", **({"GATEWAY_LOG_STORE_URL": url} if url else {})}
+        return subprocess.run([sys.executable, "-m", "gateway", "logs", "migrate"], capture_output=True, text=True,
+                              timeout=60, env=env)
+
+    first, again = migrate_command(pg_url), migrate_command(pg_url)
+    assert first.returncode == 0 and f"applied: {', '.join(map(str, range(1, LATEST + 1)))}" in first.stdout
+    assert again.returncode == 0 and "already up to date" in again.stdout
+    missing = migrate_command(None)
+    assert missing.returncode == 2 and "GATEWAY_LOG_STORE_URL is not set" in missing.stderr
