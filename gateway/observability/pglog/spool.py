@@ -45,6 +45,11 @@ class Spool:
 
     def open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / "spool.lock", "ab") as guard:  # workers starting at once take turns here, so
+            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)             # none adopts a file before its owner locks it
+            self._open_locked()
+
+    def _open_locked(self) -> None:
         self._file = open(self.path, "a+b")  # held open for the worker's life
         fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
         self._size = os.fstat(self._file.fileno()).st_size
