@@ -155,6 +155,10 @@ class Runtime:
 
 def _default_recorder(settings: Settings, prices: Prices, metrics: Metrics) -> Recorder:
     """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
+    if settings.log_store_url:  # PostgreSQL: asyncpg is imported only then
+        from gateway.observability.pglog.recorder import PgRecorder
+
+        return PgRecorder(settings, prices=prices, metrics=metrics)
     from gateway.observability.recorder import ObservabilityRecorder
 
     return ObservabilityRecorder(settings, prices=prices, metrics=metrics)

@@ -45,6 +45,12 @@ class AggregatesEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.runtime, scope)
         window, provider, model = parse_query(scope.get("query_string") or b"")
+        shared = getattr(self.runtime.recorder, "pg", None)  # the PostgreSQL log store, when configured
+        if shared is not None:
+            from gateway.observability.pglog.aggregates import shared_report
+
+            await send_json(send, 200, _encode(await shared_report(shared, window, reader.workspace, provider, model)))
+            return
         rollups: RollupStore | None = getattr(self.runtime.recorder, "rollups", None)
         if rollups is None:
             raise NotFound("request logs are not stored by this gateway")

@@ -27,6 +27,7 @@ class HealthEndpoint:
             "state": {"backend": runtime.store.backend, "healthy": runtime.store.healthy,
                       "fail_mode": runtime.settings.state_fail_mode},
             "speedups": _speedups.active(),
+            "log_store": runtime.recorder.log_store_health() if hasattr(runtime.recorder, "log_store_health") else None,
         })
         await send_json(send, 200, body)
 

@@ -108,9 +108,12 @@ class LogsEndpoint:
         provider_query(reader.query)
         flt = parse_filter(reader.query)
         store: LogStore | None = getattr(runtime.recorder, "store", None)
-        if store is None:
-            rows: list[tuple[int, bytes]] = []
-            has_more = False
+        rows: list[tuple[int, bytes]]
+        shared = getattr(runtime.recorder, "pg", None)  # the PostgreSQL log store, when configured
+        if shared is not None:
+            rows, has_more = await shared.query(reader.workspace, flt, reader.every_workspace)
+        elif store is None:
+            rows, has_more = [], False
         else:
             rows, has_more = await asyncio.to_thread(store.query, reader.workspace, flt, reader.every_workspace)
         items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)

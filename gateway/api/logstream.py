@@ -17,6 +17,7 @@ consoles never hold up a graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -61,9 +62,14 @@ class LogStreamEndpoint:
         self.tail: LogTail | None = None
         self.stop = StopNotice()
 
-    def _tail(self, store: LogStore) -> LogTail:
+    def _tail(self, store: LogStore, shared: Any) -> LogTail:
         if self.tail is None:
-            self.tail = LogTail(store.path)
+            if shared is not None:  # the PostgreSQL log store: LISTEN/NOTIFY across instances
+                from gateway.observability.pglog.tail import PgLogTail
+
+                self.tail = PgLogTail(shared)
+            else:
+                self.tail = LogTail(store.path)
         return self.tail
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -72,9 +78,10 @@ class LogStreamEndpoint:
         flt = parse_filter(query)
         backlog = _backlog(query)
         store: LogStore | None = getattr(self.runtime.recorder, "store", None)
+        shared = getattr(self.runtime.recorder, "pg", None)
         if store is None:
             raise NotFound("request logs are not stored by this gateway")
-        tail = self._tail(store)
+        tail = self._tail(store, shared)
         key = (reader.workspace, reader.every_workspace, flt.trace_id, flt.status, flt.status_class, flt.provider,
                flt.model, flt.since, flt.until)
         subscriber = Subscriber(key, row_matcher(flt, reader.workspace, reader.every_workspace))
@@ -83,7 +90,7 @@ class LogStreamEndpoint:
         try:
             opening = _OPENING
             if backlog:
-                opening += await self._backlog_frames(store, reader.workspace, reader.every_workspace, flt,
+                opening += await self._backlog_frames(shared or store, reader.workspace, reader.every_workspace, flt,
                                                       backlog, subscriber)
             await start_stream(send)
             await send_chunk(send, opening)
@@ -101,10 +108,13 @@ class LogStreamEndpoint:
                 watcher.cancel()
 
     @staticmethod
-    async def _backlog_frames(store: LogStore, workspace: str | None, every_workspace: bool, flt: LogFilter,
+    async def _backlog_frames(store: Any, workspace: str | None, every_workspace: bool, flt: LogFilter,
                               count: int, subscriber: Subscriber) -> bytes:
-        rows, _ = await asyncio.to_thread(store.query, workspace, msgspec.structs.replace(flt, limit=count),
-                                          every_workspace)
+        flt = msgspec.structs.replace(flt, limit=count)
+        if isinstance(store, LogStore):
+            rows, _ = await asyncio.to_thread(store.query, workspace, flt, every_workspace)
+        else:  # the shared store reads without a thread
+            rows, _ = await store.query(workspace, flt, every_workspace)
         if not rows:
             return b""
         subscriber.skip_through(rows[0][0])  # the newest backlog row: live frames start after it

@@ -189,3 +189,19 @@ def test_bodies_are_logged_only_when_enabled(masking_gateway, gateway, mock):
                 headers_for(mock.scenario() + "/v1", trace_id=plain)).status == 200
     (item,) = wait_logs(gateway, plain)
     assert "request_body" not in item and "response_body" not in item
+
+
+def test_the_model_filter_reads_an_index_not_every_row(tmp_path):
+    import sqlite3
+
+    from gateway.observability.logstore import LogFilter, LogStore
+
+    store = LogStore(str(tmp_path / "logs.db"))
+    store.insert([(1.0, "w", "t1", 200, "p", b'{"model":"m-1"}'), (2.0, "w", "t2", 200, "p", b'{"model":"m-2"}')])
+    assert [doc for _, doc in store.query("w", LogFilter(model="m-2"))[0]] == [b'{"model":"m-2"}']
+    store.close()
+    conn = sqlite3.connect(tmp_path / "logs.db")
+    plan = conn.execute("EXPLAIN QUERY PLAN SELECT id FROM request_logs WHERE"
+                        " json_extract(CAST(doc AS TEXT), '$.model') = ? ORDER BY id DESC", ("m-2",)).fetchall()
+    conn.close()
+    assert "request_logs_model" in str(plan)
