@@ -42,7 +42,7 @@ class ConfigRoutes(RecordRoutes[configs.SavedConfig, configs.ConfigBody]):
         super().__init__(runtime, runtime.records.configs, _body)
 
     async def build(self, caller: Caller, workspace: str, body: configs.ConfigBody) -> configs.SavedConfig:
-        fields = configs.create_fields(body, self.runtime.configs)
+        fields = configs.create_fields(body, self.runtime.configs.parse)
         await self._check_references(fields["config"], workspace)
         id = self.repo.new_id()
         fields.update(configs.sealed_fields(self.runtime.records.box, workspace, id, fields["config"]))
@@ -71,7 +71,7 @@ class ConfigRoutes(RecordRoutes[configs.SavedConfig, configs.ConfigBody]):
     async def updated(self, record: configs.SavedConfig, workspace: str,
                       body: configs.ConfigBody) -> configs.SavedConfig:
         box = self.runtime.records.box
-        changes = configs.update_fields(body, self.runtime.configs, lambda: self._stored_secrets(record))
+        changes = configs.update_fields(body, self.runtime.configs.parse, lambda: self._stored_secrets(record))
         if "config" in changes:
             await self._check_references(changes["config"], workspace)
         else:

@@ -32,10 +32,10 @@ from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from gateway.config.schema import Config
     from gateway.controlplane.records import Repository
     from gateway.guardrails.saved import SavedGuardrail
     from gateway.guardrails.saved_cache import SavedGuardrailCache
+    from gateway.schema.config import Config
 
 BODY_LIMIT = 1024 * 1024
 

@@ -17,11 +17,11 @@ from gateway.api import prompted
 from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, send_list
 from gateway.api.runtime import Runtime
 from gateway.config.inherit import Inheritance
-from gateway.config.schema import Config
 from gateway.controlplane import providers
 from gateway.controlplane.models import ModelCatalog, Source
 from gateway.controlplane.secrets import SecretError
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.schema.config import Config
 
 
 def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = None) -> list[Config]:

@@ -46,7 +46,8 @@ class ValidateConfigEndpoint:
         runtime = self.runtime
         workspace = (await authenticate(runtime, build_context(scope["headers"]))).workspace
         body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
-        parser = ConfigParser()  # its own caches, thrown away: the runtime's parsed configs stay as they are
+        # its own caches, thrown away: the runtime's parsed configs stay as they are
+        parser = ConfigParser(runtime.configs.checks)
         config = parser.validate(decode_config(body))
         records, check = runtime.records, ConfigReferences.check
         try:

@@ -33,7 +33,6 @@ from gateway.cache.keys import partition, simple_key
 from gateway.cache.prompt import SemanticPrompt
 from gateway.cache.semantic import SemanticCache, semantic_partition, semantic_prompt
 from gateway.cache.stream import StreamAssembler, replay, replayable
-from gateway.config.schema import CacheConfig, Config
 from gateway.guardrails import (
     FeedbackRecord,
     GuardrailAnswer,
@@ -50,6 +49,7 @@ from gateway.http.errors import InvalidRequest
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.routing.plan import Node
+from gateway.schema.config import CacheConfig, Config
 
 if TYPE_CHECKING:
     from gateway.api.runtime import Runtime

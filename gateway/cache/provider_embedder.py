@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 
 from gateway.cache.numeric import numpy
-from gateway.config.schema import Config
 from gateway.config.validate import ConfigParser
 from gateway.http.context import RequestContext
 from gateway.http.errors import ConfigError
@@ -30,6 +29,7 @@ from gateway.providers.base import EMBEDDINGS, UpstreamCall
 from gateway.routing.execute import RunState
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
+from gateway.schema.config import Config
 from gateway.upstream.client import read_response_body
 
 log = logging.getLogger("gateway.cache")

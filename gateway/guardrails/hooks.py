@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.config.schema import Config, Feedback, Guardrail, Hook, HookOutcome
 from gateway.guardrails.checks import Check, ParamError, build_check
 from gateway.guardrails.checks.base import join_path
+from gateway.schema.config import Config, Feedback, Guardrail, Hook, HookOutcome
 
 
 class CompiledHook:

@@ -22,7 +22,6 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import Config
 from gateway.guardrails.checks import Check, ParamError
 from gateway.guardrails.checks.base import OFFLOAD_CHARS, Verdict, join_path
 from gateway.guardrails.hooks import CompiledHook, PlanItem, SavedRef, compile_phase, compile_saved
@@ -30,6 +29,7 @@ from gateway.guardrails.results import CheckResult, FeedbackRecord, HookResult, 
 from gateway.guardrails.text import GuardrailAnswer, GuardrailRequest, Subject, replace_segments
 from gateway.guardrails.webhook import CheckIO
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import Config
 from gateway.settings import Settings
 
 log = logging.getLogger("gateway.guardrails")

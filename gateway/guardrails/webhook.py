@@ -28,8 +28,8 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.guardrails.text import request_text
 from gateway.http.errors import GatewayError
-from gateway.providers.base import UpstreamRequest
 from gateway.upstream.client import failure_text
+from gateway.upstream.request import UpstreamRequest
 
 MAX_ANSWER_BYTES = 1024 * 1024
 JWKS_CACHE_MAX = 256

@@ -17,7 +17,7 @@ base URL and the adapter appends the same path it appends to its default base.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -25,9 +25,8 @@ from gateway.http.context import RequestContext
 from gateway.http.errors import BadUpstreamResponse, GatewayError, InvalidRequest, UpstreamError
 from gateway.providers.fields import FieldTable
 from gateway.schema.common import Usage
-
-if TYPE_CHECKING:
-    from gateway.upstream.client import UpstreamClient
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.request import UpstreamRequest
 
 # endpoint names
 CHAT = "chat"
@@ -43,22 +42,10 @@ RESPONSES = "responses"
 RESOURCES = frozenset({FILES, BATCHES, FINE_TUNING, RESPONSES})
 
 
-class UpstreamRequest:
-    """What the upstream client sends."""
-
-    __slots__ = ("url", "headers", "body", "method")
-
-    def __init__(self, url: str, headers: dict[str, str], body: bytes, method: str = "POST") -> None:
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.method = method
-
-
 class UpstreamCall:
     """One attempt's input to an adapter.
 
-    ``target`` is the effective leaf config (``gateway.config.schema.Config``, inheritance applied): provider,
+    ``target`` is the effective leaf config (``gateway.schema.config.Config``, inheritance applied): provider,
     api_key, custom_host, cloud credentials, strict_vendorA_compliance, deployments... ``request`` is the decoded
     unified body Struct (``ChatRequest``, ``CompletionRequest``...) of ``body``, the bytes to send when the wire
     format is vendorA's.

@@ -35,10 +35,10 @@ from gateway.providers.base import (
     EMBEDDINGS,
     RESOURCES,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
 )
 from gateway.providers.vendorA import PATHS, VendorAAdapter, VendorAStream
+from gateway.upstream.request import UpstreamRequest
 
 NAME = "cloudB"
 ENDPOINTS = frozenset({CHAT, COMPLETIONS, EMBEDDINGS}) | RESOURCES

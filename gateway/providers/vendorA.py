@@ -31,12 +31,12 @@ from gateway.providers.base import (
     InBandErrorHolder,
     ProviderAdapter,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
     malformed,
     upstream_error,
 )
 from gateway.schema.common import Usage
+from gateway.upstream.request import UpstreamRequest
 
 PATHS = {
     CHAT: "/chat/completions",

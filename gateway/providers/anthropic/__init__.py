@@ -69,10 +69,10 @@ from gateway.providers.base import (
     COMPLETIONS,
     ProviderAdapter,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
 )
 from gateway.providers.structured_output import output_tool_name
+from gateway.upstream.request import UpstreamRequest
 
 __all__ = ["AnthropicAdapter", "AnthropicStream", "BASE_URL", "API_VERSION", "DEFAULT_MAX_TOKENS"]
 
