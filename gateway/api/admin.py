@@ -15,7 +15,7 @@ counts as its base name.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Mapping, Sequence, TypeVar
+from typing import Any, Collection, Mapping, Protocol, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -26,7 +26,7 @@ from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from gateway.http.respond import send_json
-from gateway.http.types import Receive, Scope, Send
+from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.registry import is_known, provider_names
 from gateway.schema.common import BodyDecoder
 
@@ -36,6 +36,14 @@ _encode = msgspec.json.encode
 ADMIN_BODY_LIMIT = 1024 * 1024  # control-plane bodies (configs, prompts, policies) stay far below this
 #: the query of a paged control-plane list: the workspace (root key) and the page
 PAGED = ("workspace_id", "page_size", "current_page")
+
+
+class Mount(Protocol):
+    """What route modules mount their routes on (the gateway app): an ASGI app that routes ``add``-ed handlers."""
+
+    def add(self, method: str, path: str, handler: ASGIApp) -> None: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 #: names users try -> the query name the gateway reads (used where the route reads that name)
 QUERY_ALIASES: Mapping[str, str] = {
     "workspace": "workspace_id", "workspaceId": "workspace_id", "pageSize": "page_size",

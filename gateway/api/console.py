@@ -15,6 +15,7 @@ import hashlib
 from importlib import resources
 from typing import Any
 
+from gateway.api.admin import Mount
 from gateway.api.runtime import Runtime
 from gateway.http.respond import send_bytes
 from gateway.http.types import Receive, Scope, Send
@@ -81,7 +82,7 @@ def static_files() -> dict[str, StaticFile]:
     return files
 
 
-def mount_console(app: Any, runtime: Runtime) -> None:
+def mount_console(app: Mount, runtime: Runtime) -> None:
     """Add the console page, its files and its API routes to ``app``'s route table."""
     from gateway.api.aggregates import AggregatesEndpoint
     from gateway.api.logstream import LogStreamEndpoint

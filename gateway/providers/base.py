@@ -25,6 +25,7 @@ from gateway.http.context import RequestContext
 from gateway.http.errors import BadUpstreamResponse, GatewayError, InvalidRequest, UpstreamError
 from gateway.providers.fields import FieldTable
 from gateway.schema.common import Usage
+from gateway.schema.config import Config
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.request import UpstreamRequest
 
@@ -56,7 +57,7 @@ class UpstreamCall:
     def __init__(
         self,
         endpoint: str,
-        target: Any,
+        target: Config,
         body: bytes,
         request: Any,
         stream: bool,
@@ -128,14 +129,14 @@ class ProviderAdapter(abc.ABC):
     def stream(self, call: UpstreamCall) -> StreamTransformer:
         """A transformer of this call's upstream stream into unified SSE events."""
 
-    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+    def resource_request(self, target: Config, method: str, path: str, query: str, body: Any,
                          content_type: str | None) -> UpstreamRequest:
         """A files, batches, fine-tuning or stored-responses call (``path`` under the vendorA ``/v1`` base, e.g.
         ``/files/file-abc/content``; ``query`` without ``?``; ``body`` bytes or a binary file object) in this
         provider's URL and auth. Only providers listing those endpoints implement it (``check_endpoint`` first)."""
         raise InvalidRequest(f"provider '{self.name}' does not serve {path}", param="provider")
 
-    def dropped_params(self, endpoint: str, target: Any, body: bytes) -> bytes | None:
+    def dropped_params(self, endpoint: str, target: Config, body: bytes) -> bytes | None:
         """The ``x-gateway-dropped-params`` value for a body sent to ``target`` (None when nothing is dropped); the
         pipeline asks only adapters that have ``fields``."""
         table = self.fields.get(endpoint) if self.fields is not None else None
