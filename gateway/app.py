@@ -56,9 +56,13 @@ class GatewayApp:
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
             mount_console(self, runtime)
-        for group in (PolicyRoutes, KeyRoutes, ProviderRoutes, ConfigRoutes, PromptRoutes, ModelRoutes,
-                      GuardrailRoutes):
-            for method, path, handler in group(runtime).routes():
+        keys, changed, records = runtime.keys, runtime.records_changed, runtime.records
+        for group in (PolicyRoutes(runtime), KeyRoutes(runtime), ProviderRoutes(keys, changed, records),
+                      ConfigRoutes(keys, changed, records, runtime.configs, runtime.resolver,
+                                   lambda: runtime.steps.runner),
+                      PromptRoutes(keys, changed, records, runtime.store), ModelRoutes(runtime),
+                      GuardrailRoutes(runtime)):
+            for method, path, handler in group.routes():
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(runtime, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))

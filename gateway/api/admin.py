@@ -20,8 +20,7 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from gateway.api.runtime import Runtime
-from gateway.controlplane.keys import KeyRecord, missing_scope
+from gateway.controlplane.keys import KeyRecord, KeyStore, missing_scope
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
@@ -119,7 +118,7 @@ def _bearer_or_key(ctx: RequestContext) -> str | None:
     return ctx.api_key or ctx.bearer
 
 
-async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs: str | None = None,
+async def authorize(keys: KeyStore, scope: Scope, *, admin: bool = True, needs: str | None = None,
                     query: Collection[str] | None = None) -> Caller:
     """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member,
     or when the key lacks the scope ``needs``. With ``query`` (the names the route reads), the query is checked by
@@ -128,7 +127,7 @@ async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs
     key = _bearer_or_key(ctx)
     if not key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = await runtime.keys.lookup(key)
+    record = await keys.lookup(key)
     if record is None:
         raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
     if admin and record.role != "admin":

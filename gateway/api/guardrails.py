@@ -19,7 +19,7 @@ these, not when they are mounted: a worker that never uses guardrails never load
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -33,6 +33,7 @@ from gateway.http.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
     from gateway.controlplane.records import Repository
+    from gateway.guardrails.runner import GuardrailRunner
     from gateway.guardrails.saved import SavedGuardrail
     from gateway.guardrails.saved_cache import SavedGuardrailCache
     from gateway.schema.config import Config
@@ -53,18 +54,18 @@ def _has_items(config: Config) -> bool:
     return any(_has_items(target) for target in config.targets or ())
 
 
-async def check_saved_guardrails(runtime: Runtime, config: Config, workspace: str) -> None:
+async def check_saved_guardrails(runner: Callable[[], GuardrailRunner], config: Config, workspace: str) -> None:
     """Every saved guardrail ``config`` names (at its root and in every target) resolved in ``workspace`` by this
-    worker's runner, as a request resolves it (``GuardrailRunner.check_saved``): an unknown id, or another
-    workspace's, is the request's 400 ``unknown guardrail``, its ``param`` the item's JSON path. A config with no
-    hooks or guardrails costs a walk of its targets."""
+    worker's runner (``runner()``), as a request resolves it (``GuardrailRunner.check_saved``): an unknown id, or
+    another workspace's, is the request's 400 ``unknown guardrail``, its ``param`` the item's JSON path. A config
+    with no hooks or guardrails costs a walk of its targets."""
     if not _has_items(config):
         return
     from gateway.guardrails.runner import saved_refs
 
     refs = saved_refs(config)
     if refs:
-        await runtime.steps.runner.check_saved(refs, workspace)
+        await runner().check_saved(refs, workspace)
 
 
 class GuardrailRoutes:
@@ -90,7 +91,7 @@ class GuardrailRoutes:
         ]
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         saved = _saved()
         body = saved.parse_create(await read_request_body(scope, receive, BODY_LIMIT))
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
@@ -102,14 +103,14 @@ class GuardrailRoutes:
         await send_record(send, record.public(), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=(*PAGED, "ids"))
+        caller = await authorize(self.runtime.keys, scope, query=(*PAGED, "ids"))
         saved = _saved()
         query = saved.parse_list_query(caller.query)
         records = [await self._sealed(r) for r in await self.repo.list(caller.workspace)]
         await send_json(send, 200, saved.encode_page(saved.list_page(records, query)))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
         await send_record(send, (await self._sealed(record)).public())
 
@@ -118,7 +119,7 @@ class GuardrailRoutes:
         return await _saved().sealed_record(self.repo, self.runtime.records.box, record)
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         saved = _saved()
         update = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
@@ -137,7 +138,7 @@ class GuardrailRoutes:
         await send_record(send, record.public())
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         record = await self.repo.delete(caller.workspace, scope["path_params"]["guardrail_id"])
         self.cache.invalidate()
         await send_record(send, {"id": record.id, "object": "guardrail", "deleted": True})

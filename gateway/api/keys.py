@@ -44,7 +44,7 @@ class KeyRoutes:
         ]
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         body = await read_json(scope, receive, _body)
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record, secret = await self.keys.create(
@@ -55,25 +55,25 @@ class KeyRoutes:
         await send_record(send, record.public(secret), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=PAGED)
+        caller = await authorize(self.runtime.keys, scope, query=PAGED)
         records = await self.keys.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)
         await send_list(send, [r.public() for r in page(records, size, current)], len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         record = await self.keys.get(caller.workspace, scope["path_params"]["key_id"])
         await send_record(send, record.public())
 
     async def revoke(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         record = await self.keys.revoke(caller.workspace, scope["path_params"]["key_id"], caller.key)
         self.runtime.records_changed()
         await send_record(send, {"id": record.id, "object": "api_key", "deleted": True})
 
     async def rotate(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.runtime.keys, scope)
         record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"], caller.key)
         self.runtime.records_changed()
         await send_record(send, record.public(secret))

@@ -59,7 +59,7 @@ class ModelRoutes:
         return sources, errors
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, admin=False, needs="models.read",
+        caller = await authorize(self.runtime.keys, scope, admin=False, needs="models.read",
                                  query=(*PAGED, "provider", "search"))
         query = caller.query
         size = int_query(query, "page_size", 0, 0)

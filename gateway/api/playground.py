@@ -54,5 +54,5 @@ class ValidateConfigEndpoint:
             check(config, workspace, records)
         except RecordsNeeded as needed:
             await loaded(records, needed, check, config, workspace, records)
-        await check_saved_guardrails(runtime, config, workspace)
+        await check_saved_guardrails(lambda: runtime.steps.runner, config, workspace)
         await send_json(send, 200, _encode(Validation(describe(config, Planner(parser)))))
