@@ -57,7 +57,8 @@ class GatewayApp:
         if runtime.settings.console:
             mount_console(self, runtime)
         keys, changed, records = runtime.keys, runtime.records_changed, runtime.records
-        for group in (PolicyRoutes(runtime), KeyRoutes(runtime), ProviderRoutes(keys, changed, records),
+        for group in (PolicyRoutes(runtime), KeyRoutes(runtime.api_keys, keys, changed),
+                      ProviderRoutes(keys, changed, records),
                       ConfigRoutes(keys, changed, records, runtime.configs, runtime.resolver,
                                    lambda: runtime.steps.runner),
                       PromptRoutes(keys, changed, records, runtime.store), ModelRoutes(runtime),
@@ -66,9 +67,9 @@ class GatewayApp:
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(runtime, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
-        self.add("GET", "/metrics", MetricsEndpoint(runtime))
-        self.add("GET", "/health", HealthEndpoint(runtime))
-        self.add("GET", "/ready", ReadyEndpoint(runtime))
+        self.add("GET", "/metrics", MetricsEndpoint(keys, runtime.settings.metrics_public))
+        self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode))
+        self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
 
     def add(self, method: str, path: str, handler: ASGIApp) -> None:
         """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``. Every answer
