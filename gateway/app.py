@@ -7,6 +7,7 @@ Every handler is imported here, at import time: a module of the package that fai
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from gateway import _speedups
 from gateway import settings as settings_module
@@ -36,6 +37,24 @@ from gateway.schema.moderations import parse_moderation
 from gateway.schema.rerank import parse_rerank
 
 
+class _Routes(Protocol):
+    def routes(self) -> list[tuple[str, str, ASGIApp]]: ...
+
+
+def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
+    """The admin route groups, each given the runtime's objects it uses (the steps are made at first use)."""
+    keys, changed, records, settings = runtime.keys, runtime.records_changed, runtime.records, runtime.settings
+    return (
+        PolicyRoutes(keys, runtime.store, runtime.policies, settings),
+        KeyRoutes(runtime.api_keys, keys, changed),
+        ProviderRoutes(keys, changed, records),
+        ConfigRoutes(keys, changed, records, runtime.configs, runtime.resolver, lambda: runtime.steps.runner),
+        PromptRoutes(keys, changed, records, runtime.store),
+        ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.client),
+        GuardrailRoutes(keys, records, lambda: runtime.steps.saved),
+    )
+
+
 class GatewayApp:
     """Raw ASGI app. ``runtime`` is built at lifespan startup (or injected by tests)."""
 
@@ -56,18 +75,12 @@ class GatewayApp:
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:
             mount_console(self, runtime)
-        keys, changed, records = runtime.keys, runtime.records_changed, runtime.records
-        for group in (PolicyRoutes(runtime), KeyRoutes(runtime.api_keys, keys, changed),
-                      ProviderRoutes(keys, changed, records),
-                      ConfigRoutes(keys, changed, records, runtime.configs, runtime.resolver,
-                                   lambda: runtime.steps.runner),
-                      PromptRoutes(keys, changed, records, runtime.store), ModelRoutes(runtime),
-                      GuardrailRoutes(runtime)):
+        for group in _admin_groups(runtime):
             for method, path, handler in group.routes():
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(runtime, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
-        self.add("GET", "/metrics", MetricsEndpoint(keys, runtime.settings.metrics_public))
+        self.add("GET", "/metrics", MetricsEndpoint(runtime.keys, runtime.settings.metrics_public))
         self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode))
         self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
 
