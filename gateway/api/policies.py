@@ -64,13 +64,13 @@ class _KindRoutes:
             raise NotFound(f"no organisation '{body.organisation_id}'", param="organisation_id")
         return workspace
 
-    async def _view(self, record: Any) -> dict[str, Any]:
+    async def _view(self, record: rules.Policy) -> dict[str, Any]:
         try:
             return await policy_view(self.store, record)
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
 
-    async def _stored(self, record: Any) -> Any:
+    async def _stored(self, record: rules.Policy) -> rules.Policy:
         record = await self.repo.replace(record)
         await self._applied()
         return record
