@@ -32,8 +32,8 @@ from typing import Annotated, Any, Literal, Mapping
 import msgspec
 
 from gateway.http.errors import mid_sentence
-from gateway.observability.pglog.url import check_log_store_url
-from gateway.state.redis_url import check_redis_url
+from gateway.log_store_url import check_log_store_url
+from gateway.redis_url import check_redis_url
 
 _TRUE = {"1", "true", "yes", "on"}
 #: where ``gateway serve`` leaves the parsed settings for its worker processes

@@ -24,13 +24,13 @@ import msgspec
 
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
+from gateway.controlplane.keys import KeyStore
 from gateway.http.errors import GatewayError, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
-from gateway.runtime import Runtime
 from gateway.waiting import wait_event, within
 
 MAX_BACKLOG = 100
@@ -57,8 +57,10 @@ def _backlog(query_string: bytes) -> int:
 
 
 class LogStreamEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, recorder: object) -> None:
+        """``recorder``: the worker's recorder, whose log store (embedded or shared) this route follows."""
+        self.keys = keys
+        self.recorder = recorder
         self.tail: LogTail | None = None
         self.stop = StopNotice()
 
@@ -73,12 +75,12 @@ class LogStreamEndpoint:
         return self.tail
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reader = await log_scope(self.runtime, scope)
+        reader = await log_scope(self.keys, scope)
         query = scope.get("query_string") or b""
         flt = parse_filter(query)
         backlog = _backlog(query)
-        store: LogStore | None = getattr(self.runtime.recorder, "store", None)
-        shared = getattr(self.runtime.recorder, "pg", None)
+        store: LogStore | None = getattr(self.recorder, "store", None)
+        shared = getattr(self.recorder, "pg", None)
         if store is None:
             raise NotFound("request logs are not stored by this gateway")
         tail = self._tail(store, shared)
@@ -123,7 +125,7 @@ class LogStreamEndpoint:
     async def _allowed(self, api_key: str) -> bool:
         """Whether the stream's key may still read logs (not revoked, still with ``logs.read``)."""
         try:
-            record = await self.runtime.keys.lookup(api_key)  # memory first: a store read only after a change
+            record = await self.keys.lookup(api_key)  # memory first: a store read only after a change
         except GatewayError:  # the store cannot say right now: the next chunk asks again
             return True
         return record is not None and "logs.read" in record.scopes

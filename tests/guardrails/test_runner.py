@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.guardrails import GuardrailAnswer, GuardrailRequest, GuardrailRunner, HookResults
 from gateway.guardrails.saved import new_guardrail, parse_create
@@ -18,7 +19,7 @@ KEY = {"provider": "vendorA", "api_key": "sk"}
 
 
 def config(**items):
-    return ConfigParser().parse(json.dumps({**KEY, **items}))
+    return ConfigParser(config_checks()).parse(json.dumps({**KEY, **items}))
 
 
 def chat(text: str, **kw) -> GuardrailRequest:

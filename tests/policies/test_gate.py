@@ -9,7 +9,7 @@ import time
 import msgspec
 import pytest
 
-from gateway.config.schema import Config
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
 from gateway.http.context import build_context
@@ -18,6 +18,7 @@ from gateway.observability.cost import Prices
 from gateway.policies.gate import PolicyGate
 from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
+from gateway.schema.config import Config
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
 from gateway_mock.kit import count_tokens
@@ -299,7 +300,8 @@ def request_parts(workspace: str, run: str):
     ctx = build_context([(b"x-gateway-api-key", b"k"), (b"x-gateway-metadata", b'{"run": "%s"}' % run.encode())])
     ctx.workspace = workspace
     body = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
-    return ctx, parse_chat(body), len(body), Planner(ConfigParser()).plan(Config(provider="vendorA", api_key="sk"))
+    plan = Planner(ConfigParser(config_checks())).plan(Config(provider="vendorA", api_key="sk"))
+    return ctx, parse_chat(body), len(body), plan
 
 
 async def test_a_workspace_without_policies_costs_a_lookup_and_no_store_call():
