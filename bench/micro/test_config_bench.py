@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.schema.config import Config
 
@@ -53,7 +54,7 @@ TEXT = msgspec.json.encode(CONFIG)
 
 
 def _fresh_parser() -> tuple[tuple[ConfigParser], dict]:
-    return (ConfigParser(),), {}
+    return (ConfigParser(config_checks()),), {}
 
 
 def test_parse_config_cold(benchmark):
@@ -63,7 +64,7 @@ def test_parse_config_cold(benchmark):
 
 
 def test_parse_config_hot_same_object(benchmark):
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     parser.parse(TEXT)
     cfg = benchmark(parser.parse, TEXT)
     assert cfg is parser.parse(TEXT)
@@ -71,7 +72,7 @@ def test_parse_config_hot_same_object(benchmark):
 
 def test_parse_config_hot_fresh_text(benchmark):
     """Each request brings a new bytes object, so its hash is computed anew (includes a ~450-byte copy)."""
-    parse = ConfigParser().parse
+    parse = ConfigParser(config_checks()).parse
     parse(TEXT)
     source = bytearray(TEXT)
     cfg = benchmark(lambda: parse(bytes(source)))
@@ -85,7 +86,7 @@ def test_decode_only(benchmark):
 
 
 def test_effective_cached(benchmark):
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     cfg = parser.parse(TEXT)
     effective = parser.inheritance.effective
     pool = effective(cfg, cfg.targets[0])

@@ -17,6 +17,7 @@ import time
 import pytest
 from aiohttp import web
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.guardrails import GuardrailAnswer, GuardrailRequest, GuardrailRunner
 from gateway.guardrails.checks import build_check
@@ -106,7 +107,7 @@ def test_runner_after(benchmark, loop, n_checks):
     """``GuardrailRunner.after`` with output guardrails holding ``n_checks`` cheap checks (plan cached)."""
     names = ["default.wordCount", "default.contains", "default.regexMatch", "default.endsWith",
              "default.characterCount"][:n_checks]
-    cfg = ConfigParser().parse(json.dumps({"provider": "vendorA", "api_key": "k",
+    cfg = ConfigParser(config_checks()).parse(json.dumps({"provider": "vendorA", "api_key": "k",
                                    "output_guardrails": [{name: CHECKS[name]} for name in names]}))
     runner = GuardrailRunner(Settings())
     request = GuardrailRequest(BODY, "chat")
@@ -135,7 +136,7 @@ def test_runner_webhook_loopback(benchmark, loop):
         return app_runner, client, site._server.sockets[0].getsockname()[1]
 
     app_runner, client, port = loop.run_until_complete(setup())
-    cfg = ConfigParser().parse(json.dumps({"provider": "vendorA", "api_key": "k", "input_guardrails": [
+    cfg = ConfigParser(config_checks()).parse(json.dumps({"provider": "vendorA", "api_key": "k", "input_guardrails": [
         {"default.webhook": {"webhookURL": f"http://127.0.0.1:{port}/hook", "timeout": 2000}}]}))
     runner = GuardrailRunner(Settings(), client)
     request = GuardrailRequest(BODY, "chat")

@@ -19,6 +19,7 @@ import tempfile
 import pytest
 import uvloop
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy, UsageLimitPolicy
 from gateway.http.context import build_context
@@ -82,7 +83,7 @@ def gate_with(store, loop, count: int, type_: str = "requests") -> PolicyGate:
 def request_parts():
     ctx = build_context([(b"x-gateway-api-key", b"k"), (b"x-gateway-metadata", b'{"_user": "alice"}')])
     ctx.workspace = "default"
-    return ctx, parse_chat(BODY), Planner(ConfigParser()).plan(Config(provider="vendorA", api_key="sk"))
+    return ctx, parse_chat(BODY), Planner(ConfigParser(config_checks())).plan(Config(provider="vendorA", api_key="sk"))
 
 
 def report(benchmark, backend_name: str, name: str) -> None:

@@ -15,6 +15,7 @@ import asyncio
 import msgspec
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.resolve import ConfigResolver
 from gateway.config.validate import ConfigParser
 from gateway.controlplane import configs, providers
@@ -62,7 +63,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_resolve_config_warm(benchmark, case: str) -> None:
     records, config_id = _records()
-    resolver = ConfigResolver(ConfigParser())
+    resolver = ConfigResolver(ConfigParser(config_checks()))
     headers = CASES[case] or _headers(**{"x-gateway-config": config_id})
     ctx = build_context(headers)
     ctx.workspace = WORKSPACE
