@@ -40,6 +40,10 @@ from gateway.upstream.client import read_response_body
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
+#: the largest piece of a whole document (JSON, text) held before it is sent on
+COALESCE_BYTES = 1024 * 1024
+#: answers sent on read by read: audio and event streams
+_AS_IT_COMES = ("audio/", "text/event-stream", "application/octet-stream")
 #: where a request's received form waits in its ASGI scope between reading and sending
 FORM_KEY = "gateway.media_form"
 
@@ -150,17 +154,30 @@ class MediaPipeline(Pipeline):
         watch = DisconnectWatch(receive, task)
         try:
             await send({"type": "http.response.start", "status": response.status, "headers": headers})
+            # a whole document (JSON, text) goes out in pieces of up to COALESCE_BYTES (fewer sends); audio and
+            # SSE go out read by read
+            coalesce = 0 if content_type.startswith(_AS_IT_COMES) else COALESCE_BYTES
+            pending: list[bytes] = []
+            size = 0
             try:
                 async for piece in response.content.iter_any():
                     if record.ttft_s is None:
                         record.ttft_s = time.perf_counter() - record.started
                     meter.feed(piece)
+                    if coalesce:
+                        pending.append(piece)
+                        size += len(piece)
+                        if size < coalesce:
+                            continue
+                        piece = b"".join(pending)
+                        pending.clear()
+                        size = 0
                     await send_chunk(send, piece)
             except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
                 broken = stream_broke(exc, outcome.provider)  # the status is out: the body ends short
                 record.status = broken.status
                 record.error = broken.message
-            await end_stream(send)
+            await end_stream(send, b"".join(pending))
         except asyncio.CancelledError:
             self._left(record, response)
             if not watch.fired():
