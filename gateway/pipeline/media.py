@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import aiohttp
 import msgspec
@@ -61,14 +61,17 @@ class FormLimits:
 
 
 class RawOutcome:
-    """A 2xx upstream answer whose body is still to be read: relayed as it arrives."""
+    """A 2xx upstream answer whose body is still to be read: relayed as it arrives; or, from an adapter that
+    translates the route (``relays_media`` False), the translated ``body`` (the response already released)."""
 
-    __slots__ = ("response", "provider", "model")
+    __slots__ = ("response", "provider", "model", "body")
 
-    def __init__(self, response: aiohttp.ClientResponse, provider: str, model: str | None) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, provider: str, model: str | None,
+                 body: bytes | None = None) -> None:
         self.response = response
         self.provider = provider
         self.model = model
+        self.body = body
 
 
 class MediaPipeline(Pipeline):
@@ -145,7 +148,8 @@ class MediaPipeline(Pipeline):
         record.provider = outcome.provider
         record.model = outcome.model or record.model
         record.status = response.status
-        content_type = response.headers.get("content-type") or "application/octet-stream"
+        content_type = ("application/json" if outcome.body is not None
+                        else response.headers.get("content-type") or "application/octet-stream")
         headers = response_headers(ctx, ex.state, outcome.provider)
         headers.append((b"content-type", content_type.encode("latin-1")))
         meter = MediaMeter(self.endpoint, content_type, getattr(record.request, "response_format", None))
@@ -159,8 +163,11 @@ class MediaPipeline(Pipeline):
             coalesce = 0 if content_type.startswith(_AS_IT_COMES) else COALESCE_BYTES
             pending: list[bytes] = []
             size = 0
+            if outcome.body is not None:
+                meter.feed(outcome.body)
+                pending.append(outcome.body)
             try:
-                async for piece in response.content.iter_any():
+                async for piece in self._pieces(outcome):
                     if record.ttft_s is None:
                         record.ttft_s = time.perf_counter() - record.started
                     meter.feed(piece)
@@ -191,6 +198,12 @@ class MediaPipeline(Pipeline):
             record.upstream_s = time.perf_counter() - record.upstream_started
             record.usage, record.usage_source = meter.result()
             self._finish(ex)
+
+    @staticmethod
+    async def _pieces(outcome: RawOutcome) -> AsyncIterator[bytes]:
+        if outcome.body is None:
+            async for piece in outcome.response.content.iter_any():
+                yield piece
 
     @staticmethod
     def _left(record: RequestRecord, response: aiohttp.ClientResponse) -> None:
@@ -248,7 +261,14 @@ class MediaAttempt(Attempt):
             finally:
                 response.release()
             raise adapter.parse_error(call, response.status, response.headers, data)
-        return RawOutcome(response, provider, call.model)
+        if adapter.relays_media:
+            return RawOutcome(response, provider, call.model)
+        try:
+            data = await read_response_body(response)
+        finally:
+            response.release()
+        result = adapter.parse_response(call, response.status, response.headers, data)
+        return RawOutcome(response, provider, result.model or call.model, result.body)
 
 
 def media_routes(parts: PipelineParts, settings: Any) -> list[tuple[str, str, MediaPipeline]]:

@@ -136,6 +136,9 @@ class ProviderAdapter(abc.ABC):
     #: ``stream_options.include_usage``): the pipeline then always asks, and sets ``UpstreamCall.strip_usage`` when
     #: the client did not ask
     asks_stream_usage: bool = False
+    #: images and audio answers (``IMAGES``, ``AUDIO``) are relayed as they arrive, undecoded; an adapter that
+    #: translates those routes sets False: the whole answer then goes through ``parse_response``
+    relays_media: bool = True
 
     @classmethod
     def create(cls, client: UpstreamClient) -> ProviderAdapter:

@@ -118,12 +118,47 @@ def test_an_edit_without_an_image_or_prompt_is_a_400_naming_it(gateway):
     assert json_body.status == 400 and json_body.json()["error"]["param"] == "content-type"
 
 
-@pytest.mark.parametrize("provider", ["deepseek", "anthropic", "cloudC"])
+@pytest.mark.parametrize("provider", ["deepseek", "anthropic", "cohere"])
 def test_a_provider_without_images_is_a_400_naming_it(openai_client, provider):
     client = openai_client(provider=provider)
     with pytest.raises(openai.BadRequestError) as info:
         client.images.generate(model="m", prompt="a cat")
     assert f"provider '{provider}'" in info.value.message and "images.generations" in info.value.message
+
+
+def cloudC_client(openai_client, base: str):
+    from gateway_mock.cloudC import TEST_TOKEN
+
+    return openai.OpenAI(base_url=openai_client().base_url, api_key=TEST_TOKEN, max_retries=0, default_headers={
+        "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "cloudC", "x-gateway-custom-host": base + "/v1",
+        "x-gateway-cloudC-project-id": "proj-1", "x-gateway-cloudC-region": "us-central1"})
+
+
+def test_cloudC_imagen_models_are_translated_and_their_images_counted(gateway, openai_client, mock):
+    base = mock.scenario()
+    client = cloudC_client(openai_client, base)
+    trace = f"media-{uuid.uuid4().hex}"
+    result = client.images.generate(model="imagen-4.0-generate-001", prompt="a fox", n=2, size="1792x1024",
+                                    response_format="b64_json", extra_headers={"x-gateway-trace-id": trace})
+    assert [base64.b64decode(d.b64_json or "")[:8] for d in result.data] == [PNG, PNG]
+    sent = json.loads(mock.calls(base)["requests"][0]["body"])
+    assert sent == {"instances": [{"prompt": "a fox"}], "parameters": {"sampleCount": 2, "aspectRatio": "16:9"}}
+    assert mock.calls(base)["requests"][0]["path"].endswith("/models/imagen-4.0-generate-001:predict")
+    line = logged(gateway, trace)
+    assert line["provider"] == "cloudC" and line["units"] == {"images": 2} and line["usage_source"] == "counted"
+
+
+@pytest.mark.parametrize(("kwargs", "param"), [
+    ({"model": "gemini-2.0-flash"}, "model"),
+    ({"model": "imagen-4.0-generate-001", "response_format": "url"}, "response_format"),
+    ({"model": "imagen-4.0-generate-001", "size": "1000x300"}, "size"),
+])
+def test_what_imagen_cannot_do_is_a_400_naming_the_field_and_cloudC(openai_client, mock, kwargs, param):
+    base = mock.scenario()
+    with pytest.raises(openai.BadRequestError) as info:
+        cloudC_client(openai_client, base).images.generate(prompt="a fox", **kwargs)
+    assert info.value.body["param"] == param and "cloudC" in info.value.message  # type: ignore[index]
+    assert mock.calls(base)["calls"] == 0
 
 
 # --- audio -------------------------------------------------------------------------------------------------------
