@@ -1,7 +1,8 @@
 """Images and audio through the real gateway with the openai SDK, against the mock: generations, edits and
 variations, transcriptions and translations (multipart, streamed on), speech (binary and SSE, relayed as it
-arrives); providers that have them and a 400 naming those that do not; fallback, a guardrail, a rate limit, the
-request log and metrics on these routes."""
+arrives); providers that have them (cloudC's Imagen translated) and a 400 naming those that do not; fallback,
+retries, a timeout, a breaker, a guardrail, a rate limit, the request log and metrics on these routes; a large
+upload goes through disk, not memory."""
 
 from __future__ import annotations
 
@@ -278,6 +279,34 @@ def test_speech_retries_a_429_then_answers(openai_client, mock):
     assert mock.calls(base)["calls"] == 2
 
 
+def test_a_request_timeout_and_a_circuit_breaker_apply_to_speech(openai_client, mock):
+    slow = mock.scenario([{"delay_ms": 3000}])
+    cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": slow + "/v1", "request_timeout": 300}
+    with pytest.raises(openai.APIStatusError) as info:
+        openai_client(None, **{"x-gateway-config": json.dumps(cfg)}).audio.speech.create(
+            model="tts-1", voice="alloy", input="hi")
+    assert info.value.status_code == 408
+    failing, good = mock.scenario([{"status": 500}]), mock.scenario()
+    cfg = {"strategy": {"mode": "fallback"}, "targets": [
+        {"provider": "vendorA", "api_key": "sk-1", "custom_host": failing + "/v1",
+         "cb_config": {"failure_threshold": 1, "cooldown_interval": 30000}},
+        {"provider": "vendorA", "api_key": "sk-2", "custom_host": good + "/v1"}]}
+    client = openai_client(None, **{"x-gateway-config": json.dumps(cfg)})
+    for _ in range(3):
+        assert client.audio.speech.create(model="tts-1", voice="alloy", input="hi").content
+    assert mock.calls(failing)["calls"] == 1 and mock.calls(good)["calls"] == 3
+
+
+def test_a_cache_in_the_config_leaves_answers_relayed(openai_client, mock):
+    base = mock.scenario()
+    cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1", "cache": {"mode": "simple"}}
+    client = openai_client(None, **{"x-gateway-config": json.dumps(cfg)})
+    for _ in range(2):
+        raw = client.images.with_raw_response.generate(model="gpt-image-1", prompt="same", size="64x64")
+        assert raw.headers["x-gateway-cache-status"] == "DISABLED" and raw.parse().data
+    assert mock.calls(base)["calls"] == 2
+
+
 def test_an_input_guardrail_judges_an_image_prompt(openai_client, mock):
     base = mock.scenario()
     cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1", "input_guardrails": [
@@ -334,3 +363,41 @@ def test_an_audio_file_over_the_file_limit_is_a_413(small_files_gateway, mock):
         client.audio.transcriptions.create(model="whisper-1", file=("big.wav", wav(3.0)))
     assert info.value.status_code == 413
     assert client.audio.transcriptions.create(model="whisper-1", file=("ok.wav", wav(1.0))).text
+
+
+@pytest.fixture(scope="module")
+def fresh_gateway(mock_server):
+    server = start_gateway()
+    yield server
+    server.stop()
+
+
+def test_a_large_audio_upload_streams_through_disk_not_memory(fresh_gateway, mock):
+    import http.client
+
+    from tests.support.processes import peak_rss_kb
+
+    size = 48 * 1024 * 1024
+    before = peak_rss_kb(fresh_gateway.proc.pid)
+    piece = bytes(65536)
+
+    def body():
+        yield b'--zz\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'
+        yield b'--zz\r\nContent-Disposition: form-data; name="file"; filename="long.pcm"\r\n\r\n'
+        for _ in range(size // len(piece)):
+            yield piece
+        yield b"\r\n--zz--\r\n"
+
+    conn = http.client.HTTPConnection("127.0.0.1", fresh_gateway.port, timeout=120)
+    try:
+        conn.request("POST", "/v1/audio/transcriptions", body=body(), encode_chunked=True, headers={
+            "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk-t",
+            "x-gateway-custom-host": mock.url + "/v1", "content-type": "multipart/form-data; boundary=zz"})
+        resp = conn.getresponse()
+        answer = resp.read()
+    finally:
+        conn.close()
+    assert resp.status == 200, answer
+    assert json.loads(answer)["usage"]["seconds"] == round(size / 16_000)
+    grew_mb = (peak_rss_kb(fresh_gateway.proc.pid) - before) / 1024
+    assert grew_mb < 24, f"peak memory grew by {grew_mb:.0f} MB while a 48 MB audio file went through"
