@@ -128,7 +128,9 @@ class MediaPipeline(Pipeline):
         ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
         guard = None
         if node.tree_has_steps:  # guardrails somewhere in the config (a cache does not apply here)
-            guard = GuardrailStep(self.parts.steps().runner, ctx, self.endpoint, ex.record.stream)
+            # the request's steps write its log line (with hook_results, once async items are done); only their
+            # guardrail step acts on these routes
+            guard = self.parts.steps().for_request(ctx, self.endpoint, request, ex.record.stream, ex.record).guard
         attempt = MediaAttempt(self, ctx, body, request, ex.record, params, form, guard)
         router = self.parts.router
         if needs_router(node, state, router.default_timeout_ms):

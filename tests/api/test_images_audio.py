@@ -271,6 +271,17 @@ def test_a_transcription_falls_back_and_resends_the_file(gateway, openai_client,
     assert line["fallbacks"] == 1 and line["status"] == 200
 
 
+def test_param_overrides_rewrite_the_form_fields_sent(openai_client, mock):
+    base = mock.scenario()
+    cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1",
+           "override_params": {"model": "gpt-4o-transcribe", "language": "fr"}}
+    client = openai_client(None, **{"x-gateway-config": json.dumps(cfg)})
+    assert client.audio.transcriptions.create(model="whisper-1", file=("t.wav", wav(0.5))).text
+    sent = mock.calls(base)["requests"][0]["body"]
+    assert 'name="model"\r\n\r\ngpt-4o-transcribe' in sent and 'name="language"\r\n\r\nfr' in sent
+    assert "whisper-1" not in sent and 'filename="t.wav"' in sent
+
+
 def test_speech_retries_a_429_then_answers(openai_client, mock):
     base = mock.scenario([{"status": 429, "times": 1}, {}])
     cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1", "retry": {"attempts": 2}}
@@ -307,7 +318,7 @@ def test_a_cache_in_the_config_leaves_answers_relayed(openai_client, mock):
     assert mock.calls(base)["calls"] == 2
 
 
-def test_an_input_guardrail_judges_an_image_prompt(openai_client, mock):
+def test_an_input_guardrail_judges_an_image_prompt(gateway, openai_client, mock):
     base = mock.scenario()
     cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1", "input_guardrails": [
         {"id": "no-weapons", "deny": True, "default.contains": {"words": ["sword"], "operator": "none"}}]}
@@ -315,8 +326,13 @@ def test_an_input_guardrail_judges_an_image_prompt(openai_client, mock):
     with pytest.raises(openai.APIStatusError) as info:
         client.images.generate(model="gpt-image-1", prompt="a knight with a sword", size="64x64")
     assert info.value.status_code == 446
-    assert client.images.generate(model="gpt-image-1", prompt="a knight with a flower", size="64x64").data
+    assert info.value.response.json()["hook_results"]["before_request_hooks"][0]["id"] == "no-weapons"
+    trace = f"media-{uuid.uuid4().hex}"
+    assert client.images.generate(model="gpt-image-1", prompt="a knight with a flower", size="64x64",
+                                  extra_headers={"x-gateway-trace-id": trace}).data
     assert mock.calls(base)["calls"] == 1
+    hooks = logged(gateway, trace)["hook_results"]["before_request_hooks"]
+    assert [(h["id"], h["verdict"]) for h in hooks] == [("no-weapons", True)]
 
 
 def test_a_rate_limit_applies_to_speech_and_transcriptions(gateway, openai_client):
