@@ -29,11 +29,13 @@ def wav(seconds: float, rate: int = 16_000) -> bytes:
             struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16) + b"data" + struct.pack("<I", len(pcm)) + pcm)
 
 
-def logged(gateway, trace: str, timeout: float = 15.0) -> dict:
+def logged(gateway, trace: str, timeout: float = 15.0, status: int | None = None) -> dict:
+    """The newest log line of ``trace`` (with ``status`` when given)."""
     deadline = time.monotonic() + timeout
     while True:
         data = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}",
                        headers={"x-gateway-api-key": ADMIN_KEY}).json()["data"]
+        data = [line for line in data if status is None or line["status"] == status]
         if data:
             return data[0]
         assert time.monotonic() < deadline, f"no log line for {trace}"
@@ -417,3 +419,38 @@ def test_a_large_audio_upload_streams_through_disk_not_memory(fresh_gateway, moc
     assert json.loads(answer)["usage"]["seconds"] == round(size / 16_000)
     grew_mb = (peak_rss_kb(fresh_gateway.proc.pid) - before) / 1024
     assert grew_mb < 24, f"peak memory grew by {grew_mb:.0f} MB while a 48 MB audio file went through"
+
+
+ROUTE_CALLS = {
+    "images.generations": lambda c: c.images.generate(model="gpt-image-1", prompt="a cat", size="64x64"),
+    "images.edits": lambda c: c.images.edit(model="gpt-image-1", image=("a.png", PNG), prompt="hat", size="64x64"),
+    "images.variations": lambda c: c.images.create_variation(image=("a.png", PNG), size="256x256"),
+    "audio.transcriptions": lambda c: c.audio.transcriptions.create(model="whisper-1", file=("t.wav", wav(0.5))),
+    "audio.translations": lambda c: c.audio.translations.create(model="whisper-1", file=("t.wav", wav(0.5))),
+    "audio.speech": lambda c: c.audio.speech.create(model="tts-1", voice="alloy", input="hi"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("endpoint", sorted(ROUTE_CALLS))
+def test_each_route_falls_back_is_rate_limited_and_logged(gateway, openai_client, mock, endpoint):
+    run = uuid.uuid4().hex[:12]
+    policy = create(gateway, RATE, {"name": f"rate {run}", "conditions": [{"key": "metadata.run", "value": run}],
+                                    "group_by": [{"key": "metadata.run"}], "type": "requests", "unit": "rpd",
+                                    "value": 1})
+    try:
+        failing, good = mock.scenario([{"status": 500}]), mock.scenario()
+        cfg = {"strategy": {"mode": "fallback"}, "targets": [
+            {"provider": "vendorA", "api_key": "sk-1", "custom_host": failing + "/v1"},
+            {"provider": "vendorA", "api_key": "sk-2", "custom_host": good + "/v1"}]}
+        client, trace = traced(openai_client, None, **{"x-gateway-config": json.dumps(cfg),
+                                                       "x-gateway-metadata": json.dumps({"run": run})})
+        ROUTE_CALLS[endpoint](client)
+        assert (mock.calls(failing)["calls"], mock.calls(good)["calls"]) == (1, 1)
+        with pytest.raises(openai.RateLimitError):
+            ROUTE_CALLS[endpoint](client)
+        assert logged(gateway, trace, status=429)["endpoint"] == endpoint
+        line = logged(gateway, trace, status=200)
+        assert line["endpoint"] == endpoint and line["fallbacks"] == 1 and line["target"] == "config.targets[1]"
+    finally:
+        request("DELETE", f"{gateway.url}{RATE}/{policy}", headers={"x-gateway-api-key": ADMIN_KEY})
