@@ -19,6 +19,7 @@ import tempfile
 from typing import IO, Any
 
 import aiohttp
+import aiohttp.payload
 import msgspec
 
 from gateway.http.body import ClientDisconnected
@@ -28,6 +29,8 @@ from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, Pa
 from gateway.jobs.uploads import ENVELOPE_BYTES, FIELD_MAX_BYTES, MAX_FIELDS, SPOOL_FLUSH_BYTES, header
 
 MAX_FILES = 16
+#: the size of each read of a spooled file while it is sent upstream
+READ_BYTES = 256 * 1024
 _encode = msgspec.json.encode
 
 
@@ -95,10 +98,7 @@ class MediaForm:
             elif value is not None:
                 form.add_field(name, _text(value))
         for part in self.files:
-            # a handle of its own for each attempt (the upload closes it when sent), at the file's start
-            handle = os.fdopen(os.dup(part.file.fileno()), "rb")
-            handle.seek(0)
-            form.add_field(part.name, handle, filename=part.filename, content_type=part.content_type)
+            form.add_field(part.name, SpoolPayload(part), filename=part.filename, content_type=part.content_type)
         writer = form()
         assert isinstance(writer, aiohttp.MultipartWriter)
         return writer
@@ -106,6 +106,28 @@ class MediaForm:
     def close(self) -> None:
         for part in self.files:
             part.file.close()
+
+
+class SpoolPayload(aiohttp.payload.Payload):
+    """A spooled file part as an upload body part, read from the file's start at every write (positioned reads
+    off the event loop), so a retry, a fallback target or a resend after a stale connection gets the whole file."""
+
+    def __init__(self, part: SpooledPart) -> None:
+        super().__init__(part, content_type=part.content_type, filename=part.filename)
+        self._size = part.size
+        self._fd = part.file.fileno()
+
+    async def write(self, writer: Any) -> None:
+        offset = 0
+        while True:
+            chunk = await asyncio.to_thread(os.pread, self._fd, READ_BYTES, offset)
+            if not chunk:
+                return
+            offset += len(chunk)
+            await writer.write(chunk)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        raise TypeError("an uploaded file is not decoded as text")
 
 
 def _text(value: Any) -> str:

@@ -48,3 +48,27 @@ def test_files_over_the_limit_are_a_413_and_bad_bodies_a_400():
         read(body(("file", "a.wav", b"x" * 600), ("file2", "b.wav", b"x" * 600)), limit=1000)
     with pytest.raises(InvalidRequest):
         read(b"--zz\r\nnot a header line")
+
+
+def test_a_payload_sends_the_whole_files_however_often_it_is_written():
+    form = read(body(("model", None, b"whisper-1"), ("file", "a.wav", b"RIFF" + b"w" * 300_000)))
+
+    class Sink:
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        async def write(self, chunk: bytes) -> None:
+            self.data += chunk
+
+    async def written(payload) -> bytes:
+        sink = Sink()
+        await payload.write(sink)
+        return bytes(sink.data)
+
+    try:
+        payload = form.payload({"model": "whisper-1", "language": "fr"})
+        first, again = asyncio.run(written(payload)), asyncio.run(written(payload))
+        assert first == again and first.count(b"w" * 300_000) == 1
+        assert b'name="language"\r\n\r\nfr' in first and b'filename="a.wav"' in first
+    finally:
+        form.close()
