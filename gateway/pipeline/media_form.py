@@ -8,7 +8,7 @@ read say so), the same limit as ``/v1/files`` uploads (``gateway/jobs/uploads.py
 
 The fields become a JSON object (a repeated field an array), which the pipeline treats like a JSON body: param
 overrides, guardrails and policies see it; each attempt sends a new multipart body made of those fields and the
-spooled files, rewound (``MediaForm.payload``), so retries and fallbacks resend the same files.
+spooled files, read from their start (``MediaForm.payload``), so retries and fallbacks resend the same files.
 """
 
 from __future__ import annotations
