@@ -32,11 +32,12 @@ from gateway.pipeline.media_form import MediaForm, receive_form
 from gateway.pipeline.media_meter import MediaMeter
 from gateway.pipeline.outcome import stream_broke
 from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts, response_headers
-from gateway.providers.base import UpstreamCall, UpstreamRequest
+from gateway.providers.base import UpstreamCall
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite
 from gateway.routing.plan import Node
 from gateway.upstream.client import read_response_body
+from gateway.upstream.request import UpstreamRequest
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
