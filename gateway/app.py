@@ -27,6 +27,7 @@ from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.job_routes import mount_jobs
+from gateway.pipeline.media import media_routes
 from gateway.pipeline.pipeline import Pipeline
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
 from gateway.runtime import Runtime
@@ -72,6 +73,8 @@ class GatewayApp:
         self.add("POST", "/v1/embeddings", Pipeline(parts, EMBEDDINGS, parse_embeddings))
         self.add("POST", "/v1/moderations", Pipeline(parts, MODERATIONS, parse_moderation))
         self.add("POST", "/v1/rerank", Pipeline(parts, RERANK, parse_rerank))
+        for method, path, media in media_routes(parts, runtime.settings):
+            self.add(method, path, media)
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime.keys, runtime.recorder))
         if runtime.settings.console:

@@ -5,7 +5,8 @@ a missing ``api-version`` query a 404, both in cloudB's error format ``{"error":
 chat opens with a ``prompt_filter_results`` chunk whose ``choices`` is empty (and ``id``, ``object``, ``model``
 empty); a step's ``filter_annotations`` adds the asynchronous content filter's annotation chunk before ``[DONE]``.
 Scripted errors use the same format. The resource's files, batches, fine-tuning and stored-responses paths
-(``/openai/files``...) answer like the vendorA mock's, behind the same checks.
+(``/openai/files``...) answer like the vendorA mock's, behind the same checks, and so do the deployments' images
+(generations, edits) and audio routes (``vendorA_media``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import re
 from typing import Any
 from urllib.parse import parse_qs
 
-from gateway_mock import vendorA, vendorA_batches, vendorA_files, vendorA_fine_tuning, vendorA_responses
+from gateway_mock import (
+    vendorA,
+    vendorA_batches,
+    vendorA_files,
+    vendorA_fine_tuning,
+    vendorA_media,
+    vendorA_responses,
+)
 from gateway_mock.asgi import Message, Send
 from gateway_mock.kit import Handler, MockRequest, respond_json, retry_headers, sse
 
@@ -89,3 +97,7 @@ ROUTES = [
 for _module in (vendorA_files, vendorA_batches, vendorA_fine_tuning, vendorA_responses):
     for _method, _pattern, _handler in _module.ROUTES:
         ROUTES.append((_method, re.compile(_pattern.pattern.replace("^(?:/v1)?", "^/openai")), _checked(_handler)))
+# images and audio on deployments: /openai/deployments/{id}/images/generations?api-version=... (no variations)
+for _method, _pattern, _handler in vendorA_media.ROUTES:
+    if "variations" not in _pattern.pattern:
+        ROUTES.append((_method, re.compile(_pattern.pattern.replace("^(?:/v1)?/", _BASE)), _checked(_handler)))

@@ -1,6 +1,7 @@
 """Mock of cloudC: Gemini generateContent / streamGenerateContent, text-embedding predict, and the OAuth token endpoint.
 
-Model routes (``/v1/projects/{p}/locations/{r}/publishers/google/models/{m}:{method}``) require
+Imagen models' ``:predict`` answers generated images (``_imagen``). Model routes
+(``/v1/projects/{p}/locations/{r}/publishers/google/models/{m}:{method}``) require
 ``Authorization: Bearer <token>`` where the token is ``TEST_TOKEN`` or one this mock's token endpoint issued (else
 401 in Google's error format ``{"error": {"code", "message", "status"}}``). ``streamGenerateContent?alt=sse`` answers
 server-sent events ``data: {GenerateContentResponse}`` with CRLF line ends like the real service (without
@@ -37,6 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from gateway_mock import vendorA_media
 from gateway_mock.asgi import Send
 from gateway_mock.kit import (
     MockRequest,
@@ -256,8 +258,38 @@ async def model_route(req: MockRequest, send: Send) -> None:
         await _stream(req, send, "alt=sse" in req.query.split("&"), json_reply)
 
 
+#: Imagen's aspect ratios and the size the mock draws each at (small: the content is made up)
+_IMAGEN_SIZES = {"1:1": (64, 64), "3:4": (48, 64), "4:3": (64, 48), "9:16": (36, 64), "16:9": (64, 36)}
+
+
+async def _imagen(req: MockRequest, send: Send, doc: dict) -> None:
+    """Imagen ``:predict``: ``instances[0].prompt``, ``parameters.sampleCount`` (1-4), ``aspectRatio``,
+    ``outputOptions.mimeType``; predictions ``{"bytesBase64Encoded", "mimeType"}``; a prompt holding ``unsafe``
+    gets a ``raiFilteredReason`` prediction without an image, as the platform's safety filter answers."""
+    instances = doc.get("instances") or []
+    prompt = str(instances[0].get("prompt", "")) if instances and isinstance(instances[0], dict) else ""
+    parameters = doc.get("parameters") or {}
+    count = parameters.get("sampleCount", 1)
+    ratio = parameters.get("aspectRatio", "1:1")
+    if not prompt or not isinstance(count, int) or not 1 <= count <= 4 or ratio not in _IMAGEN_SIZES:
+        await respond_json(send, 400, google_error(400, "Invalid instance or parameters for Imagen predict."))
+        return
+    mime = (parameters.get("outputOptions") or {}).get("mimeType", "image/png")
+    predictions: list[dict] = []
+    for i in range(count):
+        if "unsafe" in prompt:
+            predictions.append({"raiFilteredReason": "The prompt could not be submitted."})
+        else:
+            image = vendorA_media.png(*_IMAGEN_SIZES[ratio], seed=len(prompt) + i)
+            predictions.append({"bytesBase64Encoded": base64.b64encode(image).decode(), "mimeType": mime})
+    await respond_json(send, 200, {"predictions": predictions})
+
+
 async def _predict(req: MockRequest, send: Send) -> None:
     doc = req.json()
+    if "imagen" in req.match.group("model"):
+        await _imagen(req, send, doc)
+        return
     dims = (doc.get("parameters") or {}).get("outputDimensionality") or 8
     predictions = []
     chars = 0

@@ -3,7 +3,8 @@
 The text a check sees ("the subject"):
 - before the request: chat, the last message's text (text parts joined by newlines); completions, the prompt
   (a list of prompts joined by newlines); embeddings and moderations, the input strings joined by newlines;
-  rerank, the query. Other endpoints have no text.
+  rerank, the query; image generations and edits, transcriptions and translations, the prompt; speech, the input.
+  Other endpoints have no text.
 - after the request: chat, every choice's message content joined by newlines; completions, every choice's text.
   A caller that already holds the answer's text (an assembled stream) passes it instead.
 Redaction rewrites *segments*: every message's text (not only the last), every prompt or input string, the
@@ -134,6 +135,11 @@ def _strings(value: Any, base: Path) -> list[tuple[Path, str]]:
     return []
 
 
+#: endpoints whose text is ``prompt`` (an image's description, a transcription's prompt)
+_PROMPTED = frozenset({"completions", "images.generations", "images.edits", "audio.transcriptions",
+                       "audio.translations"})
+
+
 def request_segments(body: Any, endpoint: str) -> list[tuple[Path | None, str]]:
     """Every text of a request body with its path (messages, prompts, inputs, rerank query and documents)."""
     if not isinstance(body, dict):
@@ -145,9 +151,9 @@ def request_segments(body: Any, endpoint: str) -> list[tuple[Path | None, str]]:
             for i, message in enumerate(messages):
                 if isinstance(message, dict):
                     found.extend(_content_parts(message.get("content"), ("messages", i, "content")))
-    elif endpoint == "completions":
+    elif endpoint in _PROMPTED:
         found = _strings(body.get("prompt"), ("prompt",))
-    elif endpoint in ("embeddings", "moderations"):
+    elif endpoint in ("embeddings", "moderations", "audio.speech"):
         found = _strings(body.get("input"), ("input",))
     elif endpoint == "rerank":
         found = _strings(body.get("query"), ("query",))

@@ -124,6 +124,9 @@ class LogEntry(msgspec.Struct):
     response_body: Any = msgspec.UNSET
     #: the hooks' and guardrails' results (async ones too) and the feedback they recorded, when any ran
     hook_results: Any = msgspec.UNSET
+    #: what an images or audio answer counted where the provider reported no tokens: ``{"images": n}`` or
+    #: ``{"audio_seconds": s}`` (docs/images-and-audio.md)
+    units: Any = msgspec.UNSET
 
 
 class Derived:
@@ -203,7 +206,14 @@ def build_entry(rec: Any, d: Derived, masker: Masker, iso: Callable[[float], str
         _body(rec.request_body, masker, d.secrets) if rec.request_body is not None else msgspec.UNSET,
         _body(rec.response_body, masker, d.secrets) if rec.response_body is not None else msgspec.UNSET,
         _hook_results(rec),
+        _units(rec.usage),
     )
+
+
+def _units(usage: Any) -> Any:
+    if isinstance(usage, dict) and ("images" in usage or "audio_seconds" in usage):
+        return {k: usage[k] for k in ("images", "audio_seconds") if k in usage}
+    return msgspec.UNSET
 
 
 def _hook_results(rec: Any) -> Any:

@@ -189,7 +189,7 @@ class Pipeline:
         if key is None or not key.can_infer or self.prompt_route:
             key = await authenticate(parts.keys, ctx, self.scope, None if ctx.api_key else key)
         ctx.workspace = record.workspace = key.workspace
-        body = await read_request_body(scope, receive, parts.max_body_bytes)
+        body = await self.read_body(scope, receive)
         body, config = await self._config(ctx, key, scope, body)
         request = self.parse(body)
         record.stream = bool(getattr(request, "stream", False))
@@ -198,6 +198,10 @@ class Pipeline:
         if parts.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
             record.budget = await parts.policies.admit(ctx, request, len(body), node)
         return body, request, node
+
+    async def read_body(self, scope: Scope, receive: Receive) -> bytes:
+        """The request's JSON body (the multipart images and audio routes read a form: pipeline/media.py)."""
+        return await read_request_body(scope, receive, self.parts.max_body_bytes)
 
     async def _config(self, ctx: RequestContext, key: KeyRecord, scope: Scope, body: bytes) -> tuple[bytes, Config]:
         resolver = self.parts.resolver

@@ -41,6 +41,15 @@ BATCHES = "batches"
 FINE_TUNING = "fine_tuning"
 RESPONSES = "responses"
 RESOURCES = frozenset({FILES, BATCHES, FINE_TUNING, RESPONSES})
+# images and audio (gateway/pipeline/media.py): vendorA's wire format, bodies forwarded, answers relayed as they come
+IMAGES_GENERATIONS = "images.generations"
+IMAGES_EDITS = "images.edits"
+IMAGES_VARIATIONS = "images.variations"
+AUDIO_TRANSCRIPTIONS = "audio.transcriptions"
+AUDIO_TRANSLATIONS = "audio.translations"
+AUDIO_SPEECH = "audio.speech"
+IMAGES = frozenset({IMAGES_GENERATIONS, IMAGES_EDITS, IMAGES_VARIATIONS})
+AUDIO = frozenset({AUDIO_TRANSCRIPTIONS, AUDIO_TRANSLATIONS, AUDIO_SPEECH})
 
 
 class UpstreamCall:
@@ -115,6 +124,9 @@ class ProviderAdapter(abc.ABC):
     #: ``stream_options.include_usage``): the pipeline then always asks, and sets ``UpstreamCall.strip_usage`` when
     #: the client did not ask
     asks_stream_usage: bool = False
+    #: images and audio answers (``IMAGES``, ``AUDIO``) are relayed as they arrive, undecoded; an adapter that
+    #: translates those routes sets False: the whole answer then goes through ``parse_response``
+    relays_media: bool = True
 
     @classmethod
     def create(cls, client: UpstreamClient) -> ProviderAdapter:

@@ -30,9 +30,12 @@ import msgspec
 
 from gateway.http.errors import InvalidRequest
 from gateway.providers.base import (
+    AUDIO,
     CHAT,
     COMPLETIONS,
     EMBEDDINGS,
+    IMAGES_EDITS,
+    IMAGES_GENERATIONS,
     RESOURCES,
     UpstreamCall,
     UpstreamResult,
@@ -42,7 +45,8 @@ from gateway.schema.config import Config
 from gateway.upstream.request import UpstreamRequest
 
 NAME = "cloudB"
-ENDPOINTS = frozenset({CHAT, COMPLETIONS, EMBEDDINGS}) | RESOURCES
+#: images (generations and edits: cloudB has no variations) and audio on deployments: docs/images-and-audio.md
+ENDPOINTS = frozenset({CHAT, COMPLETIONS, EMBEDDINGS, IMAGES_GENERATIONS, IMAGES_EDITS}) | RESOURCES | AUDIO
 SERVERLESS = "serverless"
 MANAGED = "managed"
 

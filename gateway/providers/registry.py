@@ -9,11 +9,17 @@ from __future__ import annotations
 from gateway.http.errors import InvalidRequest
 from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.base import (
+    AUDIO,
+    AUDIO_SPEECH,
+    AUDIO_TRANSCRIPTIONS,
+    AUDIO_TRANSLATIONS,
     BATCHES,
     CHAT,
     COMPLETIONS,
     EMBEDDINGS,
     FILES,
+    IMAGES,
+    IMAGES_GENERATIONS,
     MODERATIONS,
     RESOURCES,
     ProviderAdapter,
@@ -58,6 +64,17 @@ VENDOR_A_COMPATIBLE: dict[str, tuple[str, frozenset[str]]] = {
     "lm-studio": ("http://localhost:1234/v1", _CHAT_EMBED),
 }
 
+#: The images and audio column of the table above (docs/images-and-audio.md): the vendorA-compatible providers that
+#: serve these routes in vendorA's wire format under the same base; a provider missing here answers 400 naming it.
+MEDIA: dict[str, frozenset[str]] = {
+    "vendorA": IMAGES | AUDIO,
+    "groq": frozenset({AUDIO_TRANSCRIPTIONS, AUDIO_TRANSLATIONS, AUDIO_SPEECH}),
+    "together-ai": frozenset({IMAGES_GENERATIONS, AUDIO_TRANSCRIPTIONS, AUDIO_SPEECH}),
+    "deepinfra": frozenset({IMAGES_GENERATIONS, AUDIO_TRANSCRIPTIONS, AUDIO_SPEECH}),
+    "x-ai": frozenset({IMAGES_GENERATIONS}),
+    "vllm": frozenset({AUDIO_TRANSCRIPTIONS, AUDIO_TRANSLATIONS}),
+}
+
 #: providers with their own wire format: name -> adapter class
 NATIVE: dict[str, type[ProviderAdapter]] = {
     "anthropic": AnthropicAdapter,
@@ -86,7 +103,8 @@ class ProviderRegistry:
 
     def __init__(self, client: UpstreamClient) -> None:
         self._adapters: dict[str, ProviderAdapter] = {
-            name: VendorAAdapter(name, base, endpoints) for name, (base, endpoints) in VENDOR_A_COMPATIBLE.items()
+            name: VendorAAdapter(name, base, endpoints | MEDIA.get(name, frozenset()))
+            for name, (base, endpoints) in VENDOR_A_COMPATIBLE.items()
         }
         for name, adapter_class in NATIVE.items():
             self._adapters[name] = adapter_class.create(client)

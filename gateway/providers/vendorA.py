@@ -23,9 +23,15 @@ from gateway import _speedups
 from gateway.http.errors import GatewayError
 from gateway.http.sse import RELAY_CR
 from gateway.providers.base import (
+    AUDIO_SPEECH,
+    AUDIO_TRANSCRIPTIONS,
+    AUDIO_TRANSLATIONS,
     CHAT,
     COMPLETIONS,
     EMBEDDINGS,
+    IMAGES_EDITS,
+    IMAGES_GENERATIONS,
+    IMAGES_VARIATIONS,
     MODERATIONS,
     RERANK,
     InBandErrorHolder,
@@ -45,6 +51,12 @@ PATHS = {
     EMBEDDINGS: "/embeddings",
     MODERATIONS: "/moderations",
     RERANK: "/rerank",
+    IMAGES_GENERATIONS: "/images/generations",
+    IMAGES_EDITS: "/images/edits",
+    IMAGES_VARIATIONS: "/images/variations",
+    AUDIO_TRANSCRIPTIONS: "/audio/transcriptions",
+    AUDIO_TRANSLATIONS: "/audio/translations",
+    AUDIO_SPEECH: "/audio/speech",
 }
 
 

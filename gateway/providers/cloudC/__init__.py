@@ -5,7 +5,8 @@ location); ``custom_host`` replaces it. Paths:
 
 - chat: ``/projects/{project}/locations/{region}/publishers/google/models/{model}:generateContent``, or
   ``:streamGenerateContent?alt=sse`` for a stream (server-sent events, one GenerateContentResponse per event);
-- embeddings: ``.../models/{model}:predict``.
+- embeddings: ``.../models/{model}:predict``;
+- image generations (Imagen models): ``.../models/{model}:predict`` too (``imagen``: the translation).
 
 ``project`` and ``region`` come from ``cloudC_project_id`` / ``cloudC_region`` (config, or the
 ``x-gateway-cloudC-project-id`` / ``-region`` headers); the project falls back to the service account's
@@ -24,11 +25,12 @@ from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import (
     CHAT,
     EMBEDDINGS,
+    IMAGES_GENERATIONS,
     ProviderAdapter,
     UpstreamCall,
     UpstreamResult,
 )
-from gateway.providers.cloudC import embeddings, gemini
+from gateway.providers.cloudC import embeddings, gemini, imagen
 from gateway.providers.cloudC.auth import TokenCache
 from gateway.providers.cloudC.stream import GeminiStream
 from gateway.upstream.client import UpstreamClient
@@ -39,7 +41,8 @@ __all__ = ["CloudCAdapter"]
 NAME = "cloudC"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
 _METHODS = {(CHAT, False): ":generateContent", (CHAT, True): ":streamGenerateContent?alt=sse",
-            (EMBEDDINGS, False): ":predict", (EMBEDDINGS, True): ":predict"}
+            (EMBEDDINGS, False): ":predict", (EMBEDDINGS, True): ":predict",
+            (IMAGES_GENERATIONS, False): ":predict", (IMAGES_GENERATIONS, True): ":predict"}
 
 
 def _segment(value: Any, field: str, what: str) -> str:
@@ -54,7 +57,8 @@ class CloudCAdapter(ProviderAdapter):
     """cloudC adapter; holds the service-account token cache (closed at shutdown)."""
 
     name = NAME
-    endpoints = frozenset({CHAT, EMBEDDINGS})
+    endpoints = frozenset({CHAT, EMBEDDINGS, IMAGES_GENERATIONS})
+    relays_media = False
     fields = {CHAT: gemini.CHAT_FIELDS, EMBEDDINGS: embeddings.FIELDS}
 
     def __init__(self, tokens: TokenCache) -> None:
@@ -86,6 +90,8 @@ class CloudCAdapter(ProviderAdapter):
         url = self.url(call)
         if call.endpoint == CHAT:
             body = gemini.build_request(call.request)
+        elif call.endpoint == IMAGES_GENERATIONS:
+            body = imagen.build_request(call.body)
         else:
             body = embeddings.build_request(call.body)
         if target.cloudC_service_account_json is not None:
@@ -107,6 +113,8 @@ class CloudCAdapter(ProviderAdapter):
         if call.endpoint == EMBEDDINGS:
             out, usage = embeddings.parse_response(body, call.body)
             return UpstreamResult(out, usage, call.model)
+        if call.endpoint == IMAGES_GENERATIONS:
+            return UpstreamResult(imagen.parse_response(body), None, call.model)
         out, usage, model = gemini.parse_response(body, call.model, self._thoughts(call), headers)
         return UpstreamResult(out, usage, model)
 

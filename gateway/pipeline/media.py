@@ -1,0 +1,300 @@
+"""The images and audio routes: the inference pipeline with a multipart body in and a relayed answer out.
+
+``POST /v1/images/generations`` and ``/v1/audio/speech`` take JSON; ``/v1/images/edits``, ``/variations`` and
+``/v1/audio/transcriptions``, ``/translations`` take multipart forms, received as they stream (files spooled to
+disk, ``media_form.py``). Admission is the pipeline's (key, config, policies: rate limits count these requests),
+and so is routing (fallback, retries, breakers, timeouts). Each attempt sends the body to a provider that serves
+the route in vendorA's wire format (the adapter's URL and auth; a provider without it answers 400 naming it), and
+a 2xx answer is relayed as it arrives, whatever it is (JSON with base64 images, text, SRT, an audio file, SSE),
+with its content type and never decoded: ``media_meter.py`` reads the usage, image count or audio seconds off the
+passing bytes. An error status before the answer starts is the provider's error, which retries and fallbacks act
+on. Input guardrails see the prompt (images, transcriptions) or the text to speak; the response cache and output
+guardrails do not apply (answers are relayed, not held). The user's view: docs/images-and-audio.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator, Callable
+
+import aiohttp
+import msgspec
+
+from gateway.http.body import ClientDisconnected
+from gateway.http.disconnect import DisconnectWatch
+from gateway.http.errors import GatewayError, InvalidRequest, internal_error
+from gateway.http.respond import end_stream, send_chunk
+from gateway.http.types import Receive, Scope, Send
+from gateway.observability.record import RequestRecord
+from gateway.pipeline.guardrail_step import GuardrailStep
+from gateway.pipeline.media_form import MediaForm, receive_form
+from gateway.pipeline.media_meter import MediaMeter
+from gateway.pipeline.outcome import stream_broke
+from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts, response_headers
+from gateway.providers.base import UpstreamCall
+from gateway.routing.execute import RunState, needs_router
+from gateway.routing.params import needs_rewrite
+from gateway.routing.plan import Node
+from gateway.upstream.client import read_response_body
+from gateway.upstream.request import UpstreamRequest
+
+_json_decode = msgspec.json.decode
+_json_encode = msgspec.json.encode
+#: the largest piece of a whole document (JSON, text) held before it is sent on
+COALESCE_BYTES = 1024 * 1024
+#: answers sent on read by read: audio and event streams
+_AS_IT_COMES = ("audio/", "text/event-stream", "application/octet-stream")
+#: where a request's received form waits in its ASGI scope between reading and sending
+FORM_KEY = "gateway.media_form"
+
+
+class FormLimits:
+    """A multipart route's limits: the file size (``GATEWAY_FILE_MAX_BYTES``), where files are spooled, and the
+    file part the route requires (``image``, ``file``)."""
+
+    __slots__ = ("max_file_bytes", "spool_dir", "required")
+
+    def __init__(self, max_file_bytes: int, spool_dir: str | None, required: str) -> None:
+        self.max_file_bytes = max_file_bytes
+        self.spool_dir = spool_dir
+        self.required = required
+
+
+class RawOutcome:
+    """A 2xx upstream answer whose body is still to be read: relayed as it arrives; or, from an adapter that
+    translates the route (``relays_media`` False), the translated ``body`` (the response already released)."""
+
+    __slots__ = ("response", "provider", "model", "body")
+
+    def __init__(self, response: aiohttp.ClientResponse, provider: str, model: str | None,
+                 body: bytes | None = None) -> None:
+        self.response = response
+        self.provider = provider
+        self.model = model
+        self.body = body
+
+
+class MediaPipeline(Pipeline):
+    """One images or audio route; ``form`` is set for the multipart ones."""
+
+    def __init__(self, parts: PipelineParts, endpoint: str, parse: Callable[[bytes], Any],
+                 form: FormLimits | None = None) -> None:
+        super().__init__(parts, endpoint, parse)
+        self.form = form
+
+    async def read_body(self, scope: Scope, receive: Receive) -> bytes:
+        limits = self.form
+        if limits is None:
+            return await super().read_body(scope, receive)
+        form = await receive_form(scope, receive, limits.max_file_bytes, limits.spool_dir)
+        scope[FORM_KEY] = form
+        required = limits.required
+        if not any(name in (required, required + "[]") for name in form.file_names()):
+            raise InvalidRequest(f"{required} is required (a multipart part named '{required}' with a filename)",
+                                 param=required)
+        return form.body()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))
+        try:
+            try:
+                body, request, node = await self._admit(ex, scope, receive)
+                outcome = await self._attempts(ex, body, request, node, scope.get(FORM_KEY))
+            except ClientDisconnected:
+                ex.record.status = 499
+                ex.record.error = "client disconnected before sending its body"
+                self._finish(ex)
+                return
+            except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
+                await self._fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
+                return
+            await self._relay(ex, receive, send, outcome)
+        finally:
+            form = scope.pop(FORM_KEY, None)
+            if form is not None:
+                form.close()
+
+    async def _attempts(self, ex: Exchange, body: bytes, request: Any, node: Node, form: MediaForm | None
+                        ) -> RawOutcome:
+        ctx = ex.ctx
+        assert ctx is not None
+        params_cache: list[dict] = []
+
+        def params() -> dict:
+            if not params_cache:
+                params_cache.append(_json_decode(body))
+            return params_cache[0]
+
+        ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
+        guard = None
+        if node.tree_has_steps:  # guardrails somewhere in the config (a cache does not apply here)
+            # the request's steps write its log line (with hook_results, once async items are done); only their
+            # guardrail step acts on these routes
+            guard = self.parts.steps().for_request(ctx, self.endpoint, request, ex.record.stream, ex.record).guard
+        attempt = MediaAttempt(self, ctx, body, request, ex.record, params, form, guard)
+        router = self.parts.router
+        if needs_router(node, state, router.default_timeout_ms):
+            outcome = await router.run(node, attempt, state)
+        else:
+            state.attempts = 1
+            outcome = await attempt(node)
+        assert isinstance(outcome, RawOutcome)
+        return outcome
+
+    async def _relay(self, ex: Exchange, receive: Receive, send: Send, outcome: RawOutcome) -> None:
+        """Send the answer on as it arrives; the record gets what the meter counted."""
+        record = ex.record
+        ctx = ex.ctx
+        assert ctx is not None
+        response = outcome.response
+        record.provider = outcome.provider
+        record.model = outcome.model or record.model
+        record.status = response.status
+        content_type = ("application/json" if outcome.body is not None
+                        else response.headers.get("content-type") or "application/octet-stream")
+        headers = response_headers(ctx, ex.state, outcome.provider)
+        headers.append((b"content-type", content_type.encode("latin-1")))
+        meter = MediaMeter(self.endpoint, content_type, getattr(record.request, "response_format", None))
+        task = asyncio.current_task()
+        assert task is not None  # ASGI calls run in a task
+        watch = DisconnectWatch(receive, task)
+        try:
+            await send({"type": "http.response.start", "status": response.status, "headers": headers})
+            # a whole document (JSON, text) goes out in pieces of up to COALESCE_BYTES (fewer sends); audio and
+            # SSE go out read by read
+            coalesce = 0 if content_type.startswith(_AS_IT_COMES) else COALESCE_BYTES
+            pending: list[bytes] = []
+            size = 0
+            if outcome.body is not None:
+                meter.feed(outcome.body)
+                pending.append(outcome.body)
+            try:
+                async for piece in self._pieces(outcome):
+                    if record.ttft_s is None:
+                        record.ttft_s = time.perf_counter() - record.started
+                    meter.feed(piece)
+                    if coalesce:
+                        pending.append(piece)
+                        size += len(piece)
+                        if size < coalesce:
+                            continue
+                        piece = b"".join(pending)
+                        pending.clear()
+                        size = 0
+                    await send_chunk(send, piece)
+            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+                broken = stream_broke(exc, outcome.provider)  # the status is out: the body ends short
+                record.status = broken.status
+                record.error = broken.message
+            await end_stream(send, b"".join(pending))
+        except asyncio.CancelledError:
+            self._left(record, response)
+            if not watch.fired():
+                raise
+            task.uncancel()
+        except OSError:
+            self._left(record, response)
+        finally:
+            watch.stop()
+            response.release()
+            record.upstream_s = time.perf_counter() - record.upstream_started
+            record.usage, record.usage_source = meter.result()
+            self._finish(ex)
+
+    @staticmethod
+    async def _pieces(outcome: RawOutcome) -> AsyncIterator[bytes]:
+        if outcome.body is None:
+            async for piece in outcome.response.content.iter_any():
+                yield piece
+
+    @staticmethod
+    def _left(record: RequestRecord, response: aiohttp.ClientResponse) -> None:
+        record.status = 499
+        record.error = "client disconnected"
+        response.close()
+
+
+class MediaAttempt(Attempt):
+    """One attempt at a node: the body (params rewritten, input guardrails run) sent as JSON or as a new multipart
+    body of the form's fields and spooled files; a 2xx answer comes back unread."""
+
+    __slots__ = ("form", "guard")
+
+    def __init__(self, pipeline: MediaPipeline, ctx: Any, body: bytes, request: Any, record: RequestRecord,
+                 params: Callable[[], dict], form: MediaForm | None, guard: GuardrailStep | None) -> None:
+        super().__init__(pipeline, ctx, body, request, record, params, None)
+        self.form = form
+        self.guard = guard
+
+    async def __call__(self, node: Node) -> RawOutcome:  # type: ignore[override]
+        config = node.config
+        provider = config.provider
+        if not provider:
+            raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
+        adapter = self.parts.providers.get(provider)
+        adapter.check_endpoint(self.endpoint)
+        body, request = self.body, self.request
+        if needs_rewrite(config):
+            body, request = self._rewritten(node)
+        guard = self.guard
+        if guard is not None and node.has_steps:
+            redacted = await guard.before(node, self.params() if body is self.body else _json_decode(body))
+            if redacted is not None:
+                body = _json_encode(redacted)
+                request = self.parse(body)
+        record = self.record
+        record.request = request
+        call = UpstreamCall(self.endpoint, config, body, request, record.stream, self.ctx, provider)
+        upstream = await adapter.build_request(call)
+        if self.form is not None:
+            headers = {k: v for k, v in upstream.headers.items() if k != "content-type"}
+            payload: Any = self.form.payload(_json_decode(body))
+            upstream = UpstreamRequest(upstream.url, headers, payload, upstream.method)
+        forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
+        if forwarded:
+            forwarded.update(upstream.headers)
+            upstream.headers = forwarded
+        record.provider = provider
+        record.upstream_started = time.perf_counter()
+        response = await self.parts.client.open(upstream, stream=True)
+        if not 200 <= response.status < 300:
+            try:
+                data = await read_response_body(response)
+            finally:
+                response.release()
+            raise adapter.parse_error(call, response.status, response.headers, data)
+        if adapter.relays_media:
+            return RawOutcome(response, provider, call.model)
+        try:
+            data = await read_response_body(response)
+        finally:
+            response.release()
+        result = adapter.parse_response(call, response.status, response.headers, data)
+        return RawOutcome(response, provider, result.model or call.model, result.body)
+
+
+def media_routes(parts: PipelineParts, settings: Any) -> list[tuple[str, str, MediaPipeline]]:
+    """The images and audio routes of a worker (``settings`` gives the file limit and the spool directory)."""
+    from gateway.providers import base
+    from gateway.schema import media
+    from gateway.settings import data_path
+
+    spool = data_path(settings, "tmp")
+    spool.mkdir(parents=True, exist_ok=True)
+
+    def form(required: str) -> FormLimits:
+        return FormLimits(settings.file_max_bytes, str(spool), required)
+
+    return [
+        ("POST", "/v1/images/generations",
+         MediaPipeline(parts, base.IMAGES_GENERATIONS, media.parse_image_generation)),
+        ("POST", "/v1/images/edits", MediaPipeline(parts, base.IMAGES_EDITS, media.parse_image_edit, form("image"))),
+        ("POST", "/v1/images/variations",
+         MediaPipeline(parts, base.IMAGES_VARIATIONS, media.parse_image_variation, form("image"))),
+        ("POST", "/v1/audio/transcriptions",
+         MediaPipeline(parts, base.AUDIO_TRANSCRIPTIONS, media.parse_transcription, form("file"))),
+        ("POST", "/v1/audio/translations",
+         MediaPipeline(parts, base.AUDIO_TRANSLATIONS, media.parse_transcription, form("file"))),
+        ("POST", "/v1/audio/speech", MediaPipeline(parts, base.AUDIO_SPEECH, media.parse_speech)),
+    ]
