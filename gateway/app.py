@@ -26,6 +26,9 @@ from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, intern
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.pipeline.dialects.door import DoorPipeline
+from gateway.pipeline.dialects.messages import CountTokensDialect, MessagesDialect
+from gateway.pipeline.dialects.responses import ResponsesDialect
 from gateway.pipeline.pipeline import Pipeline
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
 from gateway.runtime import Runtime
@@ -53,6 +56,9 @@ class GatewayApp:
         self.add("POST", "/v1/embeddings", Pipeline(parts, EMBEDDINGS, parse_embeddings))
         self.add("POST", "/v1/moderations", Pipeline(parts, MODERATIONS, parse_moderation))
         self.add("POST", "/v1/rerank", Pipeline(parts, RERANK, parse_rerank))
+        self.add("POST", "/v1/responses", DoorPipeline(parts, ResponsesDialect(), runtime.store))
+        self.add("POST", "/v1/messages", DoorPipeline(parts, MessagesDialect()))
+        self.add("POST", "/v1/messages/count_tokens", DoorPipeline(parts, CountTokensDialect()))
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime))
         if runtime.settings.console:

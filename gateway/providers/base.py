@@ -41,6 +41,8 @@ BATCHES = "batches"
 FINE_TUNING = "fine_tuning"
 RESPONSES = "responses"
 RESOURCES = frozenset({FILES, BATCHES, FINE_TUNING, RESPONSES})
+#: the Messages API, served as sent by providers that list it (the Messages door forwards to them)
+MESSAGES = "messages"
 
 
 class UpstreamRequest:
