@@ -23,7 +23,7 @@ import msgspec
 
 from gateway.api.admin import choice_query, int_query, query_values
 from gateway.api.jobs import Jobs, query_pairs, raw_query
-from gateway.http.errors import InvalidRequest
+from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.passthrough import path_id
@@ -75,8 +75,18 @@ class ResponseRoutes:
             await send_json(send, 200, msgspec.json.encode({"id": response_id, "object": "response",
                                                             "deleted": True}))
             return
-        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "DELETE", f"/responses/{response_id}",
-                                             raw_query(scope))
+        await self._forward(send, caller.ctx, "DELETE", response_id, "", raw_query(scope))
+
+    async def _forward(self, send: Send, ctx: Any, method: str, response_id: str, tail: str, query: str) -> None:
+        """A response the gateway did not store, asked of the provider the request names; a provider that keeps no
+        responses (the gateway translated for it) means the id is unknown: 404."""
+        try:
+            await self.jobs.forwarder.relay_json(send, ctx, RESPONSES, method, f"/responses/{response_id}{tail}",
+                                                 query)
+        except InvalidRequest as error:
+            if error.param != "provider":
+                raise
+            raise NotFound(f"no stored response '{response_id}' ({error.message})", param="response_id") from None
 
     async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
@@ -88,8 +98,7 @@ class ResponseRoutes:
         if kept is not None:
             await send_json(send, 200, msgspec.json.encode(kept["response"]))
             return
-        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET", f"/responses/{response_id}",
-                                             raw_query(scope))
+        await self._forward(send, caller.ctx, "GET", response_id, "", raw_query(scope))
 
     async def input_items(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope, ITEMS_QUERY)
@@ -105,8 +114,7 @@ class ResponseRoutes:
         forwarded = raw_query(scope)
         if "order" not in query:  # the spec's default is asc; a provider's own default may differ
             forwarded = f"{forwarded}&order=asc" if forwarded else "order=asc"
-        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET",
-                                             f"/responses/{response_id}/input_items", forwarded)
+        await self._forward(send, caller.ctx, "GET", response_id, "/input_items", forwarded)
 
 
 def _page(items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:

@@ -298,3 +298,42 @@ def test_a_stream_that_fails_midway_ends_with_the_dialect_error_event(gateway, m
     answer = door_post(gateway, path, target(provider, base), body)
     text = answer.body.decode()
     assert answer.status == 200 and "event: error" in text and "[DONE]" not in text
+
+
+def test_stored_responses_stream_items_delete_and_forwarded_continuation(gateway, mock):
+    client = openai_for(gateway, target("anthropic", mock.url))
+    with client.responses.stream(model=MODELS["anthropic"], input="Remember 42.") as stream:
+        for _ in stream:
+            pass
+        first = stream.get_final_response()
+    items = client.responses.input_items.list(first.id)
+    assert [item.content[0].text for item in items.data] == ["Remember 42."]
+    follow = client.responses.create(model=MODELS["anthropic"], input="Which number?", previous_response_id=first.id)
+    assert follow.output_text == DEFAULT_REPLY
+    assert client.responses.delete(first.id) is None
+    with pytest.raises(Exception) as gone:
+        client.responses.retrieve(first.id)
+    assert getattr(gone.value, "status_code", None) == 404
+    # a vendorA response id is continued by vendorA itself: forwarded, not looked up here
+    forwarded = openai_for(gateway, target("vendorA", mock.url))
+    earlier = forwarded.responses.create(model="gpt-4o-mini", input="hi")
+    later = forwarded.responses.create(model="gpt-4o-mini", input="again", previous_response_id=earlier.id)
+    assert later.previous_response_id == earlier.id
+
+
+def test_doors_are_counted_in_metrics_by_endpoint(gateway, mock):
+    anthropic_for(gateway, target("vendorA", mock.url)).messages.create(
+        model="gpt-4o-mini", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+    openai_for(gateway, target("vendorA", mock.url)).responses.create(model="gpt-4o-mini", input="hi")
+    text = request("GET", f"{gateway.url}/metrics", headers={"x-gateway-api-key": ADMIN_KEY}).body.decode()
+    assert 'endpoint="messages"' in text and 'endpoint="responses"' in text
+
+
+def test_forwarded_stream_keeps_the_provider_bytes(gateway, mock):
+    base = mock.scenario([{"tool_call": True}])
+    client = openai_for(gateway, target("vendorA", base))
+    with client.responses.stream(model="gpt-4o-mini", input="Weather?", tools=[TOOL]) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in kinds
+    assert final.output[0].type == "function_call" and final.id.startswith("resp_")

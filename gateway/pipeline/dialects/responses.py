@@ -245,11 +245,9 @@ class ResponsesDialect(_Dialect):
         if previous is None or store is None:
             return
         data = await store.get(stored_key(ctx.workspace, previous))
-        if data is None:
-            raise NotFound(f"previous_response_id: no stored response '{previous}' (a response forwarded to its "
-                           "provider is continued there: route the request to that provider)",
-                           param="previous_response_id")
-        request.extra = decode_object(data)
+        # not stored here: a response of a provider serving the Responses API, which continues it when forwarded;
+        # translating such a request is a 404 (to_chat)
+        request.extra = decode_object(data) if data is not None else {"unknown": previous}
 
     def to_chat(self, request: DoorRequest) -> dict[str, Any]:
         doc = request.doc
@@ -257,6 +255,10 @@ class ResponsesDialect(_Dialect):
         if doc.get("instructions"):
             messages.append({"role": "system", "content": doc["instructions"]})
         if request.extra is not None:
+            if "unknown" in request.extra:
+                raise NotFound(f"previous_response_id: no stored response '{request.extra['unknown']}' (a response "
+                               "forwarded to its provider is continued there: route the request to that provider)",
+                               param="previous_response_id")
             messages.extend(request.extra.get("chat") or [])
         messages.extend(input_messages(doc["input"]))
         chat: dict[str, Any] = {"model": request.model, "messages": messages}
@@ -313,8 +315,7 @@ class ResponsesDialect(_Dialect):
         items = list((request.extra or {}).get("items") or [])
         given = request.doc["input"]
         for item in ([{"role": "user", "content": given}] if isinstance(given, str) else given):
-            items.append({"id": new_id("msg_"), "type": "message", "status": "completed", **item}
-                         if item.get("type", "message") == "message" else {"id": new_id("item_"), **item})
+            items.append(_input_item(item))
         kept = {"response": response, "chat": chat, "items": items}
         await store.set(stored_key(ctx.workspace, response["id"]), encode(kept), STORED_TTL_MS)
 
@@ -342,6 +343,16 @@ class ResponsesDialect(_Dialect):
     def stream_error(self, error: GatewayError) -> bytes:
         return _event("error", {"type": "error", "code": error.code or error.type, "message": error.message,
                                 "param": error.param, "sequence_number": 0})
+
+
+def _input_item(item: dict[str, Any]) -> dict[str, Any]:
+    """An input item as the input-items list shows it: with an id, a message's text as ``input_text`` parts."""
+    if item.get("type", "message") != "message":
+        return {"id": new_id("item_"), **item}
+    content = item.get("content")
+    if isinstance(content, str):
+        content = [{"type": "input_text", "text": content}]
+    return {"id": new_id("msg_"), "type": "message", "status": "completed", **item, "content": content}
 
 
 def _event(name: str, doc: dict[str, Any]) -> bytes:
