@@ -157,6 +157,15 @@ class ProviderAdapter(abc.ABC):
         provider's URL and auth. Only providers listing those endpoints implement it (``check_endpoint`` first)."""
         raise InvalidRequest(f"provider '{self.name}' does not serve {path}", param="provider")
 
+    def serves(self, endpoint: str, model: str | None) -> bool:
+        """Whether this provider serves ``endpoint`` for ``model`` (a front door forwards such requests as sent)."""
+        return endpoint in self.endpoints
+
+    async def forward_request(self, call: UpstreamCall, path: str) -> UpstreamRequest:
+        """A front door's request forwarded in its own wire format (``path`` under the provider's base, e.g.
+        ``/responses``; ``call.body`` the client's body): by default the resource call of ``resource_request``."""
+        return self.resource_request(call.target, "POST", path, "", call.body, "application/json")
+
     def dropped_params(self, endpoint: str, target: Any, body: bytes) -> bytes | None:
         """The ``x-gateway-dropped-params`` value for a body sent to ``target`` (None when nothing is dropped); the
         pipeline asks only adapters that have ``fields``."""

@@ -337,3 +337,20 @@ def test_forwarded_stream_keeps_the_provider_bytes(gateway, mock):
         final = stream.get_final_response()
     assert "response.function_call_arguments.delta" in kinds
     assert final.output[0].type == "function_call" and final.id.startswith("resp_")
+
+
+def test_messages_to_a_cloudC_claude_model_are_forwarded_in_anthropic_body(gateway, mock):
+    base = mock.scenario([{}])
+    client = anthropic_for(gateway, target("cloudC", base))
+    model = "claude-3-5-sonnet-v2@20241022"
+    message = client.messages.create(model=model, max_tokens=256, messages=[{"role": "user", "content": "hi"}])
+    assert message.content[0].text == DEFAULT_REPLY and message.id.startswith("msg_")
+    with client.messages.stream(model=model, max_tokens=256, messages=[{"role": "user", "content": "hi"}]) as stream:
+        assert "".join(stream.text_stream) == DEFAULT_REPLY
+    counted = client.messages.with_raw_response.count_tokens(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert counted.parse().input_tokens > 0 and "x-gateway-token-count" not in counted.headers
+    sent = mock.calls(base)["requests"]
+    assert [r["path"].rsplit("/", 1)[1] for r in sent] == [f"{model}:rawPredict", f"{model}:streamRawPredict",
+                                                          "count-tokens:rawPredict"]
+    first = _body(sent[0])
+    assert first["anthropic_version"] == "vertex-2023-10-16" and "model" not in first

@@ -205,7 +205,7 @@ class DoorAttempt(Attempt):
             raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
         adapter = self.parts.providers.get(provider)
         dialect = self.dialect
-        if dialect.native_endpoint in adapter.endpoints:
+        if adapter.serves(dialect.native_endpoint, self.door_request.model):
             steps = self.steps
             if steps is not None:
                 new_body, cached = await steps.before_attempt(node, self.body, None)
@@ -239,7 +239,8 @@ class DoorAttempt(Attempt):
         body = self.door_body
         if needs_rewrite(config):
             body = _encode(rewrite(dict(request.doc), config))
-        upstream = adapter.resource_request(config, "POST", dialect.native_path, "", body, "application/json")
+        call = UpstreamCall(dialect.native_endpoint, config, body, request, stream, self.ctx, provider)
+        upstream = await adapter.forward_request(call, dialect.native_path)
         for name in dialect.native_headers:
             value = _header(self.ctx.raw_headers, name)
             if value:
@@ -248,7 +249,6 @@ class DoorAttempt(Attempt):
         if forwarded:
             forwarded.update(upstream.headers)
             upstream.headers = forwarded
-        call = UpstreamCall(dialect.native_endpoint, config, body, request, stream, self.ctx, provider)
         record.provider = provider
         record.request = request
         record.upstream_started = time.perf_counter()
