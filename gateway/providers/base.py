@@ -43,6 +43,7 @@ RESPONSES = "responses"
 RESOURCES = frozenset({FILES, BATCHES, FINE_TUNING, RESPONSES})
 #: the Messages API, served as sent by providers that list it (the Messages door forwards to them)
 MESSAGES = "messages"
+MESSAGES_COUNT = "messages.count_tokens"
 
 
 class UpstreamRequest:
@@ -165,6 +166,11 @@ class ProviderAdapter(abc.ABC):
         """A front door's request forwarded in its own wire format (``path`` under the provider's base, e.g.
         ``/responses``; ``call.body`` the client's body): by default the resource call of ``resource_request``."""
         return self.resource_request(call.target, "POST", path, "", call.body, "application/json")
+
+    def forward_decoder(self, call: UpstreamCall) -> Any:
+        """What turns a forwarded stream's wire bytes into the dialect's SSE (``feed(bytes) -> list[bytes]``), or
+        None when the provider streams the dialect's SSE itself."""
+        return None
 
     def dropped_params(self, endpoint: str, target: Any, body: bytes) -> bytes | None:
         """The ``x-gateway-dropped-params`` value for a body sent to ``target`` (None when nothing is dropped); the

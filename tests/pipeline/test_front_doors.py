@@ -28,6 +28,8 @@ A_TOOL = {"name": "get_weather", "description": "Current weather",
           "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}
 MODELS = {"vendorA": "gpt-4o-mini", "anthropic": "claude-3-5-sonnet-20240620",
           "cloudA": "anthropic.claude-3-5-sonnet-20240620-v1:0", "cloudC": "gemini-2.0-flash"}
+#: models each provider reaches through translation on the Messages door (cloudA's anthropic models are forwarded)
+TRANSLATED_MODELS = {**MODELS, "cloudA": "meta.llama3-70b-instruct-v1:0"}
 
 
 def target(provider: str, base: str) -> dict:
@@ -146,12 +148,12 @@ def test_responses_bad_input_names_the_field(gateway, mock):
 @pytest.mark.parametrize("provider", MESSAGES_PROVIDERS)
 def test_messages_create_plain_and_streamed(gateway, mock, provider):
     client = anthropic_for(gateway, target(provider, mock.url))
-    message = client.messages.create(model=MODELS[provider], max_tokens=256, system="Be brief",
+    message = client.messages.create(model=TRANSLATED_MODELS[provider], max_tokens=256, system="Be brief",
                                      messages=[{"role": "user", "content": "Say hi"}])
     assert message.type == "message" and message.stop_reason == "end_turn"
     assert message.content[0].text == DEFAULT_REPLY
     assert message.usage.output_tokens > 0
-    with client.messages.stream(model=MODELS[provider], max_tokens=256,
+    with client.messages.stream(model=TRANSLATED_MODELS[provider], max_tokens=256,
                                 messages=[{"role": "user", "content": "Say hi"}]) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -163,12 +165,12 @@ def test_messages_create_plain_and_streamed(gateway, mock, provider):
 def test_messages_tool_round_trip(gateway, mock, provider):
     base = mock.scenario([{"tool_call": True}, {}])
     client = anthropic_for(gateway, target(provider, base))
-    first = client.messages.create(model=MODELS[provider], max_tokens=256, tools=[A_TOOL],
+    first = client.messages.create(model=TRANSLATED_MODELS[provider], max_tokens=256, tools=[A_TOOL],
                                    messages=[{"role": "user", "content": "Weather in Paris?"}])
     assert first.stop_reason == "tool_use"
     use = next(block for block in first.content if block.type == "tool_use")
     assert use.name == "get_weather" and isinstance(use.input, dict)
-    second = client.messages.create(model=MODELS[provider], max_tokens=256, tools=[A_TOOL], messages=[
+    second = client.messages.create(model=TRANSLATED_MODELS[provider], max_tokens=256, tools=[A_TOOL], messages=[
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}]}])
@@ -178,7 +180,7 @@ def test_messages_tool_round_trip(gateway, mock, provider):
 @pytest.mark.parametrize("provider", MESSAGES_PROVIDERS)
 def test_messages_count_tokens(gateway, mock, provider):
     client = anthropic_for(gateway, target(provider, mock.url))
-    raw = client.messages.with_raw_response.count_tokens(model=MODELS[provider],
+    raw = client.messages.with_raw_response.count_tokens(model=TRANSLATED_MODELS[provider],
                                                          messages=[{"role": "user", "content": "Say hi"}])
     assert raw.parse().input_tokens > 0
     estimated = raw.headers.get("x-gateway-token-count") == "estimate"
@@ -354,3 +356,20 @@ def test_messages_to_a_cloudC_claude_model_are_forwarded_in_anthropic_body(gatew
                                                           "count-tokens:rawPredict"]
     first = _body(sent[0])
     assert first["anthropic_version"] == "vertex-2023-10-16" and "model" not in first
+
+
+def test_messages_to_a_cloudA_anthropic_model_go_through_invoke_model(gateway, mock):
+    base = mock.scenario([{}])
+    client = anthropic_for(gateway, target("cloudA", base))
+    model = MODELS["cloudA"]
+    message = client.messages.create(model=model, max_tokens=256, messages=[{"role": "user", "content": "hi"}])
+    assert message.content[0].text == DEFAULT_REPLY
+    with client.messages.stream(model=model, max_tokens=256, messages=[{"role": "user", "content": "hi"}]) as stream:
+        assert "".join(stream.text_stream) == DEFAULT_REPLY
+        assert stream.get_final_message().usage.output_tokens > 0
+    sent = mock.calls(base)["requests"]
+    assert [r["path"].rsplit("/", 1)[1] for r in sent] == ["invoke", "invoke-with-response-stream"]
+    assert _body(sent[0])["anthropic_version"] == "bedrock-2023-05-31"
+    # count_tokens has no InvokeModel form: estimated
+    counted = client.messages.with_raw_response.count_tokens(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert counted.headers["x-gateway-token-count"] == "estimate"

@@ -135,9 +135,11 @@ class NativeStream:
     """A forwarded dialect stream: every upstream read is relayed as it came; the events are split only to read
     the usage (``usage_of``) and to turn an error event met before anything was sent into a status."""
 
-    __slots__ = ("splitter", "dialect", "provider", "usage", "sent", "parts")
+    __slots__ = ("splitter", "dialect", "provider", "usage", "sent", "parts", "source")
 
-    def __init__(self, dialect: Dialect, provider: str) -> None:
+    def __init__(self, dialect: Dialect, provider: str, source: Any = None) -> None:
+        #: turns the provider's wire into the dialect's SSE first (``ProviderAdapter.forward_decoder``), if needed
+        self.source = source
         self.splitter = _speedups.sse.SseSplitter()
         self.dialect = dialect
         self.provider = provider
@@ -148,6 +150,10 @@ class NativeStream:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         dialect = self.dialect
+        if self.source is not None:
+            chunk = b"".join(self.source.feed(chunk))
+            if not chunk:
+                return []
         for name, data in self.splitter.feed(chunk):
             found = dialect.native_event(name, data, self)
             if found is not None and not self.sent:

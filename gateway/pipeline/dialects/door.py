@@ -261,7 +261,7 @@ class DoorAttempt(Attempt):
                 data = await read_response_body(response)
                 record.upstream_s = time.perf_counter() - record.upstream_started
                 return JsonOutcome(data, dialect.native_usage(data), request.model, provider)
-            transformer = NativeStream(dialect, provider)
+            transformer = NativeStream(dialect, provider, adapter.forward_decoder(call))
             first, ended = await _first_events(response, transformer, provider)
             record.ttft_s = time.perf_counter() - record.started
             return StreamOutcome(response, transformer, first, provider, request.model, ended)

@@ -48,7 +48,7 @@ from gateway.pipeline.dialects.base import (
     usage_of,
 )
 from gateway.providers.anthropic.response import ERROR_STATUS, stream_error
-from gateway.providers.base import MESSAGES
+from gateway.providers.base import MESSAGES, MESSAGES_COUNT
 from gateway.schema.common import Usage
 
 #: gateway statuses that anthropic has no type for fall back to these
@@ -281,7 +281,8 @@ class MessagesDialect(_Dialect):
 class CountTokensDialect(MessagesDialect):
     """``POST /v1/messages/count_tokens``: forwarded to anthropic, estimated elsewhere."""
 
-    name = "messages.count_tokens"
+    name = MESSAGES_COUNT
+    native_endpoint = MESSAGES_COUNT
     native_path = "/messages/count_tokens"
     counting = True
 

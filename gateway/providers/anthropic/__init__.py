@@ -68,6 +68,7 @@ from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
     MESSAGES,
+    MESSAGES_COUNT,
     ProviderAdapter,
     UpstreamCall,
     UpstreamRequest,
@@ -90,7 +91,7 @@ def is_strict(target: Any) -> bool:
 class AnthropicAdapter(ProviderAdapter):
     name = PROVIDER
     #: MESSAGES: the Messages API door forwards its body as sent (``resource_request``)
-    endpoints = frozenset({CHAT, COMPLETIONS, MESSAGES})
+    endpoints = frozenset({CHAT, COMPLETIONS, MESSAGES, MESSAGES_COUNT})
     fields = {CHAT: CHAT_FIELDS, COMPLETIONS: COMPLETION_FIELDS}
 
     def url(self, call: UpstreamCall) -> str:

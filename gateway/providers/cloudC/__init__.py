@@ -33,6 +33,7 @@ from gateway.providers.base import (
     CHAT,
     EMBEDDINGS,
     MESSAGES,
+    MESSAGES_COUNT,
     ProviderAdapter,
     UpstreamCall,
     UpstreamRequest,
@@ -76,14 +77,14 @@ class CloudCAdapter(ProviderAdapter):
         return cls(TokenCache(client))
 
     def serves(self, endpoint: str, model: str | None) -> bool:
-        if endpoint == MESSAGES:
+        if endpoint in (MESSAGES, MESSAGES_COUNT):
             return model is not None and model.startswith("claude")
         return endpoint in self.endpoints
 
     async def forward_request(self, call: UpstreamCall, path: str) -> UpstreamRequest:
         """The Messages door's body for an anthropic model (see the module docstring)."""
         doc = msgspec.json.decode(call.body)
-        counting = path.endswith("/count_tokens")
+        counting = call.endpoint == MESSAGES_COUNT
         if not counting:
             doc.pop("model", None)
             doc["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
