@@ -373,3 +373,18 @@ def test_messages_to_a_cloudA_anthropic_model_go_through_invoke_model(gateway, m
     # count_tokens has no InvokeModel form: estimated
     counted = client.messages.with_raw_response.count_tokens(model=model, messages=[{"role": "user", "content": "hi"}])
     assert counted.headers["x-gateway-token-count"] == "estimate"
+
+
+def test_responses_to_cloudB_are_forwarded_on_the_resource(gateway, mock):
+    base = mock.scenario([{}])
+    cfg = {"provider": "cloudB", "api_key": "az-key-1", "custom_host": base + "/openai", "deployment_id": "gpt4o",
+           "api_version": "2025-03-01-preview"}
+    client = openai_for(gateway, cfg)
+    assert client.responses.create(model="gpt4o", input="hi").output_text == DEFAULT_REPLY
+    with client.responses.stream(model="gpt4o", input="hi") as stream:
+        for _ in stream:
+            pass
+        assert stream.get_final_response().output_text == DEFAULT_REPLY
+    sent = mock.calls(base)["requests"][0]
+    assert sent["path"].endswith("/openai/responses") and "api-version=2025-03-01-preview" in sent["query"]
+    assert sent["headers"]["api-key"] == "az-key-1"
