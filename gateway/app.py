@@ -7,6 +7,7 @@ Every handler is imported here, at import time: a module of the package that fai
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from gateway import _speedups
 from gateway import settings as settings_module
@@ -14,7 +15,6 @@ from gateway.api.configs import ConfigRoutes
 from gateway.api.console import mount_console
 from gateway.api.guardrails import GuardrailRoutes
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
-from gateway.api.job_routes import mount_jobs
 from gateway.api.keys import KeyRoutes
 from gateway.api.logs import LogsEndpoint
 from gateway.api.metrics import MetricsEndpoint
@@ -26,6 +26,7 @@ from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, intern
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.job_routes import mount_jobs
 from gateway.pipeline.dialects.door import DoorPipeline
 from gateway.pipeline.dialects.messages import CountTokensDialect, MessagesDialect
 from gateway.pipeline.dialects.responses import ResponsesDialect
@@ -37,6 +38,24 @@ from gateway.schema.completions import parse_completion
 from gateway.schema.embeddings import parse_embeddings
 from gateway.schema.moderations import parse_moderation
 from gateway.schema.rerank import parse_rerank
+
+
+class _Routes(Protocol):
+    def routes(self) -> list[tuple[str, str, ASGIApp]]: ...
+
+
+def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
+    """The admin route groups, each given the runtime's objects it uses (the steps are made at first use)."""
+    keys, changed, records, settings = runtime.keys, runtime.records_changed, runtime.records, runtime.settings
+    return (
+        PolicyRoutes(keys, runtime.store, runtime.policies, settings),
+        KeyRoutes(runtime.api_keys, keys, changed),
+        ProviderRoutes(keys, changed, records),
+        ConfigRoutes(keys, changed, records, runtime.configs, runtime.resolver, lambda: runtime.steps.runner),
+        PromptRoutes(keys, changed, records, runtime.store),
+        ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.client),
+        GuardrailRoutes(keys, records, lambda: runtime.steps.saved),
+    )
 
 
 class GatewayApp:
@@ -60,18 +79,18 @@ class GatewayApp:
         self.add("POST", "/v1/messages", DoorPipeline(parts, MessagesDialect()))
         self.add("POST", "/v1/messages/count_tokens", DoorPipeline(parts, CountTokensDialect()))
         mount_jobs(self, runtime)
-        self.add("GET", "/v1/logs", LogsEndpoint(runtime))
+        self.add("GET", "/v1/logs", LogsEndpoint(runtime.keys, runtime.recorder))
         if runtime.settings.console:
-            mount_console(self, runtime)
-        for group in (PolicyRoutes, KeyRoutes, ProviderRoutes, ConfigRoutes, PromptRoutes, ModelRoutes,
-                      GuardrailRoutes):
-            for method, path, handler in group(runtime).routes():
+            mount_console(self, _console_routes(runtime))
+        for group in _admin_groups(runtime):
+            for method, path, handler in group.routes():
                 self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
-        self.add("GET", "/metrics", MetricsEndpoint(runtime))
-        self.add("GET", "/health", HealthEndpoint(runtime))
-        self.add("GET", "/ready", ReadyEndpoint(runtime))
+        self.add("GET", "/metrics", MetricsEndpoint(runtime.keys, runtime.settings.metrics_public))
+        self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode,
+                                                  getattr(runtime.recorder, "log_store_health", None)))
+        self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
 
     def add(self, method: str, path: str, handler: ASGIApp) -> None:
         """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``. Every answer
@@ -143,3 +162,17 @@ class GatewayApp:
 
 
 app = GatewayApp()
+
+
+def _console_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
+    """The console's API routes, each handed the worker objects it uses (imported only when the console is on)."""
+    from gateway.api.aggregates import AggregatesEndpoint
+    from gateway.api.logstream import LogStreamEndpoint
+    from gateway.api.playground import ValidateConfigEndpoint
+
+    keys, recorder = runtime.keys, runtime.recorder
+    validate = ValidateConfigEndpoint(keys, runtime.records, runtime.configs.checks, runtime.settings.max_body_bytes,
+                                      lambda: runtime.steps.runner)
+    return [("GET", "/v1/logs/stream", LogStreamEndpoint(keys, recorder)),
+            ("GET", "/v1/logs/aggregates", AggregatesEndpoint(keys, recorder)),
+            ("POST", "/v1/configs/validate", validate)]

@@ -83,6 +83,17 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return run(args, settings)
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    from gateway.observability.pglog.command import run
+
+    try:
+        settings = settings_module.load()
+    except ValueError as exc:
+        print(f"gateway: bad setting: {exc}", file=sys.stderr)
+        return 2
+    return run(args, settings)
+
+
 _METAVARS = {int: "INTEGER", float: "NUMBER", tuple: "A,B,..."}
 
 
@@ -122,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
 
     add_keys_parser(sub)
     sub.choices["keys"].set_defaults(func=cmd_keys)
+    from gateway.observability.pglog.command import add_parser as add_logs_parser
+
+    add_logs_parser(sub)
+    sub.choices["logs"].set_defaults(func=cmd_logs)
     mock = sub.add_parser("mock-upstream", help="serve the faithful local provider mock")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=9797)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any, Callable
 
+from gateway.api.config_checks import config_checks
 from gateway.config.resolve import ConfigResolver
 from gateway.config.validate import ConfigParser
 from gateway.controlplane.directory import RecordCache
@@ -49,7 +50,7 @@ class Runtime:
         self.records = RecordCache(self.store, self._open_box)
         self.watcher.subscribe(self.keys.invalidate)
         self.watcher.subscribe(self.records.invalidate)
-        self.configs = ConfigParser()
+        self.configs = ConfigParser(config_checks())
         self.resolver = ConfigResolver(self.configs)
         self.planner = Planner(self.configs)
         #: the price table's answers: request costs in logs and metrics, and cost limits
@@ -155,6 +156,10 @@ class Runtime:
 
 def _default_recorder(settings: Settings, prices: Prices, metrics: Metrics) -> Recorder:
     """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
+    if settings.log_store_url:  # PostgreSQL: asyncpg is imported only then
+        from gateway.observability.pglog.recorder import PgRecorder
+
+        return PgRecorder(settings, prices=prices, metrics=metrics)
     from gateway.observability.recorder import ObservabilityRecorder
 
     return ObservabilityRecorder(settings, prices=prices, metrics=metrics)

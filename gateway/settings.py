@@ -32,7 +32,8 @@ from typing import Annotated, Any, Literal, Mapping
 import msgspec
 
 from gateway.http.errors import mid_sentence
-from gateway.state.redis_url import check_redis_url
+from gateway.log_store_url import check_log_store_url
+from gateway.redis_url import check_redis_url
 
 _TRUE = {"1", "true", "yes", "on"}
 #: where ``gateway serve`` leaves the parsed settings for its worker processes
@@ -129,6 +130,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_retention_rows: Annotated[int, setting(
         "request logs kept in <data dir>/logs.db (newest rows) for GET /v1/logs", ge=1)] = (
         100_000)
+    log_store_url: Annotated[str | None, setting(
+        "request logs and their rollups in PostgreSQL (postgresql://user:password@host:5432/db) instead of "
+        "<data dir>/logs.db, shared by every instance", secret=True)] = None
+    log_retention_days: Annotated[int, setting("days of request logs kept in PostgreSQL (whole days dropped)",
+                                               ge=1)] = 30
+    log_spool_max_bytes: Annotated[int, setting(
+        "bytes of request records each worker spools under <data dir>/log-spool while PostgreSQL is away; beyond, "
+        "records are dropped and counted", ge=1)] = 1024 * 1024 * 1024
     metrics_public: Annotated[bool, setting("serve /metrics without the admin key")] = False
     otlp_endpoint: Annotated[str | None, setting("OTLP/HTTP base URL; spans go to <base>/v1/traces")] = None
     console: Annotated[bool, setting(
@@ -306,6 +315,11 @@ def load(environ: Mapping[str, str] | None = None, flags: Mapping[str, str | boo
             check_redis_url(settings.redis_url)
         except ValueError as exc:  # the message never repeats the URL: it may hold a password
             raise ValueError(f"{source.get('redis_url', ENV['redis_url'])}: {exc}") from None
+    if settings.log_store_url:
+        try:
+            check_log_store_url(settings.log_store_url)
+        except ValueError as exc:  # never repeats the URL: it holds a password
+            raise ValueError(f"{source.get('log_store_url', ENV['log_store_url'])}: {exc}") from None
     return settings
 
 

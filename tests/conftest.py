@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.controlplane import clear_redis_prefix
+from tests.support.headers import headers_for
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, Mock, start_gateway, start_mock
 
@@ -32,18 +33,7 @@ def gateway(mock_server):
 def gw_headers():
     """Headers for provider-name + bearer identification through a custom host."""
 
-    def make(custom_host: str, provider: str = "vendorA", token: str = "sk-test", **extra: str) -> dict[str, str]:
-        headers = {
-            "x-gateway-api-key": ADMIN_KEY,
-            "x-gateway-provider": provider,
-            "x-gateway-custom-host": custom_host,
-            "authorization": f"Bearer {token}",
-            "content-type": "application/json",
-        }
-        headers.update(extra)
-        return headers
-
-    return make
+    return headers_for
 
 
 @pytest.fixture

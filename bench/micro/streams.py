@@ -6,10 +6,10 @@ from typing import Any
 
 import msgspec
 
-from gateway.config.schema import Config
 from gateway.http.context import RequestContext
 from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall
 from gateway.schema.chat import parse_chat
+from gateway.schema.config import Config
 
 encode = msgspec.json.encode
 CHUNK_SIZE = 1400

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from streams import chat_call, chunked, encode, report, rewrite, run
 
-from gateway.config.schema import Config
 from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.base import UpstreamCall
+from gateway.schema.config import Config
 
 adapter = AnthropicAdapter()
 TEXT_DELTAS = 200

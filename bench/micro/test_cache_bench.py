@@ -13,7 +13,7 @@ import json
 from gateway.cache.answers import ResponseCache
 from gateway.cache.keys import partition, simple_key
 from gateway.cache.stream import StreamAssembler, replay
-from gateway.config.schema import Config
+from gateway.schema.config import Config
 from gateway.state.memory import MemoryStateStore
 
 BODY = {"model": "gpt-x-mini", "max_tokens": 256, "temperature": 0.2, "user": "u-123",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from streams import chat_call, chunked, encode, report, rewrite, run
 
-from gateway.config.schema import Config
 from gateway.providers.base import UpstreamCall
 from gateway.providers.cloudC import CloudCAdapter
+from gateway.schema.config import Config
 from gateway.settings import Settings
 from gateway.upstream.client import UpstreamClient
 

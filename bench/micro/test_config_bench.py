@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.config.schema import Config
 from gateway.config.validate import ConfigParser
+from gateway.schema.config import Config
 
 CONFIG = {
     "retry": {"attempts": 3, "on_status_codes": [429, 500, 502, 503]},

@@ -19,7 +19,6 @@ import tempfile
 import pytest
 import uvloop
 
-from gateway.config.schema import Config
 from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy, UsageLimitPolicy
 from gateway.http.context import build_context
@@ -29,6 +28,7 @@ from gateway.policies.settle import actual_amounts
 from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
 from gateway.schema.common import Usage
+from gateway.schema.config import Config
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis import RedisStateStore

@@ -15,19 +15,18 @@ counts as its base name.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Mapping, Sequence, TypeVar
+from typing import Any, Collection, Mapping, Protocol, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
 
-from gateway.controlplane.keys import KeyRecord, missing_scope
+from gateway.controlplane.keys import KeyRecord, KeyStore, missing_scope
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from gateway.http.respond import send_json
-from gateway.http.types import Receive, Scope, Send
+from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.registry import is_known, provider_names
-from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 T = TypeVar("T")
@@ -36,6 +35,14 @@ _encode = msgspec.json.encode
 ADMIN_BODY_LIMIT = 1024 * 1024  # control-plane bodies (configs, prompts, policies) stay far below this
 #: the query of a paged control-plane list: the workspace (root key) and the page
 PAGED = ("workspace_id", "page_size", "current_page")
+
+
+class Mount(Protocol):
+    """What route modules mount their routes on (the gateway app): an ASGI app that routes ``add``-ed handlers."""
+
+    def add(self, method: str, path: str, handler: ASGIApp) -> None: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 #: names users try -> the query name the gateway reads (used where the route reads that name)
 QUERY_ALIASES: Mapping[str, str] = {
     "workspace": "workspace_id", "workspaceId": "workspace_id", "pageSize": "page_size",
@@ -111,7 +118,7 @@ def _bearer_or_key(ctx: RequestContext) -> str | None:
     return ctx.api_key or ctx.bearer
 
 
-async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs: str | None = None,
+async def authorize(keys: KeyStore, scope: Scope, *, admin: bool = True, needs: str | None = None,
                     query: Collection[str] | None = None) -> Caller:
     """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member,
     or when the key lacks the scope ``needs``. With ``query`` (the names the route reads), the query is checked by
@@ -120,7 +127,7 @@ async def authorize(runtime: Runtime, scope: Scope, *, admin: bool = True, needs
     key = _bearer_or_key(ctx)
     if not key:
         raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = await runtime.keys.lookup(key)
+    record = await keys.lookup(key)
     if record is None:
         raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
     if admin and record.role != "admin":

@@ -11,12 +11,12 @@ from urllib.parse import parse_qsl
 import msgspec
 
 from gateway.api.logscope import log_scope
+from gateway.controlplane.keys import KeyStore
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.aggregates import report
 from gateway.observability.rollups import WINDOWS, RollupStore
-from gateway.runtime import Runtime
 
 DEFAULT_WINDOW = "1h"
 _encode = msgspec.json.encode
@@ -39,13 +39,21 @@ def parse_query(query_string: bytes) -> tuple[str, str | None, str | None]:
 
 
 class AggregatesEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, recorder: object) -> None:
+        """``recorder``: the worker's recorder, whose rollups (embedded or shared) this route reads."""
+        self.keys = keys
+        self.recorder = recorder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reader = await log_scope(self.runtime, scope)
+        reader = await log_scope(self.keys, scope)
         window, provider, model = parse_query(scope.get("query_string") or b"")
-        rollups: RollupStore | None = getattr(self.runtime.recorder, "rollups", None)
+        shared = getattr(self.recorder, "pg", None)  # the PostgreSQL log store, when configured
+        if shared is not None:
+            from gateway.observability.pglog.aggregates import shared_report
+
+            await send_json(send, 200, _encode(await shared_report(shared, window, reader.workspace, provider, model)))
+            return
+        rollups: RollupStore | None = getattr(self.recorder, "rollups", None)
         if rollups is None:
             raise NotFound("request logs are not stored by this gateway")
         result = await asyncio.to_thread(report, rollups, window, reader.workspace, None, provider, model)

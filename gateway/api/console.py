@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 from importlib import resources
-from typing import Any
+from typing import Any, Sequence
 
+from gateway.api.admin import Mount
 from gateway.http.respond import send_bytes
-from gateway.http.types import Receive, Scope, Send
-from gateway.runtime import Runtime
+from gateway.http.types import ASGIApp, Receive, Scope, Send
 
 CONTENT_SECURITY_POLICY = (
     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -81,15 +81,10 @@ def static_files() -> dict[str, StaticFile]:
     return files
 
 
-def mount_console(app: Any, runtime: Runtime) -> None:
-    """Add the console page, its files and its API routes to ``app``'s route table."""
-    from gateway.api.aggregates import AggregatesEndpoint
-    from gateway.api.logstream import LogStreamEndpoint
-    from gateway.api.playground import ValidateConfigEndpoint
-
-    for path, handler in static_files().items():
-        app.add("GET", path, handler)
+def mount_console(app: Mount, routes: Sequence[tuple[str, str, ASGIApp]]) -> None:
+    """Add the console page, its files and its API ``routes`` (method, path, handler) to ``app``'s route table."""
+    for path, file in static_files().items():
+        app.add("GET", path, file)
     app.add("GET", f"{PAGE}/", _to_page)
-    app.add("GET", "/v1/logs/stream", LogStreamEndpoint(runtime))
-    app.add("GET", "/v1/logs/aggregates", AggregatesEndpoint(runtime))
-    app.add("POST", "/v1/configs/validate", ValidateConfigEndpoint(runtime))
+    for method, path, handler in routes:
+        app.add(method, path, handler)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from gateway.api.admin import PAGED, Caller, authorize, int_query, page, read_json, send_list, send_record
+from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.records import Entity, Repository
 from gateway.http.types import ASGIApp, Receive, Scope, Send
-from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 
@@ -36,8 +36,11 @@ class RecordRoutes(Generic[R, B]):
     #: the query names a list reads
     list_query: tuple[str, ...] = PAGED
 
-    def __init__(self, runtime: Runtime, repo: Repository[R], body: BodyDecoder[B]) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], repo: Repository[R],
+                 body: BodyDecoder[B]) -> None:
+        """``keys`` authorise the callers; ``records_changed`` tells this worker's caches that a record changed."""
+        self.keys = keys
+        self.records_changed = records_changed
         self.repo = repo
         self.body = body
 
@@ -81,7 +84,7 @@ class RecordRoutes(Generic[R, B]):
     # -- the routes ----------------------------------------------------------------------------------------------
 
     async def _caller_and_body(self, scope: Scope, receive: Receive) -> tuple[Caller, str, B]:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         body = await read_json(scope, receive, self.body)
         return caller, caller.workspace_for(body.workspace_id or caller.query.get("workspace_id")), body
 
@@ -89,11 +92,11 @@ class RecordRoutes(Generic[R, B]):
         caller, workspace, body = await self._caller_and_body(scope, receive)
         record = await self.repo.create(await self.build(caller, workspace, body))
         await self.created(record)
-        self.runtime.records_changed()
+        self.records_changed()
         await send_record(send, await self.shown(record), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=self.list_query)
+        caller = await authorize(self.keys, scope, query=self.list_query)
         keep = self.matches(caller.query)
         records = await self.repo.list(caller.workspace)
         if keep is not None:
@@ -103,19 +106,19 @@ class RecordRoutes(Generic[R, B]):
         await send_list(send, [await self.shown(r) for r in page(records, size, current)], len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         await send_record(send, await self.shown(await self.repo.get(caller.workspace, self.record_id(scope))))
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         _, workspace, body = await self._caller_and_body(scope, receive)
         current = await self.repo.get(workspace, self.record_id(scope))
         record = await self.repo.replace(await self.updated(current, workspace, body))
-        self.runtime.records_changed()
+        self.records_changed()
         await send_record(send, await self.shown(record))
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         record = await self.repo.delete(caller.workspace, self.record_id(scope))
         await self.deleted(record)
-        self.runtime.records_changed()
+        self.records_changed()
         await send_record(send, {"id": record.id, "object": self.object, "deleted": True})

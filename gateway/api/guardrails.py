@@ -19,7 +19,7 @@ these, not when they are mounted: a worker that never uses guardrails never load
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -29,13 +29,15 @@ from gateway.http.body import read_request_body
 from gateway.http.errors import RecordUnusable
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.runtime import Runtime
 
 if TYPE_CHECKING:
-    from gateway.config.schema import Config
+    from gateway.controlplane.directory import RecordCache
+    from gateway.controlplane.keys import KeyStore
     from gateway.controlplane.records import Repository
+    from gateway.guardrails.runner import GuardrailRunner
     from gateway.guardrails.saved import SavedGuardrail
     from gateway.guardrails.saved_cache import SavedGuardrailCache
+    from gateway.schema.config import Config
 
 BODY_LIMIT = 1024 * 1024
 
@@ -53,32 +55,35 @@ def _has_items(config: Config) -> bool:
     return any(_has_items(target) for target in config.targets or ())
 
 
-async def check_saved_guardrails(runtime: Runtime, config: Config, workspace: str) -> None:
+async def check_saved_guardrails(runner: Callable[[], GuardrailRunner], config: Config, workspace: str) -> None:
     """Every saved guardrail ``config`` names (at its root and in every target) resolved in ``workspace`` by this
-    worker's runner, as a request resolves it (``GuardrailRunner.check_saved``): an unknown id, or another
-    workspace's, is the request's 400 ``unknown guardrail``, its ``param`` the item's JSON path. A config with no
-    hooks or guardrails costs a walk of its targets."""
+    worker's runner (``runner()``), as a request resolves it (``GuardrailRunner.check_saved``): an unknown id, or
+    another workspace's, is the request's 400 ``unknown guardrail``, its ``param`` the item's JSON path. A config
+    with no hooks or guardrails costs a walk of its targets."""
     if not _has_items(config):
         return
     from gateway.guardrails.runner import saved_refs
 
     refs = saved_refs(config)
     if refs:
-        await runtime.steps.runner.check_saved(refs, workspace)
+        await runner().check_saved(refs, workspace)
 
 
 class GuardrailRoutes:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, records: RecordCache, saved: Callable[[], SavedGuardrailCache]) -> None:
+        """``saved()``: this worker's saved-guardrail cache (made with the pipeline steps at first use)."""
+        self.keys = keys
+        self.records = records
+        self.saved = saved
 
     @property
     def cache(self) -> SavedGuardrailCache:
-        """This worker's saved-guardrail cache (made with the pipeline steps at first use)."""
-        return self.runtime.steps.saved
+        """This worker's saved-guardrail cache."""
+        return self.saved()
 
     @property
     def repo(self) -> Repository[SavedGuardrail]:
-        return self.runtime.steps.saved.repository
+        return self.saved().repository
 
     def routes(self) -> list[tuple[str, str, Any]]:
         return [
@@ -90,39 +95,39 @@ class GuardrailRoutes:
         ]
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         saved = _saved()
         body = saved.parse_create(await read_request_body(scope, receive, BODY_LIMIT))
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         checks = saved.unmasked_checks(body.checks, dict)  # nothing is stored yet: a masked value is a 400
         record = saved.new_guardrail(body, workspace, caller.key.organisation, self.repo.new_id())
-        record = saved.sealed(self.runtime.records.box, msgspec.structs.replace(record, checks=checks))
+        record = saved.sealed(self.records.box, msgspec.structs.replace(record, checks=checks))
         record = await self.repo.create(record)
         self.cache.invalidate()
         await send_record(send, record.public(), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=(*PAGED, "ids"))
+        caller = await authorize(self.keys, scope, query=(*PAGED, "ids"))
         saved = _saved()
         query = saved.parse_list_query(caller.query)
         records = [await self._sealed(r) for r in await self.repo.list(caller.workspace)]
         await send_json(send, 200, saved.encode_page(saved.list_page(records, query)))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
         await send_record(send, (await self._sealed(record)).public())
 
     async def _sealed(self, record: SavedGuardrail) -> SavedGuardrail:
         """The record as answers show it; one saved in clear by an older release is sealed now."""
-        return await _saved().sealed_record(self.repo, self.runtime.records.box, record)
+        return await _saved().sealed_record(self.repo, self.records.box, record)
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         saved = _saved()
         update = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
-        box = self.runtime.records.box
+        box = self.records.box
         try:
             if update.checks is not None:  # replaces the checks: only a masked value needs the stored ones
                 checks = saved.unmasked_checks(update.checks, lambda: saved.stored_secrets(box, record))
@@ -137,7 +142,7 @@ class GuardrailRoutes:
         await send_record(send, record.public())
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         record = await self.repo.delete(caller.workspace, scope["path_params"]["guardrail_id"])
         self.cache.invalidate()
         await send_record(send, {"id": record.id, "object": "guardrail", "deleted": True})

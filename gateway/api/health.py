@@ -4,37 +4,45 @@ state store is unreachable)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import msgspec
 
 from gateway import __version__, _speedups
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.runtime import Runtime
+from gateway.state.base import StateStore
 
 _encode = msgspec.json.encode
 
 
 class HealthEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, store: StateStore, fail_mode: str,
+                 log_store: Callable[[], dict[str, Any]] | None = None) -> None:
+        """``fail_mode``: ``GATEWAY_STATE_FAIL_MODE``, shown beside the store's health; ``log_store``: what the
+        request-log store says of its health (None: not shown)."""
+        self.store = store
+        self.fail_mode = fail_mode
+        self.log_store = log_store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self.runtime
+        store = self.store
         body = _encode({
             "status": "ok",
             "version": __version__,
-            "state_backend": runtime.store.backend,
-            "state": {"backend": runtime.store.backend, "healthy": runtime.store.healthy,
-                      "fail_mode": runtime.settings.state_fail_mode},
+            "state_backend": store.backend,
+            "state": {"backend": store.backend, "healthy": store.healthy, "fail_mode": self.fail_mode},
             "speedups": _speedups.active(),
+            "log_store": self.log_store() if self.log_store is not None else None,
         })
         await send_json(send, 200, body)
 
 
 class ReadyEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        """``ready()``: whether the worker serves now (started, not shutting down, its state store usable)."""
+        self.ready = ready
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ok = self.runtime.ready and self.runtime.state_ready
+        ok = self.ready()
         await send_json(send, 200 if ok else 503, _encode({"ready": ok}))

@@ -10,11 +10,13 @@ instance refuses it within a second.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import msgspec
 
 from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
+from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.http.types import ASGIApp, Receive, Scope, Send
-from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 
@@ -30,9 +32,11 @@ _body = BodyDecoder(KeyBody)
 
 
 class KeyRoutes:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.keys = runtime.api_keys
+    def __init__(self, api_keys: ApiKeys, keys: KeyStore, records_changed: Callable[[], None]) -> None:
+        """``api_keys`` stores the keys; ``keys`` authorises callers; ``records_changed`` tells this worker's caches."""
+        self.keys = api_keys
+        self.lookup = keys
+        self.records_changed = records_changed
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [
@@ -44,36 +48,36 @@ class KeyRoutes:
         ]
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.lookup, scope)
         body = await read_json(scope, receive, _body)
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record, secret = await self.keys.create(
             name=body.name, role=body.role, workspace=workspace, organisation=caller.key.organisation,
             scopes=body.scopes, rotation_period=body.rotation_period, granter=caller.key,
         )
-        self.runtime.records_changed()
+        self.records_changed()
         await send_record(send, record.public(secret), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=PAGED)
+        caller = await authorize(self.lookup, scope, query=PAGED)
         records = await self.keys.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)
         await send_list(send, [r.public() for r in page(records, size, current)], len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.lookup, scope)
         record = await self.keys.get(caller.workspace, scope["path_params"]["key_id"])
         await send_record(send, record.public())
 
     async def revoke(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.lookup, scope)
         record = await self.keys.revoke(caller.workspace, scope["path_params"]["key_id"], caller.key)
-        self.runtime.records_changed()
+        self.records_changed()
         await send_record(send, {"id": record.id, "object": "api_key", "deleted": True})
 
     async def rotate(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.lookup, scope)
         record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"], caller.key)
-        self.runtime.records_changed()
+        self.records_changed()
         await send_record(send, record.public(secret))

@@ -17,11 +17,11 @@ from urllib.parse import parse_qsl
 
 from gateway.api.admin import provider_query
 from gateway.api.logscope import log_scope
+from gateway.controlplane.keys import KeyStore
 from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
-from gateway.runtime import Runtime
 
 MAX_LIMIT = 100
 #: the query names of GET /v1/logs
@@ -99,18 +99,22 @@ def parse_filter(query: bytes | Mapping[str, str]) -> LogFilter:
 
 
 class LogsEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, recorder: object) -> None:
+        """``recorder``: the worker's recorder, whose log store (embedded or shared) this route reads."""
+        self.keys = keys
+        self.recorder = recorder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self.runtime
-        reader = await log_scope(runtime, scope, QUERY)
+        reader = await log_scope(self.keys, scope, QUERY)
         provider_query(reader.query)
         flt = parse_filter(reader.query)
-        store: LogStore | None = getattr(runtime.recorder, "store", None)
-        if store is None:
-            rows: list[tuple[int, bytes]] = []
-            has_more = False
+        store: LogStore | None = getattr(self.recorder, "store", None)
+        rows: list[tuple[int, bytes]]
+        shared = getattr(self.recorder, "pg", None)  # the PostgreSQL log store, when configured
+        if shared is not None:
+            rows, has_more = await shared.query(reader.workspace, flt, reader.every_workspace)
+        elif store is None:
+            rows, has_more = [], False
         else:
             rows, has_more = await asyncio.to_thread(store.query, reader.workspace, flt, reader.every_workspace)
         items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)

@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Collection
 
 from gateway.api.admin import known_query, query_values
+from gateway.controlplane.keys import KeyStore
 from gateway.http.context import build_context
 from gateway.http.errors import Forbidden, InvalidRequest
 from gateway.http.types import Scope
 from gateway.pipeline.pipeline import authenticate
-from gateway.runtime import Runtime
 
 #: names users try -> the name the log routes read
 ALIASES = {"workspace_id": "workspace", "workspaceId": "workspace"}
@@ -36,12 +36,12 @@ class LogScope:
         return self.every_workspace or workspace == self.workspace
 
 
-async def log_scope(runtime: Runtime, scope: Scope, query: Collection[str] | None = None) -> LogScope:
+async def log_scope(keys: KeyStore, scope: Scope, query: Collection[str] | None = None) -> LogScope:
     """Authenticate the caller (401 without a known key, 403 without ``logs.read``) and work out what it may read;
     a ``workspace`` query parameter narrows the root key's view and is a 403 from any other key when it names
     another workspace. With ``query`` (the names the route reads), any other name is a 400 naming it."""
     ctx = build_context(scope["headers"])
-    record = await authenticate(runtime.keys, ctx, "logs.read")
+    record = await authenticate(keys, ctx, "logs.read")
     root = record.root
     values = query_values(scope)
     if query is not None:

@@ -17,19 +17,20 @@ consoles never hold up a graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
 
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
+from gateway.controlplane.keys import KeyStore
 from gateway.http.errors import GatewayError, InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
-from gateway.runtime import Runtime
 from gateway.waiting import wait_event, within
 
 MAX_BACKLOG = 100
@@ -56,25 +57,33 @@ def _backlog(query_string: bytes) -> int:
 
 
 class LogStreamEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, recorder: object) -> None:
+        """``recorder``: the worker's recorder, whose log store (embedded or shared) this route follows."""
+        self.keys = keys
+        self.recorder = recorder
         self.tail: LogTail | None = None
         self.stop = StopNotice()
 
-    def _tail(self, store: LogStore) -> LogTail:
+    def _tail(self, store: LogStore, shared: Any) -> LogTail:
         if self.tail is None:
-            self.tail = LogTail(store.path)
+            if shared is not None:  # the PostgreSQL log store: LISTEN/NOTIFY across instances
+                from gateway.observability.pglog.tail import PgLogTail
+
+                self.tail = PgLogTail(shared)
+            else:
+                self.tail = LogTail(store.path)
         return self.tail
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reader = await log_scope(self.runtime, scope)
+        reader = await log_scope(self.keys, scope)
         query = scope.get("query_string") or b""
         flt = parse_filter(query)
         backlog = _backlog(query)
-        store: LogStore | None = getattr(self.runtime.recorder, "store", None)
+        store: LogStore | None = getattr(self.recorder, "store", None)
+        shared = getattr(self.recorder, "pg", None)
         if store is None:
             raise NotFound("request logs are not stored by this gateway")
-        tail = self._tail(store)
+        tail = self._tail(store, shared)
         key = (reader.workspace, reader.every_workspace, flt.trace_id, flt.status, flt.status_class, flt.provider,
                flt.model, flt.since, flt.until)
         subscriber = Subscriber(key, row_matcher(flt, reader.workspace, reader.every_workspace))
@@ -83,7 +92,7 @@ class LogStreamEndpoint:
         try:
             opening = _OPENING
             if backlog:
-                opening += await self._backlog_frames(store, reader.workspace, reader.every_workspace, flt,
+                opening += await self._backlog_frames(shared or store, reader.workspace, reader.every_workspace, flt,
                                                       backlog, subscriber)
             await start_stream(send)
             await send_chunk(send, opening)
@@ -101,10 +110,13 @@ class LogStreamEndpoint:
                 watcher.cancel()
 
     @staticmethod
-    async def _backlog_frames(store: LogStore, workspace: str | None, every_workspace: bool, flt: LogFilter,
+    async def _backlog_frames(store: Any, workspace: str | None, every_workspace: bool, flt: LogFilter,
                               count: int, subscriber: Subscriber) -> bytes:
-        rows, _ = await asyncio.to_thread(store.query, workspace, msgspec.structs.replace(flt, limit=count),
-                                          every_workspace)
+        flt = msgspec.structs.replace(flt, limit=count)
+        if isinstance(store, LogStore):
+            rows, _ = await asyncio.to_thread(store.query, workspace, flt, every_workspace)
+        else:  # the shared store reads without a thread
+            rows, _ = await store.query(workspace, flt, every_workspace)
         if not rows:
             return b""
         subscriber.skip_through(rows[0][0])  # the newest backlog row: live frames start after it
@@ -113,7 +125,7 @@ class LogStreamEndpoint:
     async def _allowed(self, api_key: str) -> bool:
         """Whether the stream's key may still read logs (not revoked, still with ``logs.read``)."""
         try:
-            record = await self.runtime.keys.lookup(api_key)  # memory first: a store read only after a change
+            record = await self.keys.lookup(api_key)  # memory first: a store read only after a change
         except GatewayError:  # the store cannot say right now: the next chunk asks again
             return True
         return record is not None and "logs.read" in record.scopes

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.controlplane.keys import KeyStore
 from gateway.http.errors import Forbidden, Unauthorized
 from gateway.http.respond import send_bytes
 from gateway.http.types import RawHeaders, Receive, Scope, Send
-from gateway.runtime import Runtime
 
 
 def _presented_key(headers: RawHeaders) -> str | None:
@@ -27,17 +27,18 @@ def _presented_key(headers: RawHeaders) -> str | None:
 
 
 class MetricsEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, public: bool) -> None:
+        """``public``: ``GATEWAY_METRICS_PUBLIC`` (no key needed)."""
+        self.keys = keys
+        self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self.runtime
-        if not runtime.settings.metrics_public:
+        if not self.public:
             key = _presented_key(scope["headers"])
             if not key:
                 raise Unauthorized("missing admin key: send x-gateway-api-key or Authorization: Bearer",
                                    param="x-gateway-api-key")
-            record = await runtime.keys.lookup(key)
+            record = await self.keys.lookup(key)
             if record is None:
                 raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
             if not record.root:

@@ -15,13 +15,16 @@ from typing import Any
 
 from gateway.api.admin import PAGED, authorize, int_query, page, provider_query, send_list
 from gateway.config.inherit import Inheritance
-from gateway.config.schema import Config
+from gateway.config.resolve import ConfigResolver
 from gateway.controlplane import providers
+from gateway.controlplane.directory import RecordCache
+from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.models import ModelCatalog, Source
 from gateway.controlplane.secrets import SecretError
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.pipeline import prompted
-from gateway.runtime import Runtime
+from gateway.schema.config import Config
+from gateway.upstream.client import UpstreamClient
 
 
 def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = None) -> list[Config]:
@@ -32,15 +35,19 @@ def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = No
 
 
 class ModelRoutes:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.catalog = ModelCatalog(runtime.client)
+    def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, inheritance: Inheritance,
+                 client: UpstreamClient) -> None:
+        self.keys = keys
+        self.records = records
+        self.resolver = resolver
+        self.inheritance = inheritance
+        self.catalog = ModelCatalog(client)
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [("GET", "/v1/models", self.list)]
 
     async def _sources(self, caller: Any) -> tuple[list[Source], list[dict[str, Any]]]:
-        records = self.runtime.records
+        records = self.records
         sources: list[Source] = []
         errors: list[dict[str, Any]] = []
         slugs = await records.slugs.list(caller.workspace)
@@ -53,13 +60,13 @@ class ModelRoutes:
         ctx = caller.ctx
         if ctx.provider or ctx.config or ctx.virtual_key:
             ctx.workspace = caller.workspace
-            config = await prompted.resolve(self.runtime.resolver, records, ctx)
-            for leaf in _leaves(self.runtime.configs.inheritance, config):
+            config = await prompted.resolve(self.resolver, records, ctx)
+            for leaf in _leaves(self.inheritance, config):
                 sources.append(Source(leaf.provider or "", None, leaf))
         return sources, errors
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, admin=False, needs="models.read",
+        caller = await authorize(self.keys, scope, admin=False, needs="models.read",
                                  query=(*PAGED, "provider", "search"))
         query = caller.query
         size = int_query(query, "page_size", 0, 0)

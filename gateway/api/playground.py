@@ -12,12 +12,15 @@ validating as someone types does not push the data plane's parsed configs out of
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import msgspec
 
 from gateway.api.guardrails import check_saved_guardrails
 from gateway.config.references import ConfigReferences
-from gateway.config.validate import ConfigParser, decode_config
-from gateway.controlplane.directory import RecordsNeeded
+from gateway.config.validate import ConfigChecks, ConfigParser, decode_config
+from gateway.controlplane.directory import RecordCache, RecordsNeeded
+from gateway.controlplane.keys import KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import build_context
 from gateway.http.respond import send_json
@@ -26,7 +29,6 @@ from gateway.pipeline.pipeline import authenticate
 from gateway.pipeline.prompted import loaded
 from gateway.routing.describe import TargetTree, describe
 from gateway.routing.plan import Planner
-from gateway.runtime import Runtime
 
 
 class Validation(msgspec.Struct):
@@ -39,19 +41,25 @@ _encode = msgspec.json.encode
 
 
 class ValidateConfigEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, keys: KeyStore, records: RecordCache, checks: ConfigChecks, max_body_bytes: int,
+                 runner: Callable[[], Any]) -> None:
+        """``checks``: the config parser's validators; ``runner``: the worker's guardrail runner (made on first use)."""
+        self.keys = keys
+        self.records = records
+        self.checks = checks
+        self.max_body_bytes = max_body_bytes
+        self.runner = runner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self.runtime
-        workspace = (await authenticate(runtime.keys, build_context(scope["headers"]))).workspace
-        body = await read_request_body(scope, receive, runtime.settings.max_body_bytes)
-        parser = ConfigParser()  # its own caches, thrown away: the runtime's parsed configs stay as they are
+        workspace = (await authenticate(self.keys, build_context(scope["headers"]))).workspace
+        body = await read_request_body(scope, receive, self.max_body_bytes)
+        # its own caches, thrown away: the worker's parsed configs stay as they are
+        parser = ConfigParser(self.checks)
         config = parser.validate(decode_config(body))
-        records, check = runtime.records, ConfigReferences.check
+        records, check = self.records, ConfigReferences.check
         try:
             check(config, workspace, records)
         except RecordsNeeded as needed:
             await loaded(records, needed, check, config, workspace, records)
-        await check_saved_guardrails(runtime, config, workspace)
+        await check_saved_guardrails(self.runner, config, workspace)
         await send_json(send, 200, _encode(Validation(describe(config, Planner(parser)))))

@@ -23,21 +23,23 @@ import msgspec
 
 from gateway.api.admin import PAGED, Caller, authorize, choice_query, int_query, page, read_json, send_list, send_record
 from gateway.controlplane import policies as rules
+from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.http.errors import NotFound
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.policies.gate import PolicyGate
 from gateway.policies.usage import archived, created, policy_view
-from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
-from gateway.state.base import StateStoreError
+from gateway.settings import Settings
+from gateway.state.base import StateStore, StateStoreError
 
 
 class _KindRoutes:
     """The five routes of one policy kind."""
 
-    def __init__(self, runtime: Runtime, path: str, repo: Repository, decoder: BodyDecoder, new: Callable,
+    def __init__(self, owner: PolicyRoutes, path: str, repo: Repository, decoder: BodyDecoder, new: Callable,
                  update: Callable, filters: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
-        self.runtime = runtime
+        self.keys, self.store, self.gate = owner.keys, owner.store, owner.gate
         self.path = path
         self.repo = repo
         self.decoder = decoder
@@ -45,7 +47,7 @@ class _KindRoutes:
         self.update_record = update
         self.filters = filters
         self.query = (*PAGED, *(name for name, _ in filters))
-        settings = runtime.settings
+        settings = owner.settings
         #: two record-watch intervals: every other worker polls the records version within one and loads the
         #: policies in the next, so requests sent after the answer meet the change wherever they land
         shared = settings.workers > 1 or bool(settings.redis_url)
@@ -62,13 +64,13 @@ class _KindRoutes:
             raise NotFound(f"no organisation '{body.organisation_id}'", param="organisation_id")
         return workspace
 
-    async def _view(self, record: Any) -> dict[str, Any]:
+    async def _view(self, record: rules.Policy) -> dict[str, Any]:
         try:
-            return await policy_view(self.runtime.store, record)
+            return await policy_view(self.store, record)
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
 
-    async def _stored(self, record: Any) -> Any:
+    async def _stored(self, record: rules.Policy) -> rules.Policy:
         record = await self.repo.replace(record)
         await self._applied()
         return record
@@ -76,13 +78,13 @@ class _KindRoutes:
     async def _applied(self) -> None:
         """A policy changed: this worker applies it before answering, and with other workers or instances the
         answer waits until their record watchers have had time to load it (see ``spread_s``)."""
-        self.runtime.policies.invalidate()
-        await self.runtime.policies.refresh()
+        self.gate.invalidate()
+        await self.gate.refresh()
         if self.spread_s:
             await asyncio.sleep(self.spread_s)
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         body = await read_json(scope, receive, self.decoder)
         record = self.new(body, self._workspace(caller, body), caller.key.organisation)
         record = await self.repo.create(record)
@@ -90,7 +92,7 @@ class _KindRoutes:
         await send_record(send, created(record))
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=self.query)
+        caller = await authorize(self.keys, scope, query=self.query)
         records = await self.repo.list(caller.workspace)
         for field, choices in self.filters:
             wanted = choice_query(caller.query, field, choices)
@@ -102,19 +104,19 @@ class _KindRoutes:
         await send_list(send, data, len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         await send_record(send, await self._view(record))
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         body = await read_json(scope, receive, self.decoder)
         record = await self.repo.get(self._workspace(caller, body), scope["path_params"]["policy_id"])
         record = await self._stored(self.update_record(record, body))
         await send_record(send, await self._view(record))
 
     async def archive(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         if record.status != "archived":
             record = await self._stored(msgspec.structs.replace(record, status="archived"))
@@ -122,13 +124,13 @@ class _KindRoutes:
 
 
 class PolicyRoutes:
-    def __init__(self, runtime: Runtime) -> None:
-        gate = runtime.policies
+    def __init__(self, keys: KeyStore, store: StateStore, gate: PolicyGate, settings: Settings) -> None:
+        self.keys, self.store, self.gate, self.settings = keys, store, gate, settings
         self.kinds = (
-            _KindRoutes(runtime, "/v1/policies/usage-limits", gate.usage_limits, BodyDecoder(rules.UsageLimitBody),
+            _KindRoutes(self, "/v1/policies/usage-limits", gate.usage_limits, BodyDecoder(rules.UsageLimitBody),
                         rules.new_usage_limit, rules.updated_usage_limit,
                         (("status", rules.STATUSES), ("type", rules.USAGE_TYPES))),
-            _KindRoutes(runtime, "/v1/policies/rate-limits", gate.rate_limits, BodyDecoder(rules.RateLimitBody),
+            _KindRoutes(self, "/v1/policies/rate-limits", gate.rate_limits, BodyDecoder(rules.RateLimitBody),
                         rules.new_rate_limit, rules.updated_rate_limit,
                         (("status", rules.STATUSES), ("type", rules.RATE_TYPES), ("unit", rules.RATE_UNITS))),
         )

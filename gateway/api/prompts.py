@@ -20,12 +20,14 @@ import msgspec
 from gateway.api.admin import PAGED, Caller, authorize, read_json, send_list, send_record
 from gateway.api.crud import RecordRoutes
 from gateway.controlplane import prompts
+from gateway.controlplane.directory import RecordCache
+from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.providers import normalise_slug
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.pipeline.prompted import prompt_template
-from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
+from gateway.state.base import StateStore
 
 _body = BodyDecoder(prompts.PromptBody)
 
@@ -36,9 +38,11 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
     object = "prompt"
     list_query = (*PAGED, "search")
 
-    def __init__(self, runtime: Runtime) -> None:
-        super().__init__(runtime, runtime.records.prompts, _body)
-        self.versions = prompts.PromptVersions(runtime.store)
+    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], records: RecordCache,
+                 store: StateStore) -> None:
+        super().__init__(keys, records_changed, records.prompts, _body)
+        self.records = records
+        self.versions = prompts.PromptVersions(store)
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [
@@ -56,7 +60,7 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         slug = fields.get("provider")
         if slug is not None:
             slug = fields["provider"] = normalise_slug(slug, "provider")
-            if await self.runtime.records.slugs.lookup(workspace, slug) is None:
+            if await self.records.slugs.lookup(workspace, slug) is None:
                 raise InvalidRequest(f"provider must be a provider slug of this workspace; there is no '@{slug}'",
                                      param="provider")
         return fields
@@ -95,13 +99,13 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         await self.versions.delete_all(record)
 
     async def list_versions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, query=("workspace_id",))
+        caller = await authorize(self.keys, scope, query=("workspace_id",))
         prompt = await self.repo.get(caller.workspace, scope["path_params"]["prompt_id"])
         versions = await self.versions.list(prompt)
         await send_list(send, versions, len(versions))
 
     async def get_version(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope)
+        caller = await authorize(self.keys, scope)
         prompt = await self.repo.get(caller.workspace, scope["path_params"]["prompt_id"])
         raw = scope["path_params"]["version"]
         version = int(raw) if raw.isdigit() else 0
@@ -110,7 +114,7 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         await send_record(send, await self.versions.get(prompt, version))
 
     async def render(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.runtime, scope, admin=False, needs="prompts.run")
+        caller = await authorize(self.keys, scope, admin=False, needs="prompts.run")
         body = await read_json(scope, receive, prompts.render_body)
-        template = await prompt_template(self.runtime.records, caller.workspace, scope["path_params"]["prompt_id"])
+        template = await prompt_template(self.records, caller.workspace, scope["path_params"]["prompt_id"])
         await send_record(send, {"success": True, "data": prompts.rendered(template, body)})

@@ -14,10 +14,11 @@ import msgspec
 from gateway.api.admin import PAGED, Caller, provider_query
 from gateway.api.crud import RecordRoutes
 from gateway.controlplane import providers
+from gateway.controlplane.directory import RecordCache
+from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.types import Scope
-from gateway.runtime import Runtime
 from gateway.schema.common import BodyDecoder
 
 
@@ -40,15 +41,16 @@ class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
     object = "provider"
     list_query = (*PAGED, "provider")
 
-    def __init__(self, runtime: Runtime) -> None:
-        super().__init__(runtime, runtime.records.slugs, _body)
+    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], records: RecordCache) -> None:
+        super().__init__(keys, records_changed, records.slugs, _body)
+        self.records = records
 
     async def build(self, caller: Caller, workspace: str, body: ProviderBody) -> providers.ProviderSlug:
         fields = _fields(body)
         if not fields.get("slug"):
             raise InvalidRequest("slug is required", param="slug")
         slug = providers.normalise_slug(fields.pop("slug"))
-        record = providers.build(self.runtime.records.box, workspace, slug, fields)
+        record = providers.build(self.records.box, workspace, slug, fields)
         return msgspec.structs.replace(record, organisation_id=caller.key.organisation)
 
     def matches(self, query: dict[str, str]) -> Callable[[providers.ProviderSlug], bool] | None:
@@ -71,6 +73,6 @@ class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
         if "provider" in changes and changes["provider"] is None:
             raise InvalidRequest("provider cannot be removed", param="provider")
         try:
-            return providers.updated(self.runtime.records.box, record, changes)
+            return providers.updated(self.records.box, record, changes)
         except SecretError as exc:
             raise GatewayError(f"provider slug '@{slug}' cannot be updated: {exc}", param="slug") from None

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.config.schema import Config
+from gateway.schema.config import Config
 
 #: body fields that do not change the answer: how it is delivered (``stream``, ``stream_options``), who asks
 #: (``user``, ``safety_identifier``) and what the provider keeps or hints (``store``, ``metadata``,

@@ -17,20 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from gateway.cache.numeric import numpy
-from gateway.config.schema import Config
 from gateway.config.validate import ConfigParser
 from gateway.http.context import RequestContext
 from gateway.http.errors import ConfigError
 from gateway.providers.base import EMBEDDINGS, UpstreamCall
-from gateway.routing.execute import RunState
+from gateway.providers.registry import ProviderRegistry
+from gateway.routing.execute import Router, RunState
 from gateway.routing.params import needs_rewrite, rewrite
-from gateway.routing.plan import Node
-from gateway.upstream.client import read_response_body
+from gateway.routing.plan import Node, Planner
+from gateway.schema.config import Config
+from gateway.upstream.client import UpstreamClient, read_response_body
 
 log = logging.getLogger("gateway.cache")
 
@@ -47,10 +48,23 @@ def embeddings_config(parser: ConfigParser, text: str) -> Config:
     return config
 
 
+class Gateway(Protocol):
+    """What the embedder runs through: the worker's planner, router, provider adapters and upstream client."""
+
+    @property
+    def planner(self) -> Planner: ...
+    @property
+    def router(self) -> Router: ...
+    @property
+    def providers(self) -> ProviderRegistry: ...
+    @property
+    def client(self) -> UpstreamClient: ...
+
+
 class ProviderEmbedder:
     """The ``Embedder`` of the semantic cache backed by a provider (see the module docstring)."""
 
-    def __init__(self, config: Config, model: str, runtime: Any, *, capacity: int = 17,
+    def __init__(self, config: Config, model: str, runtime: Gateway, *, capacity: int = 17,
                  timeout_s: float = 1.0) -> None:
         from gateway.schema.embeddings import parse_embeddings
 

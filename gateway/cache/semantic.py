@@ -38,8 +38,8 @@ from gateway import _speedups
 from gateway.cache.keys import KEY_VERSION, answer_fields, target_identity
 from gateway.cache.numeric import numpy
 from gateway.cache.prompt import SemanticPrompt, chat_prompt, completion_prompt
-from gateway.config.schema import Config
 from gateway.providers.base import CHAT, COMPLETIONS
+from gateway.schema.config import Config
 from gateway.state.base import StateStore, StateStoreError
 
 log = logging.getLogger("gateway.cache")

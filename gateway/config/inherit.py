@@ -5,7 +5,7 @@ from __future__ import annotations
 from msgspec.structs import astuple, replace
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import NOT_INHERITED, Config
+from gateway.schema.config import NOT_INHERITED, Config
 
 # Positions of the inherited fields in ``astuple(config)`` (one C-level call reads every field).
 _FIELDS = Config.__struct_fields__

@@ -15,11 +15,11 @@ from typing import Any
 from msgspec.structs import replace
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import Config
 from gateway.config.slug_hosts import EMPTY, Scope, SlugUse
 from gateway.controlplane.directory import SLUG, RecordCache, RecordsNeeded
 from gateway.controlplane.providers import CREDENTIAL_FIELDS
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import Config
 
 CACHE_MAX = 4096
 

@@ -26,12 +26,12 @@ import msgspec
 
 from gateway.bounded_cache import BoundedCache
 from gateway.config.references import ConfigReferences
-from gateway.config.schema import Config
 from gateway.config.slug_hosts import check_header_values
 from gateway.config.validate import ConfigParser, decode_config
 from gateway.controlplane.directory import RecordCache
 from gateway.http.context import RequestContext
 from gateway.http.errors import ConfigError, InvalidRequest
+from gateway.schema.config import Config
 
 #: RequestContext attribute -> Config field, for header-borne provider settings
 _HEADER_FIELDS: tuple[tuple[str, str], ...] = (

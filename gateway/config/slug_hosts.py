@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.config.schema import Config
 from gateway.controlplane.providers import SECRET_FIELDS
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import Config
 
 #: settings that choose the upstream host, per provider (every provider: ``custom_host``)
 _CLOUDB_HOST = ("custom_host", "resource_name", "cloudB_endpoint_name", "cloudB_deployment_name", "cloudB_region",

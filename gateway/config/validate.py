@@ -28,14 +28,17 @@ Beyond the schema's types and unknown-key checks, a config obeys:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import msgspec
 
 from gateway.bounded_cache import BoundedCache
 from gateway.config.inherit import Inheritance
-from gateway.config.schema import Config, Guardrail, Hook, HookOutcome, Strategy
 from gateway.http.errors import ConfigError, InvalidRequest, mid_sentence
+from gateway.providers.registry import is_known, provider_names
+from gateway.schema.config import Config, Guardrail, Hook, HookOutcome, Strategy
+from gateway.upstream.ssrf import check_base_url
 
 RETRY_ATTEMPTS_MAX = 10
 MAX_TARGET_DEPTH = 32
@@ -98,6 +101,25 @@ _KINDS = {
     "array": "an array",
     "null": "null",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChecks:
+    """The checks a config parser borrows from the layers above config (routing's condition queries, the
+    guardrails' check parameters), handed in by the composition root: config never imports those layers. Each
+    raises ConfigError naming the JSON path of the fault."""
+
+    #: ``compile_query(query, where)``: the compiled condition query found at JSON path ``where``
+    compile_query: Callable[[dict[str, Any], str], Any]
+    #: ``validate_hook(hook, at)``: the hook's check ids and parameters
+    validate_hook: Callable[[Hook, str], None]
+    #: ``validate_guardrail(item, at)``: the guardrail item's check ids and parameters
+    validate_guardrail: Callable[[Guardrail, str], None]
+
+
+def join_path(base: str, tail: str) -> str:
+    """``base`` and ``tail`` as one JSON path (``a.b``, ``a[0]``)."""
+    return _join(base, tail)
 
 
 def _join(base: str, tail: str) -> str:
@@ -178,7 +200,10 @@ class ConfigParser:
     while it stays cached), failures, compiled condition queries and (through ``inheritance``) effective targets.
     One per worker runtime."""
 
-    def __init__(self, inheritance: Inheritance | None = None, max_configs: int = PARSE_CACHE_MAX) -> None:
+    def __init__(
+            self, checks: ConfigChecks, inheritance: Inheritance | None = None, max_configs: int = PARSE_CACHE_MAX,
+    ) -> None:
+        self.checks = checks
         self.inheritance = inheritance if inheritance is not None else Inheritance()
         self._parsed: BoundedCache[str | bytes, Config] = BoundedCache(
             max_configs, max_size=PARSE_CACHE_MAX_CHARS, max_item_size=PARSE_CACHE_MAX_CHARS // 16,
@@ -247,15 +272,11 @@ class ConfigParser:
 
     def compile_conditions(self, strategy: Strategy, path: str) -> list[Any]:
         """Compile (and remember) the condition queries of ``strategy``, found at JSON path ``path``."""
-        from gateway.routing.conditions import QueryError, compile_query
-
-        compiled = []
-        for i, condition in enumerate(strategy.conditions or ()):
-            try:
-                compiled.append(compile_query(condition.query))
-            except QueryError as exc:
-                where = f"{path}.conditions[{i}].query"
-                raise ConfigError.at(_join(where, exc.path or ""), exc.message) from None
+        compile_query = self.checks.compile_query
+        compiled = [
+            compile_query(condition.query, f"{path}.conditions[{i}].query")
+            for i, condition in enumerate(strategy.conditions or ())
+        ]
         self._conditions[id(strategy)] = (strategy, compiled)
         return compiled
 
@@ -267,7 +288,7 @@ def _check_node(parser: ConfigParser, node: Config, base: str, inherited: Config
     if depth > MAX_TARGET_DEPTH:
         raise ConfigError.at(base, f"targets nest deeper than {MAX_TARGET_DEPTH} levels")
     eff = parser.inheritance.effective(inherited, node)
-    _check_keys(node, base)
+    _check_keys(parser.checks, node, base)
     if node.passthrough:
         _check_passthrough(node, eff, base)
     _check_routing(parser, node, eff, base)
@@ -302,16 +323,12 @@ def _check_provider(n: Config, base: str) -> None:
         if not provider or provider == "@":
             raise ConfigError.at(_join(base, "provider"), "must be a non-empty provider name or @slug")
         if provider[0] != "@":
-            from gateway.providers.registry import is_known, provider_names
-
             if not is_known(provider):
                 raise ConfigError.at(
                     _join(base, "provider"),
                     f"unknown provider {provider!r}; accepted providers: {', '.join(provider_names())}",
                 )
     if n.custom_host is not None:
-        from gateway.upstream.ssrf import check_base_url
-
         at = _join(base, "custom_host")
         try:
             check_base_url(n.custom_host, at)
@@ -319,7 +336,7 @@ def _check_provider(n: Config, base: str) -> None:
             raise ConfigError.at(at, exc.message[len(at) + 1:]) from None
 
 
-def _check_keys(n: Config, base: str) -> None:
+def _check_keys(checks: ConfigChecks, n: Config, base: str) -> None:
     if n.provider is not None or n.custom_host is not None:
         _check_provider(n, base)
     if n.request_timeout is not None and (not _is_int(n.request_timeout) or n.request_timeout <= 0):
@@ -354,13 +371,13 @@ def _check_keys(n: Config, base: str) -> None:
                     "must be a dot path with no empty segment (like `metadata.user` or `messages.0.name`)",
                 )
     if n.before_request_hooks is not None:
-        _check_hooks(n.before_request_hooks, _join(base, "before_request_hooks"), before=True)
+        _check_hooks(checks, n.before_request_hooks, _join(base, "before_request_hooks"), before=True)
     if n.after_request_hooks is not None:
-        _check_hooks(n.after_request_hooks, _join(base, "after_request_hooks"), before=False)
+        _check_hooks(checks, n.after_request_hooks, _join(base, "after_request_hooks"), before=False)
     if n.input_guardrails is not None:
-        _check_guardrails(n.input_guardrails, _join(base, "input_guardrails"), output=False)
+        _check_guardrails(checks, n.input_guardrails, _join(base, "input_guardrails"), output=False)
     if n.output_guardrails is not None:
-        _check_guardrails(n.output_guardrails, _join(base, "output_guardrails"), output=True)
+        _check_guardrails(checks, n.output_guardrails, _join(base, "output_guardrails"), output=True)
 
 
 def _check_outcome(outcome: HookOutcome | None, path: str, deny_allowed: bool, where: str) -> None:
@@ -376,7 +393,7 @@ def _check_outcome(outcome: HookOutcome | None, path: str, deny_allowed: bool, w
                 raise ConfigError.at(f"{path}.feedback.{name}", "must be a number")
 
 
-def _check_hooks(hooks: list[Hook], path: str, before: bool) -> None:
+def _check_hooks(checks: ConfigChecks, hooks: list[Hook], path: str, before: bool) -> None:
     for i, hook in enumerate(hooks):
         at = f"{path}[{i}]"
         if not isinstance(hook, Hook):
@@ -387,10 +404,10 @@ def _check_hooks(hooks: list[Hook], path: str, before: bool) -> None:
             raise ConfigError.at(f"{at}.async", "is allowed only on after_request_hooks")
         for name in _OUTCOMES:
             _check_outcome(getattr(hook, name), f"{at}.{name}", before, "before_request_hooks")
-        _check_parameters("validate_hook", hook, at)
+        checks.validate_hook(hook, at)
 
 
-def _check_guardrails(items: list[Any], path: str, output: bool) -> None:
+def _check_guardrails(checks: ConfigChecks, items: list[Any], path: str, output: bool) -> None:
     for i, item in enumerate(items):
         at = f"{path}[{i}]"
         if type(item) is str:
@@ -408,18 +425,7 @@ def _check_guardrails(items: list[Any], path: str, output: bool) -> None:
                 raise ConfigError.at(_join(at, key), "must be an object (the parameters of that check)")
         for name in _OUTCOMES:
             _check_outcome(getattr(item, name), f"{at}.{name}", output, "output_guardrails")
-        _check_parameters("validate_guardrail", item, at)
-
-
-def _check_parameters(validator: str, item: Any, at: str) -> None:
-    """The item's check ids and parameters, validated by the guardrails package (imported on first use)."""
-    from gateway.guardrails import hooks
-    from gateway.guardrails.checks import ParamError
-
-    try:
-        getattr(hooks, validator)(item, at)
-    except ParamError as exc:
-        raise ConfigError.at(exc.param, exc.detail) from None
+        checks.validate_guardrail(item, at)
 
 
 def _guardrail_from_dict(raw: dict[str, Any], at: str) -> Guardrail:

@@ -22,7 +22,6 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway.config.validate import ConfigParser
 from gateway.controlplane import sealing
 from gateway.controlplane.records import Entity, Repository
 from gateway.controlplane.secrets import SecretBox
@@ -32,6 +31,9 @@ KIND = "config"
 Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
 Path = sealing.Path
+#: a config parser's ``parse`` (JSON text -> a validated config, or ConfigError): config sits above the control
+#: plane, so the parser is handed in rather than imported
+ParseConfig = Callable[[bytes], object]
 
 
 class ConfigBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -63,14 +65,14 @@ def check_name(name: str) -> str:
     return name
 
 
-def check_config(raw: msgspec.Raw, parser: ConfigParser) -> msgspec.Raw:
-    """The config text when ``parser`` finds it a valid config; else the validator's 400 with ``config.`` before
-    its path."""
+def check_config(raw: msgspec.Raw, parse: ParseConfig) -> msgspec.Raw:
+    """The config text when ``parse`` (the runtime's config parser's) finds it a valid config; else the validator's
+    400 with ``config.`` before its path."""
     text = bytes(raw)
     if text == b"null":
         raise InvalidRequest("config is required (a config object)", param="config")
     try:
-        parser.parse(text)
+        parse(text)
     except ConfigError as exc:
         path = exc.param or ""
         param = "config" if path in ("", "config") else f"config.{path}"
@@ -78,24 +80,24 @@ def check_config(raw: msgspec.Raw, parser: ConfigParser) -> msgspec.Raw:
     return msgspec.Raw(text)
 
 
-def create_fields(body: ConfigBody, parser: ConfigParser) -> dict[str, Any]:
+def create_fields(body: ConfigBody, parse: ParseConfig) -> dict[str, Any]:
     """The name and config (secrets in clear) of a create (both required)."""
     if body.name is UNSET:
         raise InvalidRequest("name is required", param="name")
     if body.config is UNSET:
         raise InvalidRequest("config is required (a config object)", param="config")
     # a new config has nothing stored yet: a masked value in it is a 400
-    return {"name": check_name(body.name), "config": check_config(unmasked(body.config, dict), parser)}
+    return {"name": check_name(body.name), "config": check_config(unmasked(body.config, dict), parse)}
 
 
-def update_fields(body: ConfigBody, parser: ConfigParser, stored: Callable[[], dict[Path, Any]]) -> dict[str, Any]:
+def update_fields(body: ConfigBody, parse: ParseConfig, stored: Callable[[], dict[Path, Any]]) -> dict[str, Any]:
     """The fields an update changes (a config is validated like at creation; a masked value in it keeps the secret
     ``stored()`` gives at the same path)."""
     changes: dict[str, Any] = {}
     if body.name is not UNSET:
         changes["name"] = check_name(body.name)
     if body.config is not UNSET:
-        changes["config"] = check_config(unmasked(body.config, stored), parser)
+        changes["config"] = check_config(unmasked(body.config, stored), parse)
     if not changes:
         raise InvalidRequest("nothing to update: send name and/or config", param="config")
     return changes

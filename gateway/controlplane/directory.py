@@ -14,11 +14,11 @@ import asyncio
 from typing import Any, Callable, Hashable
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import Config
 from gateway.controlplane import configs, prompts, providers
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.controlplane.secrets import SecretBox, SecretError
 from gateway.http.errors import RecordUnusable
+from gateway.schema.config import Config
 from gateway.state.base import StateStore, StateStoreError
 
 SLUG = "slug"

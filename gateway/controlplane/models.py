@@ -21,11 +21,12 @@ from typing import Any
 import msgspec
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import Config
 from gateway.http.errors import GatewayError
-from gateway.providers.base import UpstreamRequest, upstream_error
+from gateway.providers.base import upstream_error
 from gateway.providers.registry import VENDOR_A_COMPATIBLE
+from gateway.schema.config import Config
 from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.request import UpstreamRequest
 
 TTL_S = 60.0
 TIMEOUT_S = 10.0

@@ -124,6 +124,10 @@ class RateLimitPolicy(Entity, kw_only=True):
     group_by: list[GroupBy]
 
 
+#: a stored policy of either kind
+Policy = UsageLimitPolicy | RateLimitPolicy
+
+
 def _check_key(key: str, param: str) -> None:
     if key in FIXED_KEYS:
         return

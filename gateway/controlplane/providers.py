@@ -17,11 +17,11 @@ from typing import Any
 
 import msgspec
 
-from gateway.config.schema import Config, Deployment
 from gateway.controlplane.records import Entity
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.providers.registry import is_known, provider_names
+from gateway.schema.config import Config, Deployment
 
 KIND = "provider"
 Unset = msgspec.UnsetType

@@ -15,11 +15,10 @@ async item that asks to deny is refused when the config is validated.
 
 from __future__ import annotations
 
-from typing import Any
-
-from gateway.config.schema import Config, Feedback, Guardrail, Hook, HookOutcome
 from gateway.guardrails.checks import Check, ParamError, build_check
 from gateway.guardrails.checks.base import join_path
+from gateway.guardrails.saved import SavedGuardrail
+from gateway.schema.config import Config, Feedback, Guardrail, Hook, HookOutcome
 
 
 class CompiledHook:
@@ -106,7 +105,7 @@ def compile_guardrail(item: str | Guardrail, path: str) -> PlanItem:
                         _feedback(item.on_fail), _feedback(item.on_success))
 
 
-def compile_saved(record: Any, ref: SavedRef) -> CompiledHook:
+def compile_saved(record: SavedGuardrail, ref: SavedRef) -> CompiledHook:
     """A saved guardrail (``gateway.guardrails.saved.SavedGuardrail``) as the CompiledHook for ``ref``: the record's
     checks and flags, with the referring item's own flags over them. ParamError names the record's field."""
     checks = tuple(

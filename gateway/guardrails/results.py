@@ -16,8 +16,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.config.schema import Feedback
 from gateway.http.errors import GuardrailDenied
+from gateway.schema.config import Feedback
 
 STATUS_DENIED = 446
 STATUS_FAILED = 246

@@ -22,15 +22,17 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import Config
 from gateway.guardrails.checks import Check, ParamError
 from gateway.guardrails.checks.base import OFFLOAD_CHARS, Verdict, join_path
 from gateway.guardrails.hooks import CompiledHook, PlanItem, SavedRef, compile_phase, compile_saved
 from gateway.guardrails.results import CheckResult, FeedbackRecord, HookResult, PhaseOutcome
+from gateway.guardrails.saved import SavedGuardrail
 from gateway.guardrails.text import GuardrailAnswer, GuardrailRequest, Subject, replace_segments
 from gateway.guardrails.webhook import CheckIO
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import Config
 from gateway.settings import Settings
+from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.guardrails")
 
@@ -58,7 +60,8 @@ def _result(check_id: str, verdict: Verdict, started: float) -> CheckResult:
 class GuardrailRunner:
     """Runs hooks and guardrails for one worker process; built once at startup, closed at shutdown."""
 
-    def __init__(self, settings: Settings, client: Any | None = None, resolve_saved: SavedResolver | None = None,
+    def __init__(self, settings: Settings, client: UpstreamClient | None = None,
+                 resolve_saved: SavedResolver | None = None,
                  on_background: Callable[[str, HookResult], None] | None = None) -> None:
         self.io = CheckIO(client)
         self.resolve_saved = resolve_saved
@@ -282,7 +285,7 @@ class GuardrailRunner:
             return None
 
 
-def _compiled_saved(record: Any, ref: SavedRef, param: str) -> CompiledHook:
+def _compiled_saved(record: SavedGuardrail, ref: SavedRef, param: str) -> CompiledHook:
     """``record`` compiled for ``ref``; a fault is a 400 whose ``param`` is ``param`` (where ``ref`` stands)."""
     try:
         return compile_saved(record, ref)

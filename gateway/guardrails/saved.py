@@ -25,13 +25,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 
-from gateway.config.schema import HookOutcome
 from gateway.controlplane import sealing
 from gateway.controlplane.records import DEFAULT_ORGANISATION, Entity, Repository
 from gateway.controlplane.secrets import SecretBox
 from gateway.guardrails.checks import ParamError, build_check
 from gateway.guardrails.checks.base import Params, decode_params
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import HookOutcome
 
 KIND = "guardrail"
 ID_PREFIX = "gr_"

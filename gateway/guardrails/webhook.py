@@ -28,8 +28,8 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.guardrails.text import request_text
 from gateway.http.errors import GatewayError
-from gateway.providers.base import UpstreamRequest
-from gateway.upstream.client import failure_text
+from gateway.upstream.client import UpstreamClient, failure_text
+from gateway.upstream.request import UpstreamRequest
 
 MAX_ANSWER_BYTES = 1024 * 1024
 JWKS_CACHE_MAX = 256
@@ -44,7 +44,7 @@ class HttpCheckError(Exception):
 class CheckIO:
     """What network-bound checks use: the upstream client (None: every call fails) and a JWKS cache."""
 
-    def __init__(self, client: Any | None) -> None:
+    def __init__(self, client: UpstreamClient | None) -> None:
         self.client = client
         self._cache: BoundedCache[str, tuple[float, Any]] = BoundedCache(JWKS_CACHE_MAX)
         self._inflight: dict[str, asyncio.Future[Any]] = {}

@@ -19,7 +19,6 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from gateway.config.schema import Config
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import end_stream, send_chunk, send_json
@@ -27,6 +26,7 @@ from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
 from gateway.providers.registry import ProviderRegistry
 from gateway.routing.plan import Node
+from gateway.schema.config import Config
 from gateway.upstream.client import UpstreamClient, read_response_body
 
 _decode = msgspec.json.decode

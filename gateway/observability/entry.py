@@ -18,12 +18,13 @@ from gateway.http.context import client_headers
 from gateway.observability.cost import Prices
 from gateway.observability.estimate import estimate, relayed_text_chars, text_chars
 from gateway.observability.masking import Masker
+from gateway.observability.record import RequestRecord
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 
 
-def attach_bodies(record: Any, state: Any, response_body: bytes | None) -> None:
+def attach_bodies(record: RequestRecord, state: Any, response_body: bytes | None) -> None:
     """Put the bodies on the record (pipeline, only with GATEWAY_LOG_BODIES=1): the request as the gateway decoded
     it and the JSON answer (streamed answers are not buffered, so not logged)."""
     if state is not None:

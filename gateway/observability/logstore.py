@@ -17,6 +17,8 @@ _SCHEMA = (
     " doc BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS request_logs_workspace ON request_logs (workspace, id)",
     "CREATE INDEX IF NOT EXISTS request_logs_trace ON request_logs (trace_id)",
+    # the ``model`` filter: an index on the very expression ``query`` compares
+    "CREATE INDEX IF NOT EXISTS request_logs_model ON request_logs (json_extract(CAST(doc AS TEXT), '$.model'), id)",
 )
 _INSERT = "INSERT INTO request_logs (ts, workspace, trace_id, status, provider, doc) VALUES (?, ?, ?, ?, ?, ?)"
 _PRUNE = "DELETE FROM request_logs WHERE id <= (SELECT MAX(id) FROM request_logs) - ?"

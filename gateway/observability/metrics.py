@@ -70,6 +70,8 @@ UNKNOWN_MODELS = _counter("gateway_cost_unknown_models", "Models the price table
 STATE_STORE_ERRORS = _counter("gateway_state_store_errors", "Failed state-store calls.", ("backend", "operation"))
 LOGS_DROPPED = _counter("gateway_log_records_dropped", "Request records not logged (queue full, write failed).",
                         ("reason",))
+LOGS_SPOOLED = _counter("gateway_log_records_spooled", "Request records written to the local spool file while the "
+                        "PostgreSQL log store was away or slow (replayed when it is back).", ())
 SPANS_EXPORTED = _counter("gateway_trace_spans_exported", "Spans accepted by the OTLP collector.", ())
 SPANS_DROPPED = _counter("gateway_trace_spans_dropped", "Spans not exported (queue full, export failed).",
                          ("reason",))

@@ -79,8 +79,7 @@ class ObservabilityRecorder(Recorder):
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        await asyncio.to_thread(self.store.open)
-        await asyncio.to_thread(self.rollups.open)
+        await self._open_stores()
         if self.exporter is not None:
             await self.exporter.start()
         self._wake = asyncio.Event()
@@ -102,6 +101,14 @@ class ObservabilityRecorder(Recorder):
         if self.exporter is not None:
             await self.exporter.close()
         await asyncio.to_thread(self._close_sinks)
+
+    async def _open_stores(self) -> None:
+        await asyncio.to_thread(self.store.open)
+        await asyncio.to_thread(self.rollups.open)
+
+    def log_store_health(self) -> dict[str, Any]:
+        """What ``/health`` says of the request-log store."""
+        return {"backend": "sqlite", "healthy": True}
 
     def _close_sinks(self) -> None:
         self.store.close()
@@ -131,7 +138,7 @@ class ObservabilityRecorder(Recorder):
         if records:
             rows, lines, stats = await self._build(records)
             if rows:
-                failed = await asyncio.to_thread(self._write, rows, lines, stats)
+                failed = await self._store(rows, lines, stats)
                 if failed:
                     self.metrics.count(LOGS_DROPPED, ("write_failed",), failed)
         now = time.monotonic()
@@ -155,11 +162,12 @@ class ObservabilityRecorder(Recorder):
             try:
                 d = Derived(rec, offset, masker, prices)
                 doc = encode_entry(build_entry(rec, d, masker, iso))
+                added_ms = None if d.added_s is None else d.added_s * 1000
+                stat = RequestStats(d.wall_start, rec.workspace, rec.provider, rec.model, rec.status,
+                                    rec.total_s * 1000, added_ms, d.tokens_in, d.tokens_out, d.cost)
                 rows.append((d.wall_start, rec.workspace, rec.trace_id, rec.status, rec.provider, doc))
                 lines.append(doc)
-                added_ms = None if d.added_s is None else d.added_s * 1000
-                stats.append(RequestStats(d.wall_start, rec.workspace, rec.provider, rec.model, rec.status,
-                                          rec.total_s * 1000, added_ms, d.tokens_in, d.tokens_out, d.cost))
+                stats.append(stat)  # rows[i] and stats[i] are the same request's
                 aggregator.add_record(rec, d.upstream_s, d.added_s, d.tokens_in, d.tokens_out, d.cost)
                 if exporter is not None:
                     exporter.add(request_spans(rec, d, partial(masker.scrub, secrets=d.secrets)))
@@ -167,6 +175,10 @@ class ObservabilityRecorder(Recorder):
                 self.metrics.count(LOGS_DROPPED, ("build_failed",))
                 self._warn("build", exc)
         return rows, lines, stats
+
+    async def _store(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats]) -> int:
+        """Hand a built batch to the stores; returns how many rows could not be stored."""
+        return await asyncio.to_thread(self._write, rows, lines, stats)
 
     def _write(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats] | None = None) -> int:
         """Insert the rows and their aggregates and write the lines (in a thread); returns how many rows could not

@@ -7,25 +7,31 @@ answer can be. ``x-gateway-cache-force-refresh: true`` skips the lookup and stor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 import msgspec
 
-from gateway.cache.answers import CachedAnswer, max_age_s
+from gateway.cache.answers import CachedAnswer, ResponseCache, max_age_s
 from gateway.cache.keys import partition, simple_key
 from gateway.cache.prompt import SemanticPrompt
-from gateway.cache.semantic import semantic_partition, semantic_prompt
+from gateway.cache.semantic import SemanticCache, semantic_partition, semantic_prompt
 from gateway.cache.stream import replay, replayable
-from gateway.config.schema import CacheConfig, Config
 from gateway.http.context import RequestContext
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.stream_steps import replayed
 from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.routing.plan import Node
+from gateway.schema.config import CacheConfig, Config
 
-if TYPE_CHECKING:
-    from gateway.pipeline.steps import PipelineSteps
+
+class CacheParts(Protocol):
+    """What a cache step uses of the worker's steps (``gateway.pipeline.steps.PipelineSteps``)."""
+
+    cache: ResponseCache
+
+    @property
+    def semantic(self) -> SemanticCache: ...
 
 _decode = msgspec.json.decode
 _STREAMED = frozenset({CHAT, COMPLETIONS})
@@ -44,7 +50,7 @@ class CacheStep:
     __slots__ = ("shared", "ctx", "endpoint", "request", "stream", "record", "key", "max_age", "hit", "answer_doc",
                  "semantic")
 
-    def __init__(self, shared: PipelineSteps, ctx: RequestContext, endpoint: str, request: Any, stream: bool,
+    def __init__(self, shared: CacheParts, ctx: RequestContext, endpoint: str, request: Any, stream: bool,
                  record: RequestRecord) -> None:
         self.shared = shared
         self.ctx = ctx

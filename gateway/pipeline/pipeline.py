@@ -21,7 +21,6 @@ import aiohttp
 import msgspec
 
 from gateway.config.resolve import ConfigResolver
-from gateway.config.schema import Config
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, KeyStore, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
@@ -39,6 +38,7 @@ from gateway.providers.registry import ProviderRegistry
 from gateway.routing.execute import Router, RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, Planner
+from gateway.schema.config import Config
 from gateway.upstream.client import UpstreamClient, read_response_body
 
 if TYPE_CHECKING:  # made on first use: a worker whose configs cache nothing and run no guardrails never imports it

@@ -16,12 +16,12 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from gateway.config.resolve import ConfigResolver
-from gateway.config.schema import Config
 from gateway.controlplane import prompts
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound, ServiceUnavailable
 from gateway.providers.base import CHAT
+from gateway.schema.config import Config
 
 T = TypeVar("T")
 _ROUNDS = 4

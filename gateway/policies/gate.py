@@ -36,10 +36,12 @@ from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, RateLimited, ServiceUnavailable, UsageLimitExceeded
 from gateway.observability.cost import Prices
 from gateway.observability.metrics import Metrics
+from gateway.observability.record import RequestRecord
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, CompiledPolicy, RequestFacts, from_units
 from gateway.policies.plans import WorkspacePolicies
 from gateway.policies.settle import Hold, Settler
+from gateway.routing.plan import Node
 from gateway.settings import Settings
 from gateway.state.base import Admission, BudgetItem, StateStore, StateStoreError
 
@@ -48,7 +50,7 @@ BYTES_PER_TOKEN = 4
 _RETRY_LOAD_S = 1.0
 
 
-def first_provider(node: Any) -> str | None:
+def first_provider(node: Node) -> str | None:
     """The provider of the target tried first: the first target, depth first, as the config lists them."""
     while node.children:
         node = node.children[0]
@@ -170,7 +172,7 @@ class PolicyGate:
 
     # -- admission -------------------------------------------------------------------------------------------
 
-    async def admit(self, ctx: RequestContext, request: Any, body_len: int, node: Any) -> Hold | None:
+    async def admit(self, ctx: RequestContext, request: Any, body_len: int, node: Node) -> Hold | None:
         """Check and count the request against every matching policy (429 when one is exhausted). The Hold, when
         one is returned, must be handed to ``finish`` after the answer."""
         if self.stale:
@@ -230,7 +232,7 @@ class PolicyGate:
     def _new_rid(self) -> str:
         return f"pr-{self._rid_prefix}-{next(self._rid_counter)}"
 
-    def finish(self, hold: Hold, record: Any) -> None:
+    def finish(self, hold: Hold, record: RequestRecord) -> None:
         """After the answer: settle the reservation to the real usage and check alerts, off the response path."""
         self.settler.submit(hold, record)
 

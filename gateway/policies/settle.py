@@ -27,6 +27,7 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.observability.cost import Prices
 from gateway.observability.entry import tokens
+from gateway.observability.record import RequestRecord
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, Bucket, CompiledPolicy, from_units
 from gateway.state.base import BudgetItem, StateStore, StateStoreError
@@ -65,7 +66,7 @@ class Hold:
         self.estimate = estimate
 
 
-def actual_amounts(hold: Hold, record: Any, prices: Prices) -> list[int]:
+def actual_amounts(hold: Hold, record: RequestRecord, prices: Prices) -> list[int]:
     """The real amount of each reserved item, from the finished request's record (costs from ``prices``)."""
     usage = record.usage
     answered = record.status == 200 or record.ttft_s is not None
@@ -133,7 +134,7 @@ class Settler:
                 log.warning("policy settlement queue full: %d settlements dropped (their reservations expire)",
                             self.dropped)
 
-    def submit(self, hold: Hold, record: Any) -> None:
+    def submit(self, hold: Hold, record: RequestRecord) -> None:
         """Settle ``hold`` to what ``record`` (the finished request) used; returns at once."""
         self._put(self._settle, hold, record)
 
@@ -163,7 +164,7 @@ class Settler:
     async def _note_bucket(self, policy_id: str, bucket: Bucket) -> None:
         await self.store.log_append(buckets_log(policy_id), _encode([bucket.id, bucket.label]), BUCKET_LOG_MAX)
 
-    async def _settle(self, hold: Hold, record: Any) -> None:
+    async def _settle(self, hold: Hold, record: RequestRecord) -> None:
         if hold.rid is not None:
             await self.store.settle(hold.scope, hold.rid, hold.items, actual_amounts(hold, record, self.prices))
         watched = [i for i, p in enumerate(hold.policies) if p.alert is not None]

@@ -17,7 +17,7 @@ base URL and the adapter appends the same path it appends to its default base.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -25,9 +25,9 @@ from gateway.http.context import RequestContext
 from gateway.http.errors import BadUpstreamResponse, GatewayError, InvalidRequest, UpstreamError
 from gateway.providers.fields import FieldTable
 from gateway.schema.common import Usage
-
-if TYPE_CHECKING:
-    from gateway.upstream.client import UpstreamClient
+from gateway.schema.config import Config
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.request import UpstreamRequest
 
 # endpoint names
 CHAT = "chat"
@@ -46,22 +46,10 @@ MESSAGES = "messages"
 MESSAGES_COUNT = "messages.count_tokens"
 
 
-class UpstreamRequest:
-    """What the upstream client sends."""
-
-    __slots__ = ("url", "headers", "body", "method")
-
-    def __init__(self, url: str, headers: dict[str, str], body: bytes, method: str = "POST") -> None:
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.method = method
-
-
 class UpstreamCall:
     """One attempt's input to an adapter.
 
-    ``target`` is the effective leaf config (``gateway.config.schema.Config``, inheritance applied): provider,
+    ``target`` is the effective leaf config (``gateway.schema.config.Config``, inheritance applied): provider,
     api_key, custom_host, cloud credentials, strict_vendorA_compliance, deployments... ``request`` is the decoded
     unified body Struct (``ChatRequest``, ``CompletionRequest``...) of ``body``, the bytes to send when the wire
     format is vendorA's. ``strip_usage``: the gateway asked the upstream for the stream's usage chunk (see
@@ -73,7 +61,7 @@ class UpstreamCall:
     def __init__(
         self,
         endpoint: str,
-        target: Any,
+        target: Config,
         body: bytes,
         request: Any,
         stream: bool,
@@ -151,7 +139,7 @@ class ProviderAdapter(abc.ABC):
     def stream(self, call: UpstreamCall) -> StreamTransformer:
         """A transformer of this call's upstream stream into unified SSE events."""
 
-    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+    def resource_request(self, target: Config, method: str, path: str, query: str, body: Any,
                          content_type: str | None) -> UpstreamRequest:
         """A files, batches, fine-tuning or stored-responses call (``path`` under the vendorA ``/v1`` base, e.g.
         ``/files/file-abc/content``; ``query`` without ``?``; ``body`` bytes or a binary file object) in this
@@ -172,7 +160,7 @@ class ProviderAdapter(abc.ABC):
         None when the provider streams the dialect's SSE itself."""
         return None
 
-    def dropped_params(self, endpoint: str, target: Any, body: bytes) -> bytes | None:
+    def dropped_params(self, endpoint: str, target: Config, body: bytes) -> bytes | None:
         """The ``x-gateway-dropped-params`` value for a body sent to ``target`` (None when nothing is dropped); the
         pipeline asks only adapters that have ``fields``."""
         table = self.fields.get(endpoint) if self.fields is not None else None

@@ -35,10 +35,11 @@ from gateway.providers.base import (
     EMBEDDINGS,
     RESOURCES,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
 )
 from gateway.providers.vendorA import PATHS, VendorAAdapter, VendorAStream
+from gateway.schema.config import Config
+from gateway.upstream.request import UpstreamRequest
 
 NAME = "cloudB"
 ENDPOINTS = frozenset({CHAT, COMPLETIONS, EMBEDDINGS}) | RESOURCES
@@ -57,7 +58,7 @@ def _require(value: str | None, field: str, what: str) -> str:
     return value
 
 
-def pick_deployment(target: Any, model: str | None) -> tuple[str, str]:
+def pick_deployment(target: Config, model: str | None) -> tuple[str, str]:
     """The (deployment_id, api_version) for a request: by alias, else the default deployment, else the config's."""
     deployments = target.deployments
     if deployments:
@@ -91,7 +92,7 @@ def pick_deployment(target: Any, model: str | None) -> tuple[str, str]:
     return deployment_id, api_version
 
 
-def uses_endpoint(target: Any) -> bool:
+def uses_endpoint(target: Config) -> bool:
     """True for the AI-endpoint form (serverless / managed), False for resource deployments."""
     return bool(target.cloudB_deployment_type) or (bool(target.cloudB_endpoint_name) and not target.resource_name)
 
@@ -137,7 +138,7 @@ class CloudBAdapter(VendorAAdapter):
             url += f"?api-version={_query_value(target.cloudB_api_version, 'cloudB_api_version')}"
         return url
 
-    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+    def resource_request(self, target: Config, method: str, path: str, query: str, body: Any,
                          content_type: str | None) -> UpstreamRequest:
         """Files, batches, fine-tuning jobs and stored responses live on the resource (not on a deployment):
         ``{base}/openai/files?api-version=...`` and so on, with the ``api-key`` header."""

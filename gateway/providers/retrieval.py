@@ -31,7 +31,6 @@ from gateway.providers.base import (
     ProviderAdapter,
     StreamTransformer,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
     malformed,
     upstream_error,
@@ -39,6 +38,7 @@ from gateway.providers.base import (
 from gateway.providers.fields import FieldTable
 from gateway.providers.vendorA import bearer_headers
 from gateway.schema.common import Usage
+from gateway.upstream.request import UpstreamRequest
 
 _encode = msgspec.json.encode
 

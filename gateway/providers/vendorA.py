@@ -31,12 +31,13 @@ from gateway.providers.base import (
     InBandErrorHolder,
     ProviderAdapter,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
     malformed,
     upstream_error,
 )
 from gateway.schema.common import Usage
+from gateway.schema.config import Config
+from gateway.upstream.request import UpstreamRequest
 
 PATHS = {
     CHAT: "/chat/completions",
@@ -107,13 +108,13 @@ class VendorAAdapter(ProviderAdapter):
             headers["openai-project"] = target.vendorA_project
         return UpstreamRequest(self.url(call), headers, call.body)
 
-    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+    def resource_request(self, target: Config, method: str, path: str, query: str, body: Any,
                          content_type: str | None) -> UpstreamRequest:
         base = target.custom_host or self.base_url
         url = base.rstrip("/") + path + (f"?{query}" if query else "")
         return UpstreamRequest(url, self.resource_headers(target, content_type), body, method)
 
-    def resource_headers(self, target: Any, content_type: str | None) -> dict[str, str]:
+    def resource_headers(self, target: Config, content_type: str | None) -> dict[str, str]:
         headers = bearer_headers(target.api_key)
         if content_type:
             headers["content-type"] = content_type

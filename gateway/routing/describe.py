@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.config.schema import NOT_INHERITED, Config
 from gateway.routing.plan import Node, Planner
+from gateway.schema.config import NOT_INHERITED, Config
 
 SECRET_FIELDS = frozenset({
     "api_key", "virtual_key", "cloudA_access_key_id", "cloudA_secret_access_key", "cloudA_session_token",

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.schema.config import Config
 
-def needs_rewrite(config: Any) -> bool:
+
+def needs_rewrite(config: Config) -> bool:
     return bool(config.override_params or config.default_params or config.drop_params)
 
 
@@ -31,7 +33,7 @@ def _drop(doc: Any, path: str) -> None:
         del node[int(last)]
 
 
-def rewrite(body: dict[str, Any], config: Any) -> dict[str, Any]:
+def rewrite(body: dict[str, Any], config: Config) -> dict[str, Any]:
     """Apply override -> default -> drop to the decoded body (in place) and return it."""
     if config.override_params:
         body.update(config.override_params)

@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 
 from gateway.bounded_cache import BoundedCache
-from gateway.config.schema import Config
 from gateway.config.validate import ConfigParser
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import Config
 
 
 class Node:

@@ -35,6 +35,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.observability.metrics import Metrics
+from gateway.redis_url import is_cluster_url, parse_cluster_url
 from gateway.state import redis_scripts as lua
 from gateway.state.base import (
     ADMITTED,
@@ -50,7 +51,6 @@ from gateway.state.base import (
     check_reserve,
     check_settle,
 )
-from gateway.state.redis_url import is_cluster_url, parse_cluster_url
 from gateway.waiting import cancel_and_wait, wait_event
 
 log = logging.getLogger("gateway.state")

@@ -30,9 +30,9 @@ from yarl import URL
 from gateway import USER_AGENT
 from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable, mid_sentence
-from gateway.providers.base import UpstreamRequest
 from gateway.settings import Settings
 from gateway.upstream.proxy import Proxy, ProxyRoutes
+from gateway.upstream.request import UpstreamRequest
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
 
 #: every call the gateway makes (providers, webhooks, JWKS, token exchanges) names it, unless the request sets its own

@@ -191,6 +191,7 @@ def test_unreachable_upstream_is_502(gateway, gw_headers):
     assert "('" not in error["message"] and "Connect call" not in error["message"]
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_request_timeout_header_answers_408_promptly(gateway, mock, gw_headers):
     import time
 

@@ -14,7 +14,8 @@ import pytest
 from gateway.controlplane.configs import KIND, SavedConfig
 from gateway.state.redis import RedisStateStore
 from gateway.state.sqlite import SQLiteStateStore
-from tests.support.controlplane import api, chat, clear_redis_prefix, create_key, eventually
+from tests.support.controlplane import api, chat, clear_redis_prefix, create_key
+from tests.support.poll import wait_for
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -187,7 +188,7 @@ def test_no_secret_reaches_the_store_the_answers_or_the_logs(mock, store_env):
         for _ in range(3):
             assert chat(server, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
         assert sent_key(mock, base) == "Bearer sk-updated-0123456789"
-        assert eventually(lambda: len(api(server, "GET", "/v1/logs", key=admin["key"]).json()["data"]) == 3)
+        assert wait_for(lambda: len(api(server, "GET", "/v1/logs", key=admin["key"]).json()["data"]) == 3)
         logs = api(server, "GET", "/v1/logs", key=admin["key"])
         no_secret_in(logs.body, "the request logs")
         assert b"sk-updated-0123456789" not in logs.body

@@ -8,8 +8,9 @@ from importlib import resources
 
 import pytest
 
+from tests.support.asgi import call, in_process
 from tests.support.http import request
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.servers import ADMIN_KEY
 
 STATIC = resources.files("gateway.console").joinpath("static")
 
@@ -83,11 +84,10 @@ def test_unknown_console_files_are_404(gateway):
     assert request("GET", f"{gateway.url}/console/vendor/uplot/LICENSE").status == 404  # only page assets
 
 
-@pytest.fixture(scope="module")
-def console_off(mock_server):
-    server = start_gateway({"GATEWAY_CONSOLE": "off"})
-    yield server
-    server.stop()
+@pytest.fixture
+async def console_off():
+    async with in_process({"GATEWAY_CONSOLE": "off"}) as app:
+        yield app
 
 
 @pytest.mark.parametrize("method, path, status", [
@@ -96,10 +96,10 @@ def console_off(mock_server):
     # /v1/configs/{config_id} (saved configs) still answers GET, PUT and DELETE there: POST is a 405
     ("POST", "/v1/configs/validate", 405),
 ])
-def test_console_off_removes_the_routes(console_off, method, path, status):
-    resp = request(method, f"{console_off.url}{path}", headers={"x-gateway-api-key": ADMIN_KEY})
+async def test_console_off_removes_the_routes(console_off, method, path, status):
+    resp = await call(console_off, method, path, headers={"x-gateway-api-key": ADMIN_KEY})
     assert resp.status == status
 
 
-def test_console_off_keeps_the_logs_api(console_off):
-    assert request("GET", f"{console_off.url}/v1/logs", headers={"x-gateway-api-key": ADMIN_KEY}).status == 200
+async def test_console_off_keeps_the_logs_api(console_off):
+    assert (await call(console_off, "GET", "/v1/logs", headers={"x-gateway-api-key": ADMIN_KEY})).status == 200

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.asgi import call, in_process
 from tests.support.http import post, request
 from tests.support.servers import ADMIN_KEY
 
@@ -35,18 +36,13 @@ def test_unknown_route_is_404_and_wrong_method_is_405(gateway):
     assert resp.headers["allow"] == "POST"
 
 
-def test_body_over_the_limit_is_413(mock):
-    from tests.support.servers import start_gateway
-
-    server = start_gateway({"GATEWAY_MAX_BODY_BYTES": "1000"})
-    try:
+async def test_body_over_the_limit_is_413(mock):
+    async with in_process({"GATEWAY_MAX_BODY_BYTES": "1000"}) as app:
         headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
                    "x-gateway-custom-host": mock.url + "/v1", "authorization": "Bearer sk"}
         body = {"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}
-        assert_envelope(post(f"{server.url}/v1/chat/completions", body, headers), 413)
-        assert post(f"{server.url}/v1/chat/completions", CHAT, headers).status == 200
-    finally:
-        server.stop()
+        assert_envelope(await call(app, "POST", "/v1/chat/completions", body, headers), 413)
+        assert (await call(app, "POST", "/v1/chat/completions", CHAT, headers)).status == 200
 
 
 def test_no_provider_identification_is_400(gateway):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
+from tests.support.headers import headers_for
 from tests.support.http import post, request
+from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY
 
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
@@ -13,14 +14,11 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 
 def test_status_class_and_model_filters(gateway, mock):
     trace = f"trace-{uuid.uuid4().hex}"
-    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk-t",
-               "content-type": "application/json", "x-gateway-trace-id": trace}
     ok, failing = mock.scenario(), mock.scenario([{"status": 404}, {"status": 500}])
-    ok_headers = {**headers, "x-gateway-custom-host": ok + "/v1"}
-    assert post(f"{gateway.url}/v1/chat/completions", CHAT, ok_headers).status == 200
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(ok + "/v1", trace_id=trace)).status == 200
     for _ in range(2):
         post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": "gpt-4o"},
-             {**headers, "x-gateway-custom-host": failing + "/v1"})
+             headers_for(failing + "/v1", trace_id=trace))
 
     def statuses(query: str) -> list[int]:
         resp = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}{query}",
@@ -28,9 +26,7 @@ def test_status_class_and_model_filters(gateway, mock):
         assert resp.status == 200, resp.text
         return [item["status"] for item in resp.json()["data"]]
 
-    deadline = time.monotonic() + 5
-    while len(statuses("")) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_logs(gateway, trace, 3)
     assert statuses("") == [500, 404, 200]
     assert statuses("&status=4xx") == [404] and statuses("&status=5XX") == [500] and statuses("&status=2xx") == [200]
     assert statuses("&model=gpt-4o") == [500, 404] and statuses("&model=gpt-4o-mini") == [200]

@@ -19,6 +19,7 @@ import pytest
 from tests.support.controlplane import api, create_key
 from tests.support.http import post, request
 from tests.support.keys import add_key
+from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY, start_gateway
 from tests.support.sse import EventStream
 
@@ -104,13 +105,7 @@ def test_the_backlog_comes_first_oldest_first_then_live_records(gateway, mock):
     base = mock.scenario()
     for _ in range(3):
         assert post(f"{gateway.url}/v1/chat/completions", CHAT, chat_headers(base, trace)).status == 200
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        listed = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}", headers={"x-gateway-api-key": ADMIN_KEY})
-        if len(listed.json()["data"]) == 3:
-            break
-        time.sleep(0.1)
-    newest_first = [item["id"] for item in listed.json()["data"]]
+    newest_first = [item["id"] for item in wait_logs(gateway, trace, 3)]
     live = stream(gateway, f"?trace_id={trace}&backlog=2")
     try:
         backlog = live.logs(2, timeout=5)
@@ -220,6 +215,7 @@ def _worker_rss_mb(pid: int) -> float:
                if line.startswith("VmRSS"))
 
 
+@pytest.mark.serial  # a load test: its throughput and latency bounds need the machine to itself
 def test_a_console_that_stops_reading_is_dropped_and_holds_nothing(mock_server, mock):
     data_dir = tempfile.mkdtemp(prefix="gw-slow-console-")
     server = start_gateway({"GATEWAY_LOG_FILE": "off"}, data_dir=data_dir)
@@ -314,6 +310,7 @@ def _load(url: str, headers: dict[str, str], total: int, threads: int = 8) -> tu
     return total / (time.monotonic() - started), len(failures)
 
 
+@pytest.mark.serial  # a load test: its throughput and latency bounds need the machine to itself
 def test_a_hundred_consoles_watching_a_load_cost_it_little(mock_server, mock):
     import json
     import subprocess

@@ -3,24 +3,15 @@ mode (503 while down only when limits fail closed), errors are counted, and the 
 
 from __future__ import annotations
 
-import time
-
 import msgspec
 
 from tests.support.http import post, request
+from tests.support.poll import wait_for
 from tests.support.redis_servers import RedisProcess
 from tests.support.servers import ADMIN_KEY, start_gateway
 
+OUTAGE_S = 20.0  # each wait: a probe every 100 ms, generous on a loaded box
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def wait_until(check, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
 
 
 def state_of(url: str) -> dict:
@@ -34,13 +25,13 @@ def test_redis_down_then_back(mock):
     closed = start_gateway(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
     opened = start_gateway(common)
     try:
-        assert wait_until(lambda: state_of(closed.url) == {"backend": "redis", "healthy": True,
-                                                           "fail_mode": "closed"})
-        assert wait_until(lambda: request("GET", closed.url + "/ready").status == 200)
+        assert wait_for(lambda: state_of(closed.url) == {"backend": "redis", "healthy": True,
+                                                         "fail_mode": "closed"}, OUTAGE_S)
+        assert wait_for(lambda: request("GET", closed.url + "/ready").status == 200, OUTAGE_S)
         redis.stop()
-        assert wait_until(lambda: not state_of(closed.url)["healthy"])
-        assert wait_until(lambda: request("GET", closed.url + "/ready").status == 503)
-        assert wait_until(lambda: not state_of(opened.url)["healthy"])
+        assert wait_for(lambda: not state_of(closed.url)["healthy"], OUTAGE_S)
+        assert wait_for(lambda: request("GET", closed.url + "/ready").status == 503, OUTAGE_S)
+        assert wait_for(lambda: not state_of(opened.url)["healthy"], OUTAGE_S)
         assert request("GET", opened.url + "/ready").status == 200  # fail open: stays in rotation
         base = mock.scenario()
         config = {"provider": "vendorA", "api_key": "k", "custom_host": base + "/v1",
@@ -56,11 +47,11 @@ def test_redis_down_then_back(mock):
         listed = request("GET", opened.url + "/v1/configs", headers={"x-gateway-api-key": ADMIN_KEY})
         assert listed.status == 503 and "StateStore" not in listed.text, listed.text
         metrics = {"x-gateway-api-key": ADMIN_KEY}
-        assert wait_until(lambda: "gateway_state_store_errors_total{" in request(
+        assert wait_for(lambda: "gateway_state_store_errors_total{" in request(
             "GET", closed.url + "/metrics", headers=metrics).text, timeout=10)
         redis.start()
-        assert wait_until(lambda: state_of(closed.url)["healthy"])
-        assert wait_until(lambda: request("GET", closed.url + "/ready").status == 200)
+        assert wait_for(lambda: state_of(closed.url)["healthy"], OUTAGE_S)
+        assert wait_for(lambda: request("GET", closed.url + "/ready").status == 200, OUTAGE_S)
     finally:
         closed.stop()
         opened.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.app import GatewayApp
 from gateway.config.validate import ConfigParser
 from gateway.routing.plan import Planner
@@ -46,7 +47,7 @@ async def app(tmp_path):
 
 
 def test_the_routing_tree_says_where_steps_apply():
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     planner = Planner(parser)
 
     def plan_for(text: str):

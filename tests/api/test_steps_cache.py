@@ -10,7 +10,9 @@ import time
 import pytest
 import redis
 
+from tests.support.headers import headers_for
 from tests.support.http import post, request, stream_events
+from tests.support.poll import wait_logs
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -22,13 +24,8 @@ def config(base: str, **extra) -> dict:
             "cache": {"mode": "simple"}, **extra}
 
 
-def headers(cfg: dict, **extra: str) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": json.dumps(cfg),
-            "content-type": "application/json", **extra}
-
-
 def chat(url: str, cfg: dict, body: dict = CHAT, **extra: str):
-    return post(url + "/v1/chat/completions", body, headers(cfg, **extra))
+    return post(url + "/v1/chat/completions", body, headers_for(config=cfg, **extra))
 
 
 def status_of(resp) -> str:
@@ -37,7 +34,7 @@ def status_of(resp) -> str:
 
 def stream(url: str, cfg: dict, body: dict = CHAT, **extra: str) -> tuple[int, dict, list[dict]]:
     status, resp_headers, events = stream_events(url + "/v1/chat/completions", {**body, "stream": True},
-                                                 headers(cfg, **extra))
+                                                 headers_for(config=cfg, **extra))
     payloads = list(events)
     assert payloads[-1] == b"[DONE]"
     return status, resp_headers, [json.loads(p) for p in payloads[:-1]]
@@ -154,7 +151,7 @@ def test_every_response_says_its_cache_status(gateway, mock):
     assert resp.status == 200 and status_of(resp) == "DISABLED"
     resp = chat(gateway.url, plain, **{"x-gateway-cache-force-refresh": "true"})
     assert status_of(resp) == "DISABLED"
-    bad = post(gateway.url + "/v1/chat/completions", {"model": "m"}, headers(config(base)))
+    bad = post(gateway.url + "/v1/chat/completions", {"model": "m"}, headers_for(config=config(base)))
     assert bad.status == 400 and status_of(bad) == "DISABLED"
     status, resp_headers, _ = stream(gateway.url, plain)
     assert resp_headers["x-gateway-cache-status"] == "DISABLED"
@@ -174,19 +171,10 @@ def test_a_bad_gateway_header_is_a_400_that_still_says_its_cache_status(gateway,
 def test_other_endpoints_are_cached_too(gateway, mock):
     base = mock.scenario()
     body = {"model": "text-embedding-3-small", "input": ["a gateway"]}
-    first = post(gateway.url + "/v1/embeddings", body, headers(config(base)))
-    again = post(gateway.url + "/v1/embeddings", body, headers(config(base)))
+    first = post(gateway.url + "/v1/embeddings", body, headers_for(config=config(base)))
+    again = post(gateway.url + "/v1/embeddings", body, headers_for(config=config(base)))
     assert (status_of(first), status_of(again)) == ("MISS", "HIT") and again.json() == first.json()
     assert mock.calls(base)["calls"] == 1
-
-
-def wait_for(check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
 
 
 def test_metrics_and_logs_carry_the_cache_status(gateway, mock):
@@ -196,12 +184,7 @@ def test_metrics_and_logs_carry_the_cache_status(gateway, mock):
     hit = chat(gateway.url, cfg)
     trace = hit.headers["x-gateway-trace-id"]
     admin = {"x-gateway-api-key": ADMIN_KEY}
-
-    def logged():
-        data = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}", headers=admin).json()["data"]
-        return data[0] if data else None
-
-    line = wait_for(logged)
+    line = wait_logs(gateway, trace, timeout=10)[0]
     assert line["cache_status"] == "HIT" and line["usage_source"] == "none" and line["total_tokens"] == 0
     metrics = request("GET", gateway.url + "/metrics", headers=admin).text
     assert 'cache_status="HIT"' in metrics and 'cache_status="MISS"' in metrics

@@ -11,8 +11,9 @@ from importlib.metadata import version
 import openai
 import pytest
 
-from tests.support.http import post, request, stream_events
-from tests.support.servers import ADMIN_KEY
+from tests.support.headers import headers_for
+from tests.support.http import post, stream_events
+from tests.support.poll import wait_logs
 from tests.support.webhook import WebhookServer
 
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "tell me about gateways"}]}
@@ -24,18 +25,13 @@ def config(base: str, **extra) -> dict:
     return {"provider": "vendorA", "api_key": "sk-test", "custom_host": base + "/v1", **extra}
 
 
-def headers(cfg: dict, **extra: str) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": json.dumps(cfg),
-            "content-type": "application/json", **extra}
-
-
 def chat(url: str, cfg: dict, body: dict = CHAT):
-    return post(url + "/v1/chat/completions", body, headers(cfg))
+    return post(url + "/v1/chat/completions", body, headers_for(config=cfg))
 
 
 def stream(url: str, cfg: dict, body: dict = CHAT) -> tuple[int, dict, list[dict]]:
     status, resp_headers, events = stream_events(url + "/v1/chat/completions", {**body, "stream": True},
-                                                 headers(cfg))
+                                                 headers_for(config=cfg))
     payloads = list(events)
     if resp_headers["content-type"].startswith("application/json"):
         return status, resp_headers, []
@@ -48,17 +44,6 @@ def webhook():
     server = WebhookServer().start()
     yield server
     server.stop()
-
-
-def logged(gateway, trace: str, timeout: float = 15.0, want=lambda line: True) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        data = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}",
-                       headers={"x-gateway-api-key": ADMIN_KEY}).json()["data"]
-        if data and want(data[0]):
-            return data[0]
-        assert time.monotonic() < deadline, f"no log line for {trace}"
-        time.sleep(0.1)
 
 
 def test_an_input_deny_is_446_with_hook_results_and_no_upstream_call(gateway, mock, openai_client):
@@ -137,6 +122,7 @@ def test_every_built_in_check_passes_and_fails_end_to_end(gateway, mock, check, 
     assert mock.calls(base)["calls"] == (1 if passes else 0)
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_webhook_checks_pass_fail_and_time_out(gateway, mock, webhook):
     base = mock.scenario()
     for path, status in (("/verdict/true", 200), ("/verdict/false", 446), ("/status/500", 446)):
@@ -191,10 +177,10 @@ def test_an_output_check_with_deny_holds_the_stream(gateway, mock):
 def test_an_output_check_without_deny_lets_the_stream_flow_and_logs_its_verdict(gateway, mock):
     base = mock.scenario()
     status, resp_headers, events = stream_events(gateway.url + "/v1/chat/completions", {**CHAT, "stream": True},
-                                                 headers(config(base, output_guardrails=[NO_HELLO])))
+                                                 headers_for(config=config(base, output_guardrails=[NO_HELLO])))
     list(events)
     assert status == 200 and "x-gateway-stream-held" not in resp_headers
-    line = logged(gateway, resp_headers["x-gateway-trace-id"])
+    line = wait_logs(gateway, resp_headers["x-gateway-trace-id"], timeout=15)[0]
     after = line["hook_results"]["after_request_hooks"][0]
     assert after["verdict"] is False and after["checks"][0]["id"] == "default.contains"
 
@@ -209,6 +195,7 @@ def test_a_redacting_input_check_sends_the_redacted_text_upstream(gateway, mock)
     assert "jane.doe@example.com" not in sent and "[EMAIL]" in sent
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_async_items_never_delay_the_answer_and_go_to_the_log(gateway, mock, webhook, openai_client):
     base = mock.scenario()
     slow = {"default.webhook": {"webhookURL": webhook.url + "/slow/3000", "timeout": 10000}}
@@ -221,7 +208,8 @@ def test_async_items_never_delay_the_answer_and_go_to_the_log(gateway, mock, web
     raw = client.chat.completions.with_raw_response.create(**CHAT)
     assert time.monotonic() - started < 2.5  # the hooks take 3 s each
     assert raw.status_code == 200 and "hook_results" not in (raw.parse().model_extra or {})
-    line = logged(gateway, raw.headers["x-gateway-trace-id"], want=lambda line: "hook_results" in line)
+    line = wait_logs(gateway, raw.headers["x-gateway-trace-id"], timeout=15,
+                     want=lambda items: "hook_results" in items[0])[0]
     results = line["hook_results"]
     assert results["before_request_hooks"][0]["id"] == "audit" and results["before_request_hooks"][0]["async"]
     assert results["after_request_hooks"][0]["verdict"] is True
@@ -235,7 +223,7 @@ def test_feedback_of_the_outcome_that_happened_is_logged(gateway, mock):
         "why": "too long"}}}, "on_success": {"feedback": {"value": 1}}}])
     resp = chat(gateway.url, cfg)
     assert resp.status == 246
-    line = logged(gateway, resp.headers["x-gateway-trace-id"])
+    line = wait_logs(gateway, resp.headers["x-gateway-trace-id"], timeout=15)[0]
     assert line["hook_results"]["feedback"][0]["value"] == -1
     assert line["hook_results"]["feedback"][0]["metadata"] == {"why": "too long"}
 

@@ -13,18 +13,15 @@ import pytest
 from gateway.observability.estimate import MESSAGE_OVERHEAD_TOKENS, tokens_for
 from gateway_mock.cloudA import CREDENTIALS as CLOUDA_CREDENTIALS
 from gateway_mock.cloudC import TEST_TOKEN as CLOUDC_TOKEN
+from tests.support.headers import headers_for
 from tests.support.http import _conn, post, request, stream_events
+from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY
 
 CLOUDA_KEY = "AKIDMOCKEXAMPLE"
 TRANSLATED = ["vendorA", "anthropic", "cloudA", "cloudC"]
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Say hello to the usage counter"}]}
 PROMPT_ESTIMATE = tokens_for(len(CHAT["messages"][0]["content"])) + MESSAGE_OVERHEAD_TOKENS
-
-
-def headers_for(base: str, trace: str) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
-            "x-gateway-custom-host": base + "/v1", "content-type": "application/json", "x-gateway-trace-id": trace}
 
 
 def provider_headers(provider: str, base: str, trace: str) -> dict[str, str]:
@@ -37,20 +34,9 @@ def provider_headers(provider: str, base: str, trace: str) -> dict[str, str]:
         config = {"provider": "cloudC", "api_key": CLOUDC_TOKEN, "custom_host": base + "/v1",
                   "cloudC_project_id": "proj-1", "cloudC_region": "us-central1"}
     else:
-        return {**headers_for(base, trace), "x-gateway-provider": provider}
+        return headers_for(base + "/v1", provider, trace_id=trace)
     return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode(),
             "content-type": "application/json", "x-gateway-trace-id": trace}
-
-
-def log_of(gateway, trace: str, timeout: float = 8.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        data = request("GET", f"{gateway.url}/v1/logs?trace_id={trace}",
-                       headers={"x-gateway-api-key": ADMIN_KEY}).json()["data"]
-        if data or time.monotonic() > deadline:
-            assert data, f"no log item for {trace}"
-            return data[0]
-        time.sleep(0.1)
 
 
 def new_trace() -> str:
@@ -64,7 +50,7 @@ def new_trace() -> str:
 def test_a_stream_the_client_asked_no_usage_for_is_still_counted(gateway, mock, endpoint, body):
     base, trace = mock.scenario(), new_trace()
     status, _, events = stream_events(f"{gateway.url}/v1/{endpoint}", {**body, "stream": True},
-                                      headers_for(base, trace))
+                                      headers_for(base + "/v1", trace_id=trace))
     received = list(events)
     assert status == 200 and received[-1] == b"[DONE]"
     chunks = [msgspec.json.decode(e) for e in received[:-1]]
@@ -72,7 +58,7 @@ def test_a_stream_the_client_asked_no_usage_for_is_still_counted(gateway, mock, 
     assert not any(b'"usage"' in e for e in received)  # nor the "usage": null members
     sent = msgspec.json.decode(mock.calls(base)["requests"][0]["body"])
     assert sent["stream_options"] == {"include_usage": True}
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["usage_source"] == "reported" and item["status"] == 200
     assert item["prompt_tokens"] > 0 and item["completion_tokens"] > 0
     assert item["total_tokens"] == item["prompt_tokens"] + item["completion_tokens"]
@@ -82,12 +68,12 @@ def test_a_client_that_asked_for_usage_gets_it_and_its_bytes_go_up_unchanged(gat
     base, trace = mock.scenario(), new_trace()
     raw = msgspec.json.encode({**CHAT, "stream": True, "stream_options": {"include_usage": True}})
     status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", msgspec.json.decode(raw),
-                                      headers_for(base, trace))
+                                      headers_for(base + "/v1", trace_id=trace))
     received = [msgspec.json.decode(e) for e in list(events)[:-1]]
     assert status == 200
     assert received[-1]["choices"] == [] and received[-1]["usage"]["completion_tokens"] > 0
     assert mock.calls(base)["requests"][0]["body"].encode() == raw
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["usage_source"] == "reported"
     assert item["completion_tokens"] == received[-1]["usage"]["completion_tokens"]
 
@@ -95,20 +81,21 @@ def test_a_client_that_asked_for_usage_gets_it_and_its_bytes_go_up_unchanged(gat
 def test_include_usage_false_is_overridden_upstream_and_hidden_downstream(gateway, mock):
     base, trace = mock.scenario(), new_trace()
     body = {**CHAT, "stream": True, "stream_options": {"include_usage": False}}
-    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", body, headers_for(base, trace))
+    status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", body,
+                                      headers_for(base + "/v1", trace_id=trace))
     received = list(events)
     assert status == 200 and not any(b'"usage"' in e for e in received)
     assert msgspec.json.decode(mock.calls(base)["requests"][0]["body"])["stream_options"] == {"include_usage": True}
-    assert log_of(gateway, trace)["usage_source"] == "reported"
+    assert wait_logs(gateway, trace, timeout=8)[0]["usage_source"] == "reported"
 
 
 def test_an_upstream_that_ignores_include_usage_is_estimated(gateway, mock):
     base, trace = mock.scenario([{"no_usage": True}]), new_trace()
     status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
-                                      headers_for(base, trace))
+                                      headers_for(base + "/v1", trace_id=trace))
     text = "".join(msgspec.json.decode(e)["choices"][0]["delta"].get("content") or "" for e in list(events)[:-1])
     assert status == 200
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["usage_source"] == "estimated" and item["status"] == 200
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     assert abs(item["completion_tokens"] - tokens_for(len(text))) <= 2
@@ -117,9 +104,9 @@ def test_an_upstream_that_ignores_include_usage_is_estimated(gateway, mock):
 
 def test_a_json_answer_without_usage_is_estimated(gateway, mock):
     base, trace = mock.scenario([{"no_usage": True}]), new_trace()
-    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base, trace))
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base + "/v1", trace_id=trace))
     assert resp.status == 200 and "usage" not in resp.json()
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["usage_source"] == "estimated"
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     assert item["completion_tokens"] == tokens_for(len(resp.json()["choices"][0]["message"]["content"]))
@@ -127,8 +114,8 @@ def test_a_json_answer_without_usage_is_estimated(gateway, mock):
 
 def test_a_json_answer_with_usage_is_reported(gateway, mock):
     base, trace = mock.scenario(), new_trace()
-    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base, trace))
-    item = log_of(gateway, trace)
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base + "/v1", trace_id=trace))
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["usage_source"] == "reported"
     assert item["completion_tokens"] == resp.json()["usage"]["completion_tokens"]
 
@@ -152,7 +139,7 @@ def test_a_stream_the_client_leaves_is_a_499_with_the_usage_so_far(gateway, mock
                 break
     conn.sock.close()
     conn.close()
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["status"] == 499 and item["usage_source"] == "estimated", item
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     assert tokens_for(len(text)) - 2 <= item["completion_tokens"] < 40, (text, item)  # these words, not the reply
@@ -167,7 +154,7 @@ def test_a_stream_that_breaks_is_logged_as_its_error_with_the_usage_so_far(gatew
     received = list(events)
     assert code == 200 and b'"error"' in received[-2]
     text = "".join(msgspec.json.decode(e)["choices"][0]["delta"].get("content") or "" for e in received[:-2])
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["status"] == (status or item["status"]) and item["status"] >= 400 and item["error"]
     assert item["usage_source"] == "estimated", item
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
@@ -177,17 +164,17 @@ def test_a_stream_that_breaks_is_logged_as_its_error_with_the_usage_so_far(gatew
 def test_requests_without_an_answer_have_no_usage(gateway, mock):
     trace = new_trace()
     assert post(f"{gateway.url}/v1/chat/completions", CHAT,
-                headers_for(mock.scenario([{"status": 400}]), trace)).status == 400
-    item = log_of(gateway, trace)
+                headers_for(mock.scenario([{"status": 400}]) + "/v1", trace_id=trace)).status == 400
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["usage_source"] == "none" and item["total_tokens"] == 0
 
 
 def test_the_token_metric_is_labelled_with_the_usage_source(gateway, mock):
     model = f"gpt-4o-mini-{uuid.uuid4().hex[:8]}"
     assert post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": model},
-                headers_for(mock.scenario(), new_trace())).status == 200
+                headers_for(mock.scenario() + "/v1", trace_id=new_trace())).status == 200
     assert post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": model},
-                headers_for(mock.scenario([{"no_usage": True}]), new_trace())).status == 200
+                headers_for(mock.scenario([{"no_usage": True}]) + "/v1", trace_id=new_trace())).status == 200
     deadline = time.monotonic() + 8
     wanted = [f'kind="{kind}",model="{model}",provider="vendorA",usage_source="{source}"'
               for kind in ("input", "output") for source in ("reported", "estimated")]
@@ -223,7 +210,7 @@ def test_a_stream_left_after_some_events_counts_the_text_of_every_event_relayed(
     conn.sock.close()
     conn.close()
     assert seen == leave_after and text
-    item = log_of(gateway, trace)
+    item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["status"] == 499 and item["usage_source"] == "estimated", item
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     # the events read, and at most the two or three more already on their way when the client closed

@@ -16,7 +16,8 @@ from gateway.guardrails.saved import KIND as GUARDRAIL_KIND
 from gateway.guardrails.saved import SavedCheck, SavedGuardrail
 from tests.api.test_batches import CHAT, gateway_file, jsonl, wait_status
 from tests.api.test_config_secrets import data_dir_bytes, in_store, legacy_record, redis_values, store_env
-from tests.support.controlplane import api, chat, create_key, eventually
+from tests.support.controlplane import api, chat, create_key
+from tests.support.poll import wait_for
 from tests.support.servers import ADMIN_KEY, start_gateway
 from tests.support.webhook import WebhookServer
 
@@ -208,7 +209,7 @@ def test_no_webhook_secret_reaches_the_store_the_answers_or_the_logs(mock, webho
         for _ in range(3):
             assert chat(server, admin["key"], **{"x-gateway-config": saved.json()["id"]}).status == 200
         assert_webhooks_got_the_secrets(webhook, "-rest", "/rest", "Bearer wh-saved-secret-updated-42")
-        assert eventually(lambda: len(api(server, "GET", "/v1/logs", key=admin["key"]).json()["data"]) == 3)
+        wait_for(lambda: len(api(server, "GET", "/v1/logs", key=admin["key"]).json()["data"]) == 3, timeout=5.0)
         no_secret_in(api(server, "GET", "/v1/logs", key=admin["key"]).body, "the request logs")
         check("use")
         if redis_at is not None:

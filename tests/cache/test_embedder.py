@@ -53,6 +53,7 @@ async def test_the_model_loads_on_the_first_call_only() -> None:
         await embedder.close()
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 async def test_a_full_queue_answers_none_at_once() -> None:
     gate = threading.Event()
     embedder = LocalEmbedder(threads=1, queue=2, model_factory=lambda: FakeModel(gate))
@@ -124,6 +125,7 @@ def test_bad_pool_sizes_are_refused() -> None:
         LocalEmbedder(queue=-1)
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 async def test_the_packaged_model_keeps_the_loop_responsive_while_it_embeds() -> None:
     """onnxruntime releases the GIL: loop ticks go on while a worker embeds long texts."""
     embedder = LocalEmbedder(threads=1, queue=64, timeout_s=60)

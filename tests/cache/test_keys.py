@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.cache.keys import IGNORED_FIELDS, partition, simple_key
-from gateway.config.schema import Config
+from gateway.schema.config import Config
 
 TARGET = Config(provider="vendorA", custom_host="http://127.0.0.1:1/v1", api_key="sk-a")
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}

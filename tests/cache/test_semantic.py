@@ -7,7 +7,7 @@ import numpy as np
 
 from gateway.cache.prompt import chat_prompt
 from gateway.cache.semantic import LOG_NAME, SemanticCache, semantic_partition, semantic_prompt
-from gateway.config.schema import Config
+from gateway.schema.config import Config
 from gateway.state.memory import MemoryStateStore
 
 

@@ -7,9 +7,10 @@ from typing import Any, Callable
 
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.inherit import Inheritance
-from gateway.config.schema import INHERITED_FIELDS, Config, RetryConfig, Strategy
 from gateway.config.validate import ConfigParser
+from gateway.schema.config import INHERITED_FIELDS, Config, RetryConfig, Strategy
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def effective() -> Callable[[Config | None, Config], Config]:
 
 
 def parse(doc: Any) -> Config:
-    return ConfigParser().parse(json.dumps(doc))
+    return ConfigParser(config_checks()).parse(json.dumps(doc))
 
 
 def test_target_with_only_provider_inherits_the_parents_api_key(effective):

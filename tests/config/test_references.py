@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.references import ConfigReferences
-from gateway.config.schema import Config, Strategy
 from gateway.config.validate import ConfigParser
 from gateway.controlplane import providers
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
+from gateway.schema.config import Config, Strategy
 from gateway.state.memory import MemoryStateStore
 
 BOX = SecretBox.from_text("test key")
-PARSER = ConfigParser()
+PARSER = ConfigParser(config_checks())
 parse_config = PARSER.parse
 
 

@@ -8,8 +8,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.inherit import Inheritance
-from gateway.config.schema import (
+from gateway.config.validate import RETRY_ATTEMPTS_MAX, ConfigParser
+from gateway.http.errors import ConfigError, InvalidRequest
+from gateway.routing.conditions import evaluate
+from gateway.schema.config import (
     CircuitBreaker,
     Condition,
     Config,
@@ -17,21 +21,18 @@ from gateway.config.schema import (
     RetryConfig,
     Strategy,
 )
-from gateway.config.validate import RETRY_ATTEMPTS_MAX, ConfigParser
-from gateway.http.errors import ConfigError, InvalidRequest
-from gateway.routing.conditions import evaluate
 
 KEY = {"provider": "vendorA", "api_key": "sk-test"}
 
 
 def parse(doc: Any, parser: ConfigParser | None = None) -> Config:
-    return (parser or ConfigParser()).parse(json.dumps(doc))
+    return (parser or ConfigParser(config_checks())).parse(json.dumps(doc))
 
 
 def fault(doc: Any, parser: ConfigParser | None = None) -> ConfigError:
     text = doc if isinstance(doc, (str, bytes)) else json.dumps(doc)
     with pytest.raises(ConfigError) as info:
-        (parser or ConfigParser()).parse(text)
+        (parser or ConfigParser(config_checks())).parse(text)
     err = info.value
     assert isinstance(err, InvalidRequest)
     assert err.status == 400
@@ -143,7 +144,7 @@ def conditional(**strategy: Any) -> dict:
 
 
 def test_conditional_config_is_valid_and_its_queries_are_compiled_once():
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     cfg = parse(
         conditional(conditions=[{"query": {"metadata.tier": {"$eq": "pro"}}, "then": "smart"}], default="fast"),
         parser,
@@ -156,7 +157,7 @@ def test_conditional_config_is_valid_and_its_queries_are_compiled_once():
 
 def test_compiled_conditions_of_a_strategy_built_in_code():
     strategy = Strategy(mode="conditional", conditions=[Condition(query={"params.model": "x"}, then="a")], default="a")
-    assert evaluate(ConfigParser().compiled_conditions(strategy)[0], {}, {"model": "x"}) is True
+    assert evaluate(ConfigParser(config_checks()).compiled_conditions(strategy)[0], {}, {"model": "x"}) is True
 
 
 def test_conditional_mode_requires_conditions_and_default():
@@ -296,8 +297,8 @@ def test_json_that_is_not_an_object_is_rejected(text):
 
 
 def test_bytes_and_str_texts_both_parse():
-    assert ConfigParser().parse(b'{"virtual_key": "v"}').virtual_key == "v"
-    assert ConfigParser().parse('{"virtual_key": "v"}').virtual_key == "v"
+    assert ConfigParser(config_checks()).parse(b'{"virtual_key": "v"}').virtual_key == "v"
+    assert ConfigParser(config_checks()).parse('{"virtual_key": "v"}').virtual_key == "v"
 
 
 def test_error_renders_as_the_vendorA_envelope():
@@ -358,15 +359,16 @@ def test_drop_params_with_an_empty_segment_are_rejected(bad):
 
 def test_validate_config_checks_a_config_built_in_code_and_returns_it():
     cfg = Config(strategy=Strategy(mode="fallback"), targets=[Config(provider="vendorA", api_key="k")])
-    assert ConfigParser().validate(cfg) is cfg
+    assert ConfigParser(config_checks()).validate(cfg) is cfg
     with pytest.raises(ConfigError) as info:
-        ConfigParser().validate(Config(retry=RetryConfig(attempts=50)))
+        ConfigParser(config_checks()).validate(Config(retry=RetryConfig(attempts=50)))
     assert info.value.param == "retry.attempts"
 
 
 def test_validate_config_converts_guardrail_dicts_in_code_built_configs():
     words = {"words": ["x"]}
-    cfg = ConfigParser().validate(Config(input_guardrails=[{"id": "g", "default.contains": words}, Guardrail(id="h")]))
+    items = [{"id": "g", "default.contains": words}, Guardrail(id="h")]
+    cfg = ConfigParser(config_checks()).validate(Config(input_guardrails=items))
     assert cfg.input_guardrails == [Guardrail(id="g", checks={"default.contains": words}), Guardrail(id="h")]
 
 
@@ -412,21 +414,21 @@ def test_three_level_config_parses_and_inherits():
     assert leaf.weight == 0.3 and leaf.cb_config.cooldown_interval == 60000
     assert cfg.targets[1].targets[1].provider == "@backup-slug"
     # Round trip: a parsed config encodes back to an equivalent config (defaults left out).
-    assert ConfigParser().parse(msgspec.json.encode(cfg)) == cfg
+    assert ConfigParser(config_checks()).parse(msgspec.json.encode(cfg)) == cfg
 
 
 def test_same_text_gives_the_same_object():
     text = json.dumps(THREE_LEVELS)
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     first = parser.parse(text)
     assert parser.parse(text) is first
     assert parser.parse(text.encode()) == first
-    assert ConfigParser().parse(text) is not first  # another runtime's parser
+    assert ConfigParser(config_checks()).parse(text) is not first  # another runtime's parser
 
 
 def test_a_repeated_bad_config_keeps_failing_the_same_way():
     text = '{"retry": {"attempts": 11}}'
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     first = fault(text, parser)
     second = fault(text, parser)
     assert second is not first
@@ -434,7 +436,7 @@ def test_a_repeated_bad_config_keeps_failing_the_same_way():
 
 
 def test_the_parse_cache_is_bounded():
-    parser = ConfigParser(max_configs=3)
+    parser = ConfigParser(config_checks(), max_configs=3)
     texts = [json.dumps({"virtual_key": f"v{i}"}) for i in range(5)]
     configs = [parser.parse(t) for t in texts]
     assert parser.parse(texts[-1]) is configs[-1]
@@ -453,8 +455,8 @@ def test_targets_nested_too_deeply_are_a_400_not_a_crash():
 
 
 def test_a_buffer_is_accepted_as_text():
-    assert ConfigParser().parse(memoryview(b'{"virtual_key": "v"}')).virtual_key == "v"
-    assert ConfigParser().parse(bytearray(b'{"virtual_key": "v"}')).virtual_key == "v"
+    assert ConfigParser(config_checks()).parse(memoryview(b'{"virtual_key": "v"}')).virtual_key == "v"
+    assert ConfigParser(config_checks()).parse(bytearray(b'{"virtual_key": "v"}')).virtual_key == "v"
 
 
 # --- provider names, custom hosts, strategy with a root provider, breaker extras -------------------------------

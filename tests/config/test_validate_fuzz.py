@@ -7,9 +7,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.config.schema import Config, Guardrail
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import STRATEGY_MODES, ConfigParser
 from gateway.http.errors import ConfigError
+from gateway.schema.config import Config, Guardrail
 
 _SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 70000), st.floats(-1, 1e5, allow_nan=False), st.text(max_size=6)
@@ -80,7 +81,7 @@ _CONFIGS = st.recursive(_node(st.just({"virtual_key": "v"})), _node, max_leaves=
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=_CONFIGS)
 def test_any_config_object_parses_or_names_a_path(doc):
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     try:
         cfg = parser.parse(json.dumps(doc))
     except ConfigError as err:

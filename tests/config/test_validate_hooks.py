@@ -7,20 +7,21 @@ from typing import Any
 
 import pytest
 
-from gateway.config.schema import Config, Feedback, Guardrail, HookOutcome
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.http.errors import ConfigError
+from gateway.schema.config import Config, Feedback, Guardrail, HookOutcome
 
 KEY = {"provider": "vendorA", "api_key": "sk-test"}
 
 
 def parse(doc: Any) -> Config:
-    return ConfigParser().parse(json.dumps(doc))
+    return ConfigParser(config_checks()).parse(json.dumps(doc))
 
 
 def fault(doc: Any) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        ConfigParser().parse(json.dumps(doc))
+        ConfigParser(config_checks()).parse(json.dumps(doc))
     assert info.value.status == 400
     assert info.value.message.startswith(f"invalid config: {info.value.param}: ")
     return info.value

@@ -5,6 +5,7 @@ mock. A missing browser fails the tests (``.ci/run`` installs it); every test sa
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "console"
-_taken: list[Path] = []
+#: screenshots older than this run are not counted (xdist workers take them; the controller prints the summary)
+STARTED = time.time() - 1
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +69,12 @@ def page(browser, request):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shot = SCREENSHOTS / f"{request.node.name}.png"
     tab.screenshot(path=str(shot), full_page=True)
-    _taken.append(shot)
     context.close()
     assert problems.errors == [] and problems.dialogs == [], (problems.errors, problems.dialogs)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if _taken:
-        terminalreporter.write_line(f"console screenshots ({len(_taken)}): {SCREENSHOTS}")
+    taken = [shot for shot in SCREENSHOTS.glob("*.png") if shot.stat().st_mtime >= STARTED] \
+        if SCREENSHOTS.is_dir() else []
+    if taken:
+        terminalreporter.write_line(f"console screenshots ({len(taken)}): {SCREENSHOTS}")

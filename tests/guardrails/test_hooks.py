@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.guardrails.hooks import CompiledHook, SavedRef, compile_phase
 from gateway.http.errors import ConfigError
@@ -15,7 +16,7 @@ KEY = {"provider": "vendorA", "api_key": "sk"}
 
 def fault(doc) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        ConfigParser().parse(json.dumps({**KEY, **doc}))
+        ConfigParser(config_checks()).parse(json.dumps({**KEY, **doc}))
     assert info.value.status == 400
     assert info.value.message.startswith(f"invalid config: {info.value.param}: ")
     return info.value
@@ -54,7 +55,7 @@ def test_unknown_check_message_lists_the_built_in_checks():
 
 
 def test_items_compile_to_hooks_and_saved_references():
-    cfg = ConfigParser().parse(json.dumps({**KEY, "before_request_hooks": [
+    cfg = ConfigParser(config_checks()).parse(json.dumps({**KEY, "before_request_hooks": [
         {"id": "inline", "checks": [{"id": "default.contains", "parameters": {"words": ["x"]}}],
          "on_fail": {"deny": True}},
         {"id": "gr_saved"}],

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.guardrails import GuardrailAnswer, GuardrailRequest, GuardrailRunner, HookResults
 from gateway.guardrails.saved import new_guardrail, parse_create
@@ -18,7 +19,7 @@ KEY = {"provider": "vendorA", "api_key": "sk"}
 
 
 def config(**items):
-    return ConfigParser().parse(json.dumps({**KEY, **items}))
+    return ConfigParser(config_checks()).parse(json.dumps({**KEY, **items}))
 
 
 def chat(text: str, **kw) -> GuardrailRequest:
@@ -111,6 +112,7 @@ async def test_on_success_deny_denies_a_passing_hook(runner):
     assert not (await runner.before(cfg, chat("hello"))).deny
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 async def test_async_items_never_delay_the_answer_and_report_in_the_background(hook_server, loopback_client):
     seen: list = []
     runner = GuardrailRunner(Settings(), loopback_client, on_background=lambda phase, result: seen.append(result))

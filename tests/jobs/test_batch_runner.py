@@ -22,6 +22,7 @@ from gateway.schema.batches import Batch
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
 from gateway.waiting import within
+from tests.support.poll import await_for
 
 CHAT = "/v1/chat/completions"
 OK = b'{"object":"chat.completion","usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}'
@@ -102,13 +103,6 @@ class Harness:
             return []
         data = b"".join([p async for p in self.files.read(file_id)])
         return [msgspec.json.decode(line) for line in data.splitlines()]
-
-
-async def wait_for(check, timeout: float = 20.0) -> None:  # noqa: ASYNC109 - polls an async check
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_batch_runs_every_line_and_writes_them_in_input_order(tmp_path):
@@ -226,7 +220,7 @@ async def test_cancel_stops_new_lines_and_keeps_finished_ones(tmp_path):
     h = Harness(MemoryStateStore(), tmp_path, ScriptedApp(delay=0.05), batch_concurrency=2)
     batch_id = await h.batch(lines(40))
     task = asyncio.create_task(h.run(batch_id))
-    await wait_for(lambda: _done_at_least(h, batch_id, 4))
+    await await_for(lambda: _done_at_least(h, batch_id, 4), 20)
     await h.batches.request_cancel(batch_id, int(time.time()), int(time.time()) + 3600)
     batch = await task
     assert batch.status == "cancelled" and batch.cancelled_at and batch.cancelling_at
@@ -255,7 +249,7 @@ async def test_a_resumed_batch_sends_only_unfinished_lines_and_writes_each_once(
     h = Harness(store, tmp_path, app, batch_concurrency=3)
     batch_id = await h.batch(lines(60, bad=(7,)))
     first = asyncio.create_task(h.run(batch_id, holder="first"))
-    await wait_for(lambda: _done_at_least(h, batch_id, 15))
+    await await_for(lambda: _done_at_least(h, batch_id, 15), 20)
     first.cancel()  # the runner dies mid-batch: lines in flight are lost
     with pytest.raises(asyncio.CancelledError):
         await first
@@ -281,7 +275,7 @@ async def test_two_schedulers_run_each_batch_exactly_once(store, tmp_path):
             statuses = [(await h.batches.get("default", i)).batch.status for i in ids]
             return statuses == ["completed"] * 3
 
-        await wait_for(all_done, 30)
+        await await_for(all_done, 30)
     finally:
         for scheduler in schedulers:
             await scheduler.close()

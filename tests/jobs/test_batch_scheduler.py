@@ -5,19 +5,20 @@ in both, the output holds exactly one line per input line, in input order."""
 from __future__ import annotations
 
 import io
-import time
 
 import msgspec
 import pytest
 import redis
 from openai import OpenAI
 
+from tests.support.poll import wait_for
 from tests.support.processes import kill_tree
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
 CHAT = "/v1/chat/completions"
 LINES = 600
+BATCH_S = 120.0  # a wait on a batch: 600 lines on a loaded box
 FAST = {"GATEWAY_BATCH_LEASE_MS": "2000", "GATEWAY_BATCH_POLL_MS": "200", "GATEWAY_BATCH_CONCURRENCY": "8"}
 
 
@@ -37,16 +38,6 @@ def start_batch(server, base: str) -> str:
     file_id = client(server).files.create(file=("in.jsonl", io.BytesIO(jsonl(LINES))), purpose="batch").id
     return client(server, base).batches.create(input_file_id=file_id, endpoint=CHAT,
                                                completion_window="immediate").id
-
-
-def wait_for(check, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.2)
 
 
 def progressed(server, batch_id: str, at_least: int):
@@ -74,7 +65,7 @@ def test_a_gateway_killed_mid_batch_finishes_it_after_a_restart(mock, tmp_path):
     first = start_gateway(FAST, data_dir=data_dir)
     try:
         batch_id = start_batch(first, base)
-        wait_for(lambda: progressed(first, batch_id, 60))
+        wait_for(lambda: progressed(first, batch_id, 60), BATCH_S, 0.2)
     finally:
         kill_tree(first.proc.pid)
         first.proc.wait(10)
@@ -82,7 +73,7 @@ def test_a_gateway_killed_mid_batch_finishes_it_after_a_restart(mock, tmp_path):
     assert sent_at_kill < LINES, "the batch finished before the kill; make the mock slower"
     second = start_gateway(FAST, data_dir=data_dir)
     try:
-        batch = wait_for(lambda: finished(second, batch_id))
+        batch = wait_for(lambda: finished(second, batch_id), BATCH_S, 0.2)
         assert_one_line_per_input_line(second, batch)
         calls = mock.calls(base)["calls"]
         assert LINES <= calls <= LINES + 8  # at-least-once: only lines in flight at the kill went twice
@@ -111,13 +102,13 @@ def test_instances_on_one_redis_run_a_batch_once_and_take_over_from_a_dead_one(m
     try:
         quick_base = mock.scenario()
         quick = start_batch(a, quick_base)  # both instances poll: one runs it, and only once
-        assert_one_line_per_input_line(b, wait_for(lambda: finished(b, quick)))
+        assert_one_line_per_input_line(b, wait_for(lambda: finished(b, quick), BATCH_S, 0.2))
         assert mock.calls(quick_base)["calls"] == LINES
         batch_id = start_batch(a, base)
-        wait_for(lambda: progressed(b, batch_id, 60))
+        wait_for(lambda: progressed(b, batch_id, 60), BATCH_S, 0.2)
         kill_tree(a.proc.pid)  # whichever instance ran it, the batch must finish on b
         a.proc.wait(10)
-        batch = wait_for(lambda: finished(b, batch_id))
+        batch = wait_for(lambda: finished(b, batch_id), BATCH_S, 0.2)
         assert_one_line_per_input_line(b, batch)
         assert LINES <= mock.calls(base)["calls"] <= LINES + 8
     finally:

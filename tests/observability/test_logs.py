@@ -11,7 +11,9 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
+from tests.support.headers import headers_for
 from tests.support.http import post, request, stream_events
+from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY, start_gateway
 
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
@@ -21,33 +23,15 @@ def hashed(value: str) -> str:
     return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
-def headers_for(base: str, trace_id: str, token: str = "sk-test", **extra: str) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1",
-            "authorization": f"Bearer {token}", "content-type": "application/json", "x-gateway-trace-id": trace_id,
-            **extra}
-
-
 def logs(gateway, query: str = "", key: str = ADMIN_KEY):
     return request("GET", f"{gateway.url}/v1/logs{query}", headers={"x-gateway-api-key": key})
-
-
-def wait_logs(gateway, trace_id: str, count: int = 1, timeout: float = 5.0) -> list[dict]:
-    """The trace's log items once ``count`` are visible; the conventions promise 5 seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        resp = logs(gateway, f"?trace_id={trace_id}&limit=100")
-        assert resp.status == 200, resp.text
-        data = resp.json()["data"]
-        if len(data) >= count or time.monotonic() > deadline:
-            assert len(data) >= count, f"only {len(data)} of {count} log items for {trace_id} after {timeout}s"
-            return data
-        time.sleep(0.1)
 
 
 def test_a_request_is_listed_within_five_seconds_with_its_details(gateway, mock):
     trace = f"trace-{uuid.uuid4().hex}"
     extra = {"x-gateway-metadata": '{"_user": "u1", "team": "blue"}', "x-gateway-span-name": "my-span"}
-    resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(mock.scenario(), trace, **extra))
+    resp = post(f"{gateway.url}/v1/chat/completions", CHAT,
+                headers_for(mock.scenario() + "/v1", trace_id=trace, **extra))
     assert resp.status == 200
     body = logs(gateway, f"?trace_id={trace}")
     (item,) = wait_logs(gateway, trace)
@@ -73,7 +57,8 @@ def test_streams_are_logged_with_time_to_first_token_and_usage(gateway, mock):
     trace = f"trace-{uuid.uuid4().hex}"
     status, _, events = stream_events(
         f"{gateway.url}/v1/chat/completions",
-        {**CHAT, "stream": True, "stream_options": {"include_usage": True}}, headers_for(mock.scenario(), trace))
+        {**CHAT, "stream": True, "stream_options": {"include_usage": True}},
+        headers_for(mock.scenario() + "/v1", trace_id=trace))
     assert status == 200 and list(events)[-1] == b"[DONE]"
     (item,) = wait_logs(gateway, trace)
     assert item["stream"] is True and item["status"] == 200
@@ -91,7 +76,7 @@ def test_the_answering_target_and_errors_are_logged(gateway, mock):
                "content-type": "application/json", "x-gateway-trace-id": trace}
     assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers).status == 200
     failing = mock.scenario([{"status": 400, "message": "model is not supported"}])
-    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(failing, trace)).status == 400
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(failing + "/v1", trace_id=trace)).status == 400
     items = wait_logs(gateway, trace, 2)
     failed, answered = items  # newest first
     assert answered["target"] == "config.targets[1]" and answered["fallbacks"] == 1
@@ -104,9 +89,9 @@ def test_filters_and_paging(gateway, mock):
     trace = f"trace-{uuid.uuid4().hex}"
     base = mock.scenario()
     for _ in range(5):
-        assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base, trace)).status == 200
+        assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(base + "/v1", trace_id=trace)).status == 200
     failing = mock.scenario([{"status": 500}])
-    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(failing, trace)).status == 500
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(failing + "/v1", trace_id=trace)).status == 500
     everything = wait_logs(gateway, trace, 6)
     assert len(everything) == 6
     # newest first, pages of 2 chained with the cursor
@@ -167,7 +152,7 @@ def test_secrets_are_hashed_in_logs_and_stdout(masking_gateway, mock):
     trace = f"trace-{uuid.uuid4().hex}"
     token, sensitive, org = "sk-provider-secret-9f8e7d", "hush-value-123456", "org-token-abcdef"
     base = mock.scenario([{}, {"status": 401, "message": f"Incorrect API key provided: {token}"}])
-    headers = headers_for(base, trace, token=token, **{
+    headers = headers_for(base + "/v1", token=token, trace_id=trace, **{
         "x-gateway-sensitive-headers": "x-secret", "x-secret": sensitive, "x-org-token": org, "x-team": "blue"})
     assert post(f"{masking_gateway.url}/v1/chat/completions", CHAT, headers).status == 200
     assert post(f"{masking_gateway.url}/v1/chat/completions", CHAT, headers).status == 401
@@ -193,12 +178,30 @@ def test_secrets_are_hashed_in_logs_and_stdout(masking_gateway, mock):
 
 def test_bodies_are_logged_only_when_enabled(masking_gateway, gateway, mock):
     trace = f"trace-{uuid.uuid4().hex}"
-    resp = post(f"{masking_gateway.url}/v1/chat/completions", CHAT, headers_for(mock.scenario(), trace))
+    resp = post(f"{masking_gateway.url}/v1/chat/completions", CHAT,
+                headers_for(mock.scenario() + "/v1", trace_id=trace))
     assert resp.status == 200
     (item,) = wait_logs(masking_gateway, trace)
     assert item["request_body"]["messages"] == CHAT["messages"]
     assert item["response_body"] == resp.json()
     plain = f"trace-{uuid.uuid4().hex}"
-    assert post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(mock.scenario(), plain)).status == 200
+    assert post(f"{gateway.url}/v1/chat/completions", CHAT,
+                headers_for(mock.scenario() + "/v1", trace_id=plain)).status == 200
     (item,) = wait_logs(gateway, plain)
     assert "request_body" not in item and "response_body" not in item
+
+
+def test_the_model_filter_reads_an_index_not_every_row(tmp_path):
+    import sqlite3
+
+    from gateway.observability.logstore import LogFilter, LogStore
+
+    store = LogStore(str(tmp_path / "logs.db"))
+    store.insert([(1.0, "w", "t1", 200, "p", b'{"model":"m-1"}'), (2.0, "w", "t2", 200, "p", b'{"model":"m-2"}')])
+    assert [doc for _, doc in store.query("w", LogFilter(model="m-2"))[0]] == [b'{"model":"m-2"}']
+    store.close()
+    conn = sqlite3.connect(tmp_path / "logs.db")
+    plan = conn.execute("EXPLAIN QUERY PLAN SELECT id FROM request_logs WHERE"
+                        " json_extract(CAST(doc AS TEXT), '$.model') = ? ORDER BY id DESC", ("m-2",)).fetchall()
+    conn.close()
+    assert "request_logs_model" in str(plan)

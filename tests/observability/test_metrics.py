@@ -28,7 +28,7 @@ def total(text: str, name: str, **labels: str) -> float:
     return out
 
 
-def wait_for(gateway, name: str, expected: float, timeout: float = 8.0, **labels: str) -> str:
+def wait_metric(gateway, name: str, expected: float, timeout: float = 8.0, **labels: str) -> str:
     """Scrape until the metric reaches ``expected`` (workers flush their sums about once a second)."""
     deadline = time.monotonic() + timeout
     text = ""
@@ -83,8 +83,8 @@ def test_requests_are_counted_by_endpoint_provider_model_status_and_cache(gatewa
     for _ in range(3):
         assert chat(gateway, ok, model).status == 200
     assert chat(gateway, failing, model).status == 500
-    text = wait_for(gateway, "gateway_requests_total", 3, model=model, status="200")
-    text = wait_for(gateway, "gateway_requests_total", 1, model=model, status="500")
+    text = wait_metric(gateway, "gateway_requests_total", 3, model=model, status="200")
+    text = wait_metric(gateway, "gateway_requests_total", 1, model=model, status="500")
     labels = {"endpoint": "chat", "provider": "vendorA", "model": model, "cache_status": "DISABLED"}
     assert total(text, "gateway_requests_total", status="200", **labels) == 3
     assert total(text, "gateway_requests_total", status="500", **labels) == 1
@@ -108,7 +108,7 @@ def test_streams_record_time_to_first_token(gateway, mock):
                                       {"model": "m", "messages": [{"role": "user", "content": "hi"}],
                                        "stream": True}, headers)
     assert status == 200 and list(events)[-1] == b"[DONE]"
-    wait_for(gateway, "gateway_time_to_first_token_seconds_count", before + 1, endpoint="chat")
+    wait_metric(gateway, "gateway_time_to_first_token_seconds_count", before + 1, endpoint="chat")
 
 
 def test_retries_and_fallbacks_are_counted(gateway, mock):
@@ -127,8 +127,8 @@ def test_retries_and_fallbacks_are_counted(gateway, mock):
                 headers)
     assert resp.status == 200 and resp.headers["x-gateway-retry-attempt-count"] == "1"
     assert mock.calls(good)["calls"] == 0
-    wait_for(gateway, "gateway_retries_total", retries_before + 1, endpoint="chat", provider="vendorA")
-    wait_for(gateway, "gateway_fallbacks_total", fallbacks_before + 1, endpoint="chat")
+    wait_metric(gateway, "gateway_retries_total", retries_before + 1, endpoint="chat", provider="vendorA")
+    wait_metric(gateway, "gateway_fallbacks_total", fallbacks_before + 1, endpoint="chat")
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_counts_add_up_across_workers(two_workers, mock):
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         statuses = list(pool.map(lambda _: chat(two_workers, base, model).status, range(n)))
     assert statuses == [200] * n
-    wait_for(two_workers, "gateway_requests_total", n, model=model)
+    wait_metric(two_workers, "gateway_requests_total", n, model=model)
     # every scrape, whichever worker answers it, shows the sum of all workers
     for _ in range(6):
         assert total(scrape(two_workers).text, "gateway_requests_total", model=model) == n

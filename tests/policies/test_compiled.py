@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.api.config_checks import config_checks
 from gateway.controlplane.policies import MAX_COUNT, Condition, GroupBy, RateLimitPolicy, UsageLimitPolicy
 from gateway.policies.compiled import COST, CompiledPolicy, RequestFacts, from_units, in_units
 
@@ -79,7 +80,7 @@ def test_the_provider_of_a_multi_target_config_is_the_first_target_depth_first()
     from gateway.policies.gate import first_provider
     from gateway.routing.plan import Planner
 
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     planner = Planner(parser)
 
     config = parser.parse(b'{"strategy": {"mode": "fallback"}, "targets": [{"strategy": {"mode": "loadbalance"}, '

@@ -9,7 +9,7 @@ import time
 import msgspec
 import pytest
 
-from gateway.config.schema import Config
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.controlplane.policies import Condition, GroupBy, RateLimitPolicy
 from gateway.http.context import build_context
@@ -18,10 +18,11 @@ from gateway.observability.cost import Prices
 from gateway.policies.gate import PolicyGate
 from gateway.routing.plan import Planner
 from gateway.schema.chat import parse_chat
+from gateway.schema.config import Config
 from gateway.settings import Settings
 from gateway.state.memory import MemoryStateStore
 from gateway_mock.kit import count_tokens
-from tests.observability.test_metrics import wait_for
+from tests.observability.test_metrics import wait_metric
 from tests.support.http import request, stream_events
 from tests.support.policies import (
     ADMIN,
@@ -37,8 +38,8 @@ from tests.support.policies import (
     statuses,
     tag,
     usage_limit,
-    wait_until,
 )
+from tests.support.poll import wait_for
 
 
 def test_a_rate_limit_admits_exactly_n_concurrent_requests(gateway, mock):
@@ -57,7 +58,7 @@ def test_a_rate_limit_admits_exactly_n_concurrent_requests(gateway, mock):
     assert policy_id in error["message"] and "at most 5 requests per day" in error["message"]
     day_left = 86400 - int(time.time()) % 86400
     assert 0 < int(refused.headers["retry-after"]) <= day_left + 1
-    wait_for(gateway, "gateway_policy_rejections_total", 11, kind="rate_limit", policy=policy_id)
+    wait_metric(gateway, "gateway_policy_rejections_total", 11, kind="rate_limit", policy=policy_id)
 
 
 def test_retry_after_says_when_a_minute_window_admits_again(gateway, mock):
@@ -86,7 +87,7 @@ def test_group_by_keeps_a_counter_per_value(gateway, mock):
         return [chat(gateway.url, alice).status for _ in range(3)] + [chat(gateway.url, bob).status]
 
     assert same_day(run) == [200, 200, 429, 200]
-    usage = wait_until(lambda: (m := get(gateway, RATE, policy_id)["value_key_usage_map"]) and len(m) == 2 and m)
+    usage = wait_for(lambda: (m := get(gateway, RATE, policy_id)["value_key_usage_map"]) and len(m) == 2 and m)
     assert usage == {"alice": 2, "bob": 1}
 
 
@@ -129,7 +130,7 @@ def test_a_periodic_budget_says_when_it_resets(gateway, mock):
 
 
 def settled_usage(gateway, policy_id: str, expected: float) -> dict:
-    return wait_until(lambda: (doc := get(gateway, USAGE, policy_id))["current_usage"] == expected and doc)
+    return wait_for(lambda: (doc := get(gateway, USAGE, policy_id))["current_usage"] == expected and doc)
 
 
 def test_token_budgets_settle_to_the_real_usage_streams_included(gateway, mock):
@@ -176,9 +177,9 @@ def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(gate
     assert chat(gateway.url, headers, model=model).status == 200
     time.sleep(0.5)
     assert get(gateway, USAGE, policy_id)["current_usage"] == micros / 1e6
-    wait_until(lambda: f"no price for model '{model}'" in gateway.output())
+    wait_for(lambda: f"no price for model '{model}'" in gateway.output())
     assert gateway.output().count(f"no price for model '{model}'") == 1
-    wait_for(gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
+    wait_metric(gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
 
 
 def test_crossing_the_alert_threshold_records_one_alert_per_period(gateway, mock):
@@ -187,7 +188,7 @@ def test_crossing_the_alert_threshold_records_one_alert_per_period(gateway, mock
     headers = chat_headers(mock.scenario(), run_tag)
     for _ in range(2):
         assert chat(gateway.url, headers).status == 200
-    alerts = wait_until(lambda: get(gateway, USAGE, policy_id)["alerts"])
+    alerts = wait_for(lambda: get(gateway, USAGE, policy_id)["alerts"])
     assert len(alerts) == 1
     assert alerts[0]["value_key"] == run_tag and alerts[0]["usage"] >= 2 and alerts[0]["alert_threshold"] == 2
     for _ in range(2):
@@ -220,18 +221,24 @@ def test_requests_no_policy_matches_are_untouched(gateway, mock):
     assert statuses(concurrently([gateway.url], headers, 6)) == {200: 6}
 
 
-def test_token_estimates_that_hold_never_overshoot_under_concurrency(gateway, mock):
-    """Every request asks max_tokens 40 and gets at most 40 tokens: the reservation is an upper bound, so the
-    budget is never exceeded however many requests race."""
+def test_token_estimates_that_hold_overshoot_only_past_the_cut_reservations_under_concurrency(gateway, mock):
+    """Every request asks max_tokens 40 and gets at most 40 tokens: a whole reservation is an upper bound of its
+    request's usage, so however many requests race, the budget is exceeded only by requests admitted into a budget
+    too spent for their whole estimate (their reservation cut to what remained), each by less than its estimate;
+    with every reservation whole the budget is never exceeded."""
     run_tag = tag()
     limit = 600
     policy_id = usage_limit(gateway, run_tag, "tokens", limit)
     base = mock.scenario([{"reply": " ".join(["word"] * 30)}])  # about 38 completion tokens
+    body = msgspec.json.encode({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                                "max_tokens": 40})
+    estimate = -(-len(body) // 4) + 40  # what the gateway reserves: body bytes / 4 plus max_tokens
     answers = concurrently([gateway.url], chat_headers(base, run_tag), 24, max_tokens=40)
     admitted = [r for r in answers if r.status == 200]
     assert statuses(answers)[429] > 0 and admitted
     real = sum(r.json()["usage"]["total_tokens"] for r in admitted)
-    assert real <= limit
+    whole = limit // estimate  # reservations the budget holds whole; any admitted past them was cut
+    assert real <= limit + max(0, len(admitted) - whole) * (estimate - 1)
     settled_usage(gateway, policy_id, real)
 
 
@@ -270,7 +277,7 @@ def test_the_overshoot_is_bounded_by_the_usage_of_admitted_requests_beyond_their
     refused = chat(gateway.url, chat_headers(base, racing), max_tokens=5)
     assert refused.status == 429 and refused.json()["error"]["code"] == "usage_limit_exceeded"
     assert f"0 remaining, and this request's estimate is {estimate} tokens" in refused.json()["error"]["message"]
-    wait_for(gateway, "gateway_policy_rejections_total", 1, kind="usage_limit", policy=policy_id)
+    wait_metric(gateway, "gateway_policy_rejections_total", 1, kind="usage_limit", policy=policy_id)
 
 
 class CountingStore(MemoryStateStore):
@@ -293,7 +300,8 @@ def request_parts(workspace: str, run: str):
     ctx = build_context([(b"x-gateway-api-key", b"k"), (b"x-gateway-metadata", b'{"run": "%s"}' % run.encode())])
     ctx.workspace = workspace
     body = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
-    return ctx, parse_chat(body), len(body), Planner(ConfigParser()).plan(Config(provider="vendorA", api_key="sk"))
+    plan = Planner(ConfigParser(config_checks())).plan(Config(provider="vendorA", api_key="sk"))
+    return ctx, parse_chat(body), len(body), plan
 
 
 async def test_a_workspace_without_policies_costs_a_lookup_and_no_store_call():

@@ -13,7 +13,8 @@ import pytest
 from gateway.observability.cost import Prices
 from gateway.settings import Settings
 from tests.support.controlplane import clear_redis_prefix
-from tests.support.policies import USAGE, chat, chat_headers, concurrently, get, tag, usage_limit, wait_until
+from tests.support.policies import USAGE, chat, chat_headers, concurrently, get, tag, usage_limit
+from tests.support.poll import wait_for
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import start_gateway
 
@@ -40,7 +41,7 @@ def gw(request):
 
 
 def usage_of(gw, policy_id: str, expected: float) -> dict:
-    return wait_until(lambda: (doc := get(gw, USAGE, policy_id))["current_usage"] == expected and doc)
+    return wait_for(lambda: (doc := get(gw, USAGE, policy_id))["current_usage"] == expected and doc)
 
 
 def refusal_numbers(resp) -> tuple[float, float, str, float, float]:

@@ -16,8 +16,8 @@ from tests.support.policies import (
     statuses,
     tag,
     usage_limit,
-    wait_until,
 )
+from tests.support.poll import wait_for
 from tests.support.redis_servers import RedisProcess, random_prefix, test_redis_url
 from tests.support.servers import start_gateway
 
@@ -64,7 +64,7 @@ def test_two_instances_sharing_redis_admit_exactly_n(mock):
         answers = concurrently([first.url, second.url], chat_headers(base, run_tag), 10, max_tokens=100)
         used = sum(r.json()["usage"]["total_tokens"] for r in answers)
         for server in (first, second):  # both instances read the one settled counter
-            wait_until(lambda server=server: request("GET", f"{server.url}/v1/policies/usage-limits/{policy_id}",
+            wait_for(lambda server=server: request("GET", f"{server.url}/v1/policies/usage-limits/{policy_id}",
                                                      headers=ADMIN).json()["current_usage"] == used)
     finally:
         first.stop()
@@ -87,13 +87,13 @@ def test_limits_follow_the_fail_mode_while_redis_is_down(mock):
             assert chat(server.url, limited).status == 200
         redis.stop()
         for server in (closed, opened):
-            wait_until(lambda server=server: not request("GET", server.url + "/health").json()["state"]["healthy"])
+            wait_for(lambda server=server: not request("GET", server.url + "/health").json()["state"]["healthy"])
         refused = chat(closed.url, limited)
         assert refused.status == 503 and refused.json()["error"]["code"] == "service_unavailable"
         assert chat(closed.url, free).status == 200  # no policy applies: nothing to refuse
         assert chat(opened.url, limited).status == 200  # fail open: admitted without counting
         redis.start()
-        wait_until(lambda: chat(closed.url, limited).status == 200, timeout=20)
+        wait_for(lambda: chat(closed.url, limited).status == 200, timeout=20)
     finally:
         closed.stop()
         opened.stop()

@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway import _speedups
-from gateway.config.schema import Config
 from gateway.http import sse as pure_sse
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
@@ -16,6 +15,7 @@ from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, MESSAGES_COUNT, UpstreamCall
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
+from gateway.schema.config import Config
 from tests.support.twins import compiled_twin
 
 decode = msgspec.json.decode

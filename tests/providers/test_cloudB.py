@@ -7,11 +7,11 @@ import asyncio
 import msgspec
 import pytest
 
-from gateway.config.schema import Config, Deployment
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, UpstreamCall
 from gateway.providers.cloudB import CloudBAdapter, CloudBStream
+from gateway.schema.config import Config, Deployment
 
 enc = msgspec.json.encode
 dec = msgspec.json.decode

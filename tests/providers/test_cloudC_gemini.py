@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.config.schema import Config
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.providers.base import CHAT, EMBEDDINGS, UpstreamCall
 from gateway.providers.cloudC import CloudCAdapter, gemini
 from gateway.providers.cloudC.stream import GeminiStream
 from gateway.schema.chat import parse_chat
+from gateway.schema.config import Config
 from gateway.settings import Settings
 from gateway.upstream.client import UpstreamClient
 

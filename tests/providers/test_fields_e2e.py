@@ -12,8 +12,8 @@ from openai import OpenAI
 
 from gateway_mock.cloudC import TEST_TOKEN
 from tests.providers import test_cloudA_e2e as cloudA
+from tests.support.headers import headers_for
 from tests.support.http import post, stream_events
-from tests.support.servers import ADMIN_KEY
 
 HI = [{"role": "user", "content": "hi"}]
 MODELS = {"vendorA": "gpt-test", "cloudB": "gpt-test", "anthropic": "claude-test-1", "cloudA": cloudA.MODEL,
@@ -47,14 +47,9 @@ def target(provider: str, base: str, **extra) -> dict:
     return {**doc, **extra}
 
 
-def headers(config: dict) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode(),
-            "content-type": "application/json"}
-
-
 def chat(gateway, config: dict, provider: str, **fields):
     return post(f"{gateway.url}/v1/chat/completions", {"model": MODELS[provider], "messages": HI, **fields},
-                headers(config))
+                headers_for(config=config))
 
 
 def sent(mock, base: str) -> dict:
@@ -101,8 +96,9 @@ def test_a_good_response_format_goes_through_on_every_provider(gateway, mock, pr
 
 def test_the_sdk_sees_a_bad_response_format_as_bad_request(gateway, mock):
     base = mock.scenario()
+    routed = headers_for(config=target("cloudC", base))
     client = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=60,
-                    default_headers={k: v for k, v in headers(target("cloudC", base)).items() if k != "content-type"})
+                    default_headers={k: v for k, v in routed.items() if k != "content-type"})
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODELS["cloudC"], messages=HI, response_format={"type": "json_schema"})
     assert info.value.body["param"] == "response_format.json_schema"
@@ -122,7 +118,7 @@ def test_dropped_fields_are_named_on_json_and_stream_answers(gateway, mock, prov
         assert f'"{name}":' not in upstream  # really not sent (as a key, at any depth)
     status, stream_headers, events = stream_events(
         f"{gateway.url}/v1/chat/completions", {"model": MODELS[provider], "messages": HI, "stream": True, **EXTRAS},
-        headers(config))
+        headers_for(config=config))
     assert status == 200 and list(events)[-1] == b"[DONE]"
     assert stream_headers[DROPPED] == EXPECTED[provider]
     plain = chat(gateway, config, provider, temperature=0.5, max_tokens=20)
@@ -176,7 +172,7 @@ def test_a_cached_answer_names_what_its_target_dropped(gateway, mock):
     status, replay_headers, events = stream_events(
         f"{gateway.url}/v1/chat/completions", {"model": MODELS["anthropic"], "stream": True, "seed": 3,
                                                "messages": [{"role": "user", "content": f"cache {base}"}]},
-        headers(config))
+        headers_for(config=config))
     assert status == 200 and list(events)[-1] == b"[DONE]"
     assert replay_headers["x-gateway-cache-status"] == "HIT" and replay_headers[DROPPED] == "seed"
 
@@ -187,7 +183,7 @@ def test_a_cached_answer_names_what_its_target_dropped(gateway, mock):
 @pytest.mark.parametrize("fields", [{"logprobs": True}, {"logprobs": True, "top_logprobs": 3}])
 def test_logprobs_true_is_a_bad_request_naming_the_field_and_provider_in_the_sdk(gateway, mock, provider, fields):
     base = mock.scenario()
-    hdrs = headers(target(provider, base))
+    hdrs = headers_for(config=target(provider, base))
     del hdrs["content-type"]
     client = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", default_headers=hdrs, max_retries=0, timeout=60)
     with pytest.raises(openai.BadRequestError) as info:
@@ -203,18 +199,18 @@ def test_anthropic_text_completions_refuse_logprobs_and_name_what_they_drop(gate
     base = mock.scenario()
     url = f"{gateway.url}/v1/completions"
     refused = post(url, {"model": MODELS["anthropic"], "prompt": "hi", "logprobs": 0},
-                   headers(target("anthropic", base)))
+                   headers_for(config=target("anthropic", base)))
     assert refused.status == 400 and refused.json()["error"]["param"] == "logprobs"
     assert "anthropic" in refused.json()["error"]["message"] and mock.calls(base)["calls"] == 0
     done = post(url, {"model": MODELS["anthropic"], "prompt": "hi", "seed": 1, "n": 1},
-                headers(target("anthropic", base)))
+                headers_for(config=target("anthropic", base)))
     assert done.status == 200 and done.headers[DROPPED] == "seed"
 
 
 def test_cloudC_embeddings_name_what_predict_does_not_take(gateway, mock):
     base = mock.scenario()
     body = {"model": "text-embedding-005", "input": "hi", "user": "u-1", "dimensions": 8}
-    resp = post(f"{gateway.url}/v1/embeddings", body, headers(target("cloudC", base)))
+    resp = post(f"{gateway.url}/v1/embeddings", body, headers_for(config=target("cloudC", base)))
     assert resp.status == 200 and resp.headers[DROPPED] == "user"
     assert '"user":' not in mock.calls(base)["requests"][0]["body"]
 
@@ -234,6 +230,6 @@ def test_a_stream_held_for_an_output_guardrail_keeps_the_header(gateway, mock):
     config = target("cloudC", base, output_guardrails=[guard])
     status, resp_headers, events = stream_events(
         f"{gateway.url}/v1/chat/completions",
-        {"model": MODELS["cloudC"], "messages": HI, "stream": True, "user": "u-1"}, headers(config))
+        {"model": MODELS["cloudC"], "messages": HI, "stream": True, "user": "u-1"}, headers_for(config=config))
     assert status == 200 and list(events)[-1] == b"[DONE]"
     assert resp_headers["x-gateway-stream-held"] == "true" and resp_headers[DROPPED] == "user"

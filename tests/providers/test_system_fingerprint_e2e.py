@@ -9,19 +9,16 @@ import pytest
 from tests.providers import test_cloudA_e2e as cloudA
 from tests.providers import test_cloudB_e2e as cloudB
 from tests.providers import test_cloudC_e2e as cloudC
+from tests.support.headers import headers_for
 from tests.support.http import post, stream_events
-from tests.support.servers import ADMIN_KEY
 
 HI = [{"role": "user", "content": "hi"}]
 
 
-def headers_for(provider: str, base: str) -> tuple[dict[str, str], str]:
+def route_for(provider: str, base: str) -> tuple[dict[str, str], str]:
     """(request headers, model) for a provider routed to a mock scenario."""
     if provider in ("anthropic", "vendorA"):
-        host = base + "/v1"
-        return ({"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": provider, "x-gateway-custom-host": host,
-                 "authorization": "Bearer sk-test", "content-type": "application/json"},
-                "claude-test-1" if provider == "anthropic" else "gpt-4o-mini")
+        return headers_for(base + "/v1", provider), "claude-test-1" if provider == "anthropic" else "gpt-4o-mini"
     if provider == "cloudA":
         return cloudA.config_headers(base), cloudA.MODEL
     if provider == "cloudB":
@@ -35,7 +32,7 @@ PROVIDERS = list(EXPECTED)
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_chat_answer_has_the_key(gateway, mock, provider):
-    headers, model = headers_for(provider, mock.scenario())
+    headers, model = route_for(provider, mock.scenario())
     resp = post(f"{gateway.url}/v1/chat/completions", {"model": model, "messages": HI}, headers)
     assert resp.status == 200, resp.text
     doc = resp.json()
@@ -44,7 +41,7 @@ def test_chat_answer_has_the_key(gateway, mock, provider):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_every_chunk_has_the_key(gateway, mock, provider):
-    headers, model = headers_for(provider, mock.scenario())
+    headers, model = route_for(provider, mock.scenario())
     body = {"model": model, "messages": HI, "stream": True, "stream_options": {"include_usage": True}}
     status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", body, headers)
     chunks = [msgspec.json.decode(e) for e in events if e != b"[DONE]"]
@@ -56,7 +53,7 @@ def test_every_chunk_has_the_key(gateway, mock, provider):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_anthropic_text_completions_have_the_key(gateway, mock, stream):
-    headers, model = headers_for("anthropic", mock.scenario())
+    headers, model = route_for("anthropic", mock.scenario())
     body = {"model": model, "prompt": "Say hi", "max_tokens": 50}
     if not stream:
         doc = post(f"{gateway.url}/v1/completions", body, headers).json()

@@ -7,7 +7,6 @@ minimum cooldown passes without waiting; the sharing tests run real gateway proc
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 import redis
 
@@ -17,7 +16,8 @@ from gateway.runtime import Runtime
 from gateway.settings import load
 from gateway.state.base import StateStoreUnavailable
 from gateway.state.memory import MemoryStateStore
-from tests.support.asgi import call
+from tests.support.asgi import call, in_process
+from tests.support.headers import headers_for
 from tests.support.http import post, request
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -36,16 +36,9 @@ class Clock:
 @pytest.fixture
 async def app_and_clock(tmp_path):
     clock = Clock()
-    settings = load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path),
-                     "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1"})
-    runtime = Runtime(settings, store=MemoryStateStore(clock=clock), breaker_clock=clock)
-    await runtime.start()
-    yield GatewayApp(runtime), clock
-    await runtime.close()
-
-
-def headers_for(config: dict) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode()}
+    async with in_process({"GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1"}, str(tmp_path),
+                          store=MemoryStateStore(clock=clock), breaker_clock=clock) as app:
+        yield app, clock
 
 
 async def test_breaker_opens_skips_and_recovers_after_cooldown(app_and_clock, mock):
@@ -57,17 +50,17 @@ async def test_breaker_opens_skips_and_recovers_after_cooldown(app_and_clock, mo
          "cb_config": {"failure_threshold": 3, "cooldown_interval": 30000}},
         {"provider": "vendorA", "api_key": "k", "custom_host": backup + "/v1"}]}
     for _ in range(3):
-        resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))
+        resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config=config))
         assert resp.headers["x-gateway-last-used-option-index"] == "config.targets[1]"
     assert mock.calls(flaky)["calls"] == 3
     # open: skipped for the cooldown
     clock.now += 29
-    resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))
+    resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config=config))
     assert resp.headers["x-gateway-last-used-option-index"] == "config.targets[1]"
     assert mock.calls(flaky)["calls"] == 3
     # cooldown over: tried again (half-open), succeeds, closes
     clock.now += 2
-    resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))
+    resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config=config))
     assert resp.status == 200
     assert resp.headers["x-gateway-last-used-option-index"] == "config.targets[0]"
     assert mock.calls(flaky)["calls"] == 4
@@ -104,7 +97,7 @@ async def test_a_target_failing_every_other_request_opens_its_breaker(app_and_cl
         {"provider": "vendorA", "api_key": "k", "custom_host": backup + "/v1"}]}
     used = []
     for _ in range(6):
-        resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))
+        resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config=config))
         assert resp.status == 200
         used.append(resp.headers["x-gateway-last-used-option-index"])
         clock.now += 1
@@ -145,7 +138,7 @@ async def test_an_unreachable_store_never_blocks_traffic(tmp_path, mock):
         flaky = mock.scenario([{"status": 500, "times": 2}, {}])
         config = {"provider": "vendorA", "api_key": "k", "custom_host": flaky + "/v1",
                   "cb_config": {"failure_threshold": 1, "cooldown_interval": 30000}}
-        statuses = [(await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config))).status
+        statuses = [(await call(app, "POST", "/v1/chat/completions", CHAT, headers_for(config=config))).status
                     for _ in range(3)]
         assert statuses == [500, 500, 200]  # the breaker could not open, so the target was tried each time
     finally:
@@ -160,7 +153,7 @@ def failing_config(flaky: str) -> dict:
 
 
 def send_through(urls: list[str], config: dict, count: int) -> None:
-    headers = headers_for(config) | {"content-type": "application/json"}
+    headers = headers_for(config=config) | {"content-type": "application/json"}
     for i in range(count):  # a fresh connection per request, so every worker takes some
         resp = post(urls[i % len(urls)] + "/v1/chat/completions", CHAT, headers)
         assert resp.status == 200, resp.text

@@ -3,13 +3,14 @@ where each of its settings comes from."""
 
 from __future__ import annotations
 
+from gateway.api.config_checks import config_checks
 from gateway.config.validate import ConfigParser
 from gateway.routing.describe import HIDDEN, describe
 from gateway.routing.plan import Planner
 
 
 def tree(text: str):
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     return describe(parser.parse(text), Planner(parser))
 
 
@@ -47,7 +48,7 @@ def test_how_each_strategy_picks_its_targets():
 
 
 def test_describing_a_config_does_not_fill_the_routers_plan_cache():
-    parser = ConfigParser()
+    parser = ConfigParser(config_checks())
     planner = Planner(parser)
     config = parser.parse('{"provider": "vendorA", "api_key": "never-planned-before"}')
     describe(config, planner)

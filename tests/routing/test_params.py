@@ -1,7 +1,7 @@
 """Param rewriting order and dot-path dropping."""
 
-from gateway.config.schema import Config
 from gateway.routing.params import needs_rewrite, rewrite
+from gateway.schema.config import Config
 
 
 def test_override_then_default_then_drop():

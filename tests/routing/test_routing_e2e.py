@@ -47,6 +47,7 @@ def test_a_targets_own_on_status_codes_decide_its_fallback(gateway, mock):
     assert send(gateway, config).status == 500
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_fallback_on_timeout_and_on_connection_failure(gateway, mock):
     slow, good = mock.scenario([{"delay_ms": 3000}]), mock.scenario()
     dead = f"http://127.0.0.1:{free_port()}"
@@ -134,6 +135,7 @@ def test_retries_give_up_after_attempts(gateway, mock):
     assert mock.calls(down)["calls"] == 3
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_retry_after_headers_are_honoured_when_asked(gateway, mock):
     limited = mock.scenario([{"status": 429, "retry_after_ms": "900"}, {}])
     started = time.monotonic()
@@ -146,6 +148,7 @@ def test_retry_after_headers_are_honoured_when_asked(gateway, mock):
     assert time.monotonic() - started >= 0.95
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_retry_after_longer_than_the_bound_gives_up_at_once_so_fallback_takes_over(gateway, mock):
     limited, good = mock.scenario([{"status": 429, "retry_after": "3600"}]), mock.scenario()
     config = {"strategy": {"mode": "fallback"},
@@ -156,6 +159,7 @@ def test_retry_after_longer_than_the_bound_gives_up_at_once_so_fallback_takes_ov
     assert mock.calls(limited)["calls"] == 1
 
 
+@pytest.mark.serial  # a time bound that a busy machine could break
 def test_config_request_timeout_answers_408_promptly(gateway, mock):
     slow = mock.scenario([{"delay_ms": 3000}])
     started = time.monotonic()

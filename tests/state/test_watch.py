@@ -10,16 +10,8 @@ from gateway.state.memory import MemoryStateStore
 from gateway.state.redis import RedisStateStore
 from gateway.state.sqlite import SQLiteStateStore
 from gateway.state.watch import RecordWatcher
+from tests.support.poll import await_for
 from tests.support.redis_servers import delete_prefix, random_prefix, test_redis_url
-
-
-async def wait_for(predicate, timeout: float = 5.0) -> bool:  # noqa: ASYNC109 - polls a plain predicate
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return predicate()
 
 
 async def test_subscribers_hear_of_puts_and_deletes(store):
@@ -29,9 +21,9 @@ async def test_subscribers_hear_of_puts_and_deletes(store):
     await watcher.start()
     try:
         await store.record_put("key", "k1", "ws", b"doc")
-        assert await wait_for(lambda: len(heard) == 1)
+        await await_for(lambda: len(heard) == 1, 5)
         await store.record_delete("key", "k1")
-        assert await wait_for(lambda: len(heard) == 2)
+        await await_for(lambda: len(heard) == 2, 5)
         await asyncio.sleep(0.2)
         assert len(heard) == 2  # nothing changed since: no further calls
     finally:
@@ -46,7 +38,7 @@ async def check_another_worker_is_heard(writer, reader) -> None:
     try:
         written = time.monotonic()
         await writer.record_put("key", "revoked", "ws", b"{}")
-        assert await wait_for(lambda: bool(heard), timeout=10)
+        await await_for(lambda: bool(heard), 10)
         assert heard[0] - written < 5  # about 250 ms; generous on a busy machine
     finally:
         await watcher.close()

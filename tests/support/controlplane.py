@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from tests.support.http import Response, request
 from tests.support.servers import ADMIN_KEY
@@ -55,12 +54,3 @@ def clear_redis_prefix(url: str, prefix: str) -> None:
         client.close()
 
 
-def eventually(check: Callable[[], bool], timeout: float = 5.0, every: float = 0.05) -> bool:
-    """Poll ``check`` until it holds (True) or ``timeout`` passes (False)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(every)

@@ -71,17 +71,6 @@ def statuses(responses: list[Response]) -> dict[int, int]:
     return out
 
 
-def wait_until(check, timeout: float = 10.0, interval: float = 0.1):
-    """Poll ``check`` until it answers something truthy (returned) or the time is up (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    value = check()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = check()
-    assert value, "condition not met in time"
-    return value
-
-
 def same_day(run) -> object:
     """Run ``run()`` so that it starts and ends in one UTC day (rpd windows); retried once across midnight."""
     for _ in range(2):

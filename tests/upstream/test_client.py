@@ -11,9 +11,10 @@ import msgspec
 import pytest
 
 from gateway.upstream.client import os_reason
+from tests.support.headers import headers_for
 from tests.support.http import post, stream_events
 from tests.support.proxy import ForwardProxy
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.servers import start_gateway
 
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 CLASS_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+(?:Error|Exception)\b")  # ClientPayloadError & co
@@ -21,11 +22,6 @@ ANSWER = msgspec.json.encode({
     "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
-
-def headers_for(custom_host: str) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
-            "x-gateway-custom-host": custom_host, "content-type": "application/json"}
 
 
 class KeepAliveUpstream:

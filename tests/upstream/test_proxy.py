@@ -12,16 +12,12 @@ import ssl
 import pytest
 
 from gateway.upstream.proxy import ProxyRoutes
+from tests.support.headers import headers_for
 from tests.support.http import post, stream_events
 from tests.support.proxy import ForwardProxy
-from tests.support.servers import ADMIN_KEY, free_port, start_gateway
+from tests.support.servers import free_port, start_gateway
 
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def headers_for(custom_host: str) -> dict[str, str]:
-    return {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk-up",
-            "x-gateway-custom-host": custom_host, "content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 
 from gateway.http.errors import Forbidden, InvalidRequest
 from gateway.upstream.ssrf import AllowList, PinnedResolver, check_url, refused_reason
-from tests.support.http import post
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.asgi import call, in_process
+from tests.support.servers import ADMIN_KEY
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -82,11 +82,10 @@ async def test_allow_list_accepts_names_addresses_and_networks():
         await resolver.check("10.2.0.1", 80)
 
 
-@pytest.fixture(scope="module")
-def strict_gateway():
-    server = start_gateway({"GATEWAY_ALLOW_PRIVATE_HOSTS": ""})
-    yield server
-    server.stop()
+@pytest.fixture
+async def strict_gateway():
+    async with in_process({"GATEWAY_ALLOW_PRIVATE_HOSTS": ""}) as app:
+        yield app
 
 
 @pytest.mark.parametrize(
@@ -94,21 +93,22 @@ def strict_gateway():
     ["http://10.255.255.1/v1", "http://169.254.169.254/latest", "http://localhost:9/v1", "http://[::1]:9/v1",
      "http://metadata.google.internal/v1", "http://127.0.0.1:9/v1"],
 )
-def test_gateway_refuses_private_custom_hosts_quickly(strict_gateway, host):
+@pytest.mark.serial  # a time bound that a busy machine could break
+async def test_gateway_refuses_private_custom_hosts_quickly(strict_gateway, host):
     headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "x-gateway-custom-host": host,
                "authorization": "Bearer sk"}
     started = time.monotonic()
-    resp = post(f"{strict_gateway.url}/v1/chat/completions", CHAT, headers)
+    resp = await call(strict_gateway, "POST", "/v1/chat/completions", CHAT, headers)
     assert resp.status == 403, resp.text
     assert "blocked" in resp.json()["error"]["message"]
     assert time.monotonic() - started < 2  # 10.255.255.1 would hang if it were ever connected to
 
 
 @pytest.mark.parametrize("host", ["ftp://example.com/v1", "http://a:b@example.com/v1", "http://example.com/v1#x"])
-def test_gateway_refuses_bad_custom_host_forms_with_400(strict_gateway, host):
+async def test_gateway_refuses_bad_custom_host_forms_with_400(strict_gateway, host):
     headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "x-gateway-custom-host": host,
                "authorization": "Bearer sk"}
-    resp = post(f"{strict_gateway.url}/v1/chat/completions", CHAT, headers)
+    resp = await call(strict_gateway, "POST", "/v1/chat/completions", CHAT, headers)
     assert resp.status == 400
     assert resp.json()["error"]["param"] == "custom_host"
 
@@ -127,7 +127,6 @@ async def test_a_host_blocked_at_connect_time_is_a_403_like_the_pre_check(tmp_pa
     from gateway.app import GatewayApp
     from gateway.runtime import Runtime
     from gateway.settings import load
-    from tests.support.asgi import call
 
     runtime = Runtime(load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path)}))
     await runtime.start()

@@ -71,10 +71,11 @@ from gateway.providers.base import (
     MESSAGES_COUNT,
     ProviderAdapter,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
 )
 from gateway.providers.structured_output import output_tool_name
+from gateway.schema.config import Config
+from gateway.upstream.request import UpstreamRequest
 
 __all__ = ["AnthropicAdapter", "AnthropicStream", "BASE_URL", "API_VERSION", "DEFAULT_MAX_TOKENS"]
 
@@ -83,7 +84,7 @@ API_VERSION = "2023-06-01"
 PATH = "/messages"
 
 
-def is_strict(target: Any) -> bool:
+def is_strict(target: Config) -> bool:
     """strict_vendorA_compliance: unset counts as true."""
     return getattr(target, "strict_vendorA_compliance", None) is not False
 

@@ -23,11 +23,12 @@ from urllib.parse import quote, urlsplit
 
 from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.providers.base import CHAT, MESSAGES, ProviderAdapter, UpstreamCall, UpstreamRequest, UpstreamResult
+from gateway.providers.base import CHAT, MESSAGES, ProviderAdapter, UpstreamCall, UpstreamResult
 from gateway.providers.cloudA import converse, sigv4
 from gateway.providers.cloudA.invoke import InvokeStreamToSse, invoke_body
 from gateway.providers.cloudA.stream import ConverseStream
 from gateway.providers.structured_output import output_tool_name
+from gateway.upstream.request import UpstreamRequest
 
 DEFAULT_REGION = "us-east-1"
 SERVICE = "bedrock"

@@ -36,13 +36,13 @@ from gateway.providers.base import (
     MESSAGES_COUNT,
     ProviderAdapter,
     UpstreamCall,
-    UpstreamRequest,
     UpstreamResult,
 )
 from gateway.providers.cloudC import embeddings, gemini
 from gateway.providers.cloudC.auth import TokenCache
 from gateway.providers.cloudC.stream import GeminiStream
 from gateway.upstream.client import UpstreamClient
+from gateway.upstream.request import UpstreamRequest
 
 __all__ = ["CloudCAdapter"]
 

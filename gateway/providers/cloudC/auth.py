@@ -38,8 +38,8 @@ from gateway.http.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from gateway.providers.base import UpstreamRequest
 from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.request import UpstreamRequest
 from gateway.upstream.ssrf import check_url
 
 PROVIDER = "cloudC"

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from functools import partial
-from typing import Any
 
-from gateway.api.admin import Caller, authorize
+from gateway.api.admin import Caller, Mount, authorize
 from gateway.api.batches import BatchRoutes
 from gateway.api.files import FileRoutes
 from gateway.api.fine_tuning import FineTuningRoutes
@@ -21,11 +20,11 @@ from gateway.pipeline.prompted import resolve as resolve_config
 from gateway.runtime import Runtime
 
 
-def build_jobs(runtime: Runtime, app: Any) -> Jobs:
+def build_jobs(runtime: Runtime, app: Mount) -> Jobs:
     """The services, each given the runtime's objects it uses; batch lines run through ``app`` in process."""
 
     async def caller(scope: Scope, query: Collection[str] | None) -> Caller:
-        return await authorize(runtime, scope, admin=False, needs="inference", query=query)
+        return await authorize(runtime.keys, scope, admin=False, needs="inference", query=query)
 
     def box() -> SecretBox:
         return runtime.records.box
@@ -36,7 +35,7 @@ def build_jobs(runtime: Runtime, app: Any) -> Jobs:
                 InProcessDispatcher(app).call)
 
 
-def mount_jobs(app: Any, runtime: Runtime) -> Jobs:
+def mount_jobs(app: Mount, runtime: Runtime) -> Jobs:
     """Route every files, batches, fine-tuning and responses path on ``app``; the runtime starts and closes the
     services with itself."""
     jobs = build_jobs(runtime, app)
