@@ -271,6 +271,10 @@ def test_cache_guardrail_rate_limit_and_log_apply_on_each_door(gateway, mock, pa
         {"default.wordCount": {"maxWords": 3}, "deny": True}]}
     denied = door_post(gateway, path, guarded, doc)
     assert denied.status == 446
+    softened = {**target(provider, base), "input_guardrails": [
+        {"default.wordCount": {"maxWords": 3}, "deny": False}]}
+    flagged = door_post(gateway, path, softened, doc)
+    assert flagged.status == 246 and flagged.json()["hook_results"]["before_request_hooks"]
 
     run = tag()
     policy_id = rate_limit(gateway, run, 0)

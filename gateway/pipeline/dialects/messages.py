@@ -237,12 +237,15 @@ class MessagesDialect(_Dialect):
         for call in message.get("tool_calls") or ():
             content.append(_tool_use(call))
         prompt, completion = chat_usage(doc.get("usage"))
-        return encode({
+        answer = {
             "id": "msg_" + str(doc.get("id", "")).removeprefix("chatcmpl-"), "type": "message", "role": "assistant",
             "model": doc.get("model") or request.model, "content": content,
             "stop_reason": _STOP.get(choice.get("finish_reason") or "stop", "end_turn"), "stop_sequence": None,
             "usage": {"input_tokens": prompt, "output_tokens": completion},
-        })
+        }
+        if "hook_results" in doc:  # the guardrails' verdicts, as on chat
+            answer["hook_results"] = doc["hook_results"]
+        return encode(answer)
 
     def events(self, request: DoorRequest) -> DialectEvents:
         return MessageEvents(request.model or "")

@@ -296,8 +296,11 @@ class ResponsesDialect(_Dialect):
         message = choice.get("message") or {}
         status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
         output = output_items(message, new_id("msg_"))
-        return encode(response_doc(request, new_id("resp_"), int(time.time()), status, output,
-                                   chat_usage(doc.get("usage")), doc.get("model")))
+        answer = response_doc(request, new_id("resp_"), int(time.time()), status, output,
+                              chat_usage(doc.get("usage")), doc.get("model"))
+        if "hook_results" in doc:  # the guardrails' verdicts, as on chat
+            answer["hook_results"] = doc["hook_results"]
+        return encode(answer)
 
     async def answered(self, request: DoorRequest, ctx: Any, store: Any, answer: bytes) -> None:
         if store is None or request.doc.get("store") is False:
