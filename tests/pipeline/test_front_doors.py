@@ -392,3 +392,17 @@ def test_responses_to_cloudB_are_forwarded_on_the_resource(gateway, mock):
     sent = mock.calls(base)["requests"][0]
     assert sent["path"].endswith("/openai/responses") and "api-version=2025-03-01-preview" in sent["query"]
     assert sent["headers"]["api-key"] == "az-key-1"
+
+
+def test_a_cached_answer_is_replayed_as_the_dialect_stream(gateway, mock):
+    base = mock.scenario([{}])
+    cfg = {**target("vendorA", base), "cache": {"mode": "simple"}}
+    client = anthropic_for(gateway, cfg)
+    prompt = [{"role": "user", "content": f"cache me {uuid.uuid4().hex}"}]
+    texts = []
+    for _ in range(2):
+        with client.messages.stream(model="gpt-4o-mini", max_tokens=256, messages=prompt) as stream:
+            texts.append("".join(stream.text_stream))
+            assert stream.get_final_message().stop_reason == "end_turn"
+    assert texts == [DEFAULT_REPLY, DEFAULT_REPLY]
+    assert mock.calls(base)["calls"] == 1
