@@ -7,7 +7,7 @@ from pathlib import Path
 import aiohttp
 
 UPSTREAM = os.environ.get("FLOOR_UPSTREAM", "http://127.0.0.1:9797")
-_RELAY = {b"content-type", b"authorization"}
+_RELAY = {b"content-type", b"authorization", b"x-api-key", b"anthropic-version"}
 state: dict = {}
 
 

@@ -4,7 +4,9 @@ Starts ``gateway mock-upstream``, ``bench/floor_proxy.py`` and ``gateway serve``
 one JSON document on stdout (progress goes to stderr):
 
 - latency at concurrency 1 (one keep-alive connection per target, targets interleaved request by request with the
-  order rotating each round) for a non-streamed chat and a streamed chat (20 content chunks): p50/p99 of each path,
+  order rotating each round) for a non-streamed chat and a streamed chat (20 content chunks), and (``--modes
+  responses,messages``) a Responses API stream and a Messages API stream the gateway forwards to vendorA and
+  anthropic as sent (20 text deltas each): p50/p99 of each path,
   the added p50/p99 over direct (``p(path) - p(direct)``) and ``gateway_added_p50 / floor_added_p50``;
 - throughput at 32 connections (``wrk`` when installed, else a multi-process raw-socket generator), rounds
   alternating the targets, medians reported, ``gateway / floor`` ratio and each server's CPU per request;
@@ -51,11 +53,28 @@ CHAT = {"model": "gpt-bench", "max_tokens": 64, "messages": [
     {"role": "user", "content": "Say hello in exactly twenty words, please."}]}
 
 
-def requests_for(stack: Stack, stream: bool) -> dict[str, tuple[str, bytes]]:
-    """Target name -> (url, exact request bytes) for one chat request.
+#: mode -> (path, body, client headers, gateway provider, what one content event contains)
+DOORS = {
+    "responses": ("/v1/responses", {"model": "gpt-bench", "stream": True,
+                                    "instructions": CHAT["messages"][0]["content"],
+                                    "input": CHAT["messages"][1]["content"]},
+                  {"authorization": "Bearer sk-bench"}, "vendorA", b'"type":"response.output_text.delta"'),
+    "messages": ("/v1/messages", {"model": "claude-bench", "max_tokens": 64, "stream": True,
+                                  "system": CHAT["messages"][0]["content"], "messages": CHAT["messages"][1:]},
+                 {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}, "anthropic", b'"type":"text_delta"'),
+}
+MODES = ("chat", "stream", *DOORS)
+
+
+def requests_for(stack: Stack, stream: bool | str) -> dict[str, tuple[str, bytes]]:
+    """Target name -> (url, exact request bytes) for one chat request (``stream``: a streamed one), or for a mode of
+    ``DOORS`` (a forwarded front-door stream).
 
     Streams go through the mock scenario ``STREAM_SCENARIO`` (``chunks: 20``): the mock's default reply has 18 words.
     """
+    if isinstance(stream, str) and stream in DOORS:
+        return door_requests_for(stack, stream)
+    stream = stream == "stream" if isinstance(stream, str) else stream
     body = msgspec.json.encode({**CHAT, "stream": True} if stream else CHAT)
     base = f"/s/{STREAM_SCENARIO}" if stream else ""
     path = base + "/v1/chat/completions"
@@ -68,8 +87,23 @@ def requests_for(stack: Stack, stream: bool) -> dict[str, tuple[str, bytes]]:
     return {name: (url, build_request(url, body, headers)) for name, (url, headers) in out.items()}
 
 
-def verify(reqs: dict[str, tuple[str, bytes]], stream: bool) -> dict[str, int]:
+def door_requests_for(stack: Stack, mode: str) -> dict[str, tuple[str, bytes]]:
+    path, doc, plain, provider, _ = DOORS[mode]
+    base = f"/s/{STREAM_SCENARIO}"
+    body = msgspec.json.encode(doc)
+    plain = {"content-type": "application/json", **plain}
+    gateway = {**plain, "x-gateway-api-key": stack.admin_key, "x-gateway-provider": provider,
+               "x-gateway-custom-host": f"{stack.mock.url}{base}/v1"}
+    out = {"direct": (stack.mock.url + base + path, plain), "gateway": (stack.gateway.url + path, gateway)}
+    if stack.floor is not None:
+        out["floor"] = (stack.floor.url + base + path, plain)
+    return {name: (url, build_request(url, body, headers)) for name, (url, headers) in out.items()}
+
+
+def verify(reqs: dict[str, tuple[str, bytes]], stream: bool | str) -> dict[str, int]:
     """One request per target, read whole: 200 and (streams) the number of content chunks; raises otherwise."""
+    marker = DOORS[stream][4] if isinstance(stream, str) and stream in DOORS else b'"delta":{"content"'
+    stream = stream != "chat" if isinstance(stream, str) else stream
     counts = {}
     for name, (url, raw) in reqs.items():
         conn = Connection(url)
@@ -80,7 +114,7 @@ def verify(reqs: dict[str, tuple[str, bytes]], stream: bool) -> dict[str, int]:
         if status != 200:
             raise RuntimeError(f"{name} answered {status}: {body[:300]!r}")
         if stream:
-            counts[name] = body.count(b'"delta":{"content"')
+            counts[name] = body.count(marker)
             if counts[name] != STREAM_CHUNKS:
                 raise RuntimeError(f"{name} streamed {counts[name]} content chunks, expected {STREAM_CHUNKS}")
     return counts
@@ -173,9 +207,9 @@ def run_workers(stack: Stack, workers: int, args: argparse.Namespace, gen: LoadG
     consoles = Consoles(stack.gateway.url, stack.admin_key, args.consoles) if args.consoles else None
     try:
         for mode in args.modes:
-            stream = mode == "stream"
-            reqs = requests_for(stack, stream)
-            chunks = verify(reqs, stream)
+            stream = mode != "chat"
+            reqs = requests_for(stack, mode)
+            chunks = verify(reqs, mode)
             log(f"workers={workers} {mode}: latency ({args.requests} x 3 interleaved)")
             result = latency(reqs, args.requests, args.warmup, stream)
             stack.gateway_requests += args.requests + args.warmup + 1
@@ -323,7 +357,7 @@ def log(message: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", default="1,2", help="worker counts of floor and gateway to measure (default 1,2)")
-    p.add_argument("--modes", default="chat,stream", help="chat and/or stream (default both)")
+    p.add_argument("--modes", default="chat,stream", help="chat, stream, responses, messages (default chat,stream)")
     p.add_argument("--requests", type=int, default=3000, help="measured latency requests per target and mode")
     p.add_argument("--warmup", type=int, default=300, help="unmeasured latency requests per target first")
     p.add_argument("--rounds", type=int, default=5, help="throughput rounds (each runs every target once)")
@@ -351,8 +385,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if any("=" not in item for item in args.gateway_env):
         p.error("--gateway-env takes NAME=VALUE")
     args.gateway_env = dict(item.split("=", 1) for item in args.gateway_env)
-    if not set(args.modes) <= {"chat", "stream"}:
-        p.error("--modes takes chat and/or stream")
+    if not set(args.modes) <= set(MODES):
+        p.error(f"--modes takes {', '.join(MODES)}")
     return args
 
 

@@ -27,6 +27,9 @@ from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.job_routes import mount_jobs
+from gateway.pipeline.dialects.door import DoorPipeline
+from gateway.pipeline.dialects.messages import CountTokensDialect, MessagesDialect
+from gateway.pipeline.dialects.responses import ResponsesDialect
 from gateway.pipeline.media import media_routes
 from gateway.pipeline.pipeline import Pipeline
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
@@ -75,6 +78,9 @@ class GatewayApp:
         self.add("POST", "/v1/rerank", Pipeline(parts, RERANK, parse_rerank))
         for method, path, media in media_routes(parts, runtime.settings):
             self.add(method, path, media)
+        self.add("POST", "/v1/responses", DoorPipeline(parts, ResponsesDialect(), runtime.store))
+        self.add("POST", "/v1/messages", DoorPipeline(parts, MessagesDialect()))
+        self.add("POST", "/v1/messages/count_tokens", DoorPipeline(parts, CountTokensDialect()))
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime.keys, runtime.recorder))
         if runtime.settings.console:

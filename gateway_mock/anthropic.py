@@ -336,6 +336,16 @@ async def _stream(req: MockRequest, send: Send, doc: dict, tool: dict | None) ->
     await end_stream(send, _event({"type": "message_stop"}))
 
 
+async def count(req: MockRequest, send: Send) -> None:
+    """``/messages/count_tokens``: the request without ``max_tokens``, answered ``{"input_tokens": n}``."""
+    doc = req.json()
+    if not isinstance(doc.get("model"), str) or not isinstance(doc.get("messages"), list):
+        await _reply_error(send, 400, "invalid_request_error", "model and messages: Field required")
+        return
+    await respond_json(send, 200, {"input_tokens": usage(doc, "")["input_tokens"]})
+
+
 ROUTES = [
     ("POST", re.compile(r"^(?:/v1)?/messages$"), messages),
+    ("POST", re.compile(r"^(?:/v1)?/messages/count_tokens$"), count),
 ]

@@ -20,6 +20,7 @@ scenario prefix included), so a client that sends ``:`` where it signed ``%3A`` 
 
 from __future__ import annotations
 
+import base64
 import calendar
 import hashlib
 import json
@@ -27,10 +28,11 @@ import re
 import time
 import uuid
 from typing import Any
+from urllib.parse import unquote
 
 import msgspec
 
-from gateway_mock import eventstream, sigv4
+from gateway_mock import anthropic, eventstream, sigv4
 from gateway_mock.asgi import Send
 from gateway_mock.kit import (
     MockRequest,
@@ -377,7 +379,53 @@ async def error(req: MockRequest, send: Send) -> None:
                          extra=retry_headers(step))
 
 
+async def invoke(req: MockRequest, send: Send) -> None:
+    """InvokeModel for anthropic models: the Messages body without ``model`` / ``stream`` and with
+    ``anthropic_version: bedrock-2023-05-31``, answered as anthropic answers; streamed, each anthropic event is a
+    ``chunk`` event carrying ``{"bytes": <base64 of the event JSON>}``."""
+    try:
+        authenticate(req)
+    except AwsFailure as failure:
+        await send_aws_error(send, failure.status, failure.error_type, failure.message, failure.namespace)
+        return
+    doc = msgspec.json.decode(req.body) if req.body else {}
+    if doc.get("anthropic_version") != "bedrock-2023-05-31" or "model" in doc or "stream" in doc:
+        await send_aws_error(send, 400, "ValidationException",
+                             "anthropic_version: bedrock-2023-05-31 is required; model and stream are not accepted")
+        return
+    stream = req.match.group("action") == "invoke-with-response-stream"
+    body = {k: v for k, v in doc.items() if k != "anthropic_version"}
+    body.update(model=unquote(req.match.group("model")), stream=stream)
+    inner = MockRequest(req.method, req.path, req.query, {**req.headers, "x-api-key": "bedrock",
+                                                          "anthropic-version": "2023-06-01"},
+                        _encode(body), req.step, req.state)
+    framed: Send = _ChunkFramer(send) if stream else send
+    await anthropic.messages(inner, framed)
+
+
+class _ChunkFramer:
+    """An ASGI ``send`` re-framing anthropic's SSE as InvokeModelWithResponseStream ``chunk`` events."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.pending = b""
+
+    async def __call__(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            await self.send({**message, "headers": [(b"content-type", b"application/vnd.amazon.eventstream")]})
+            return
+        self.pending += message.get("body", b"")
+        frames = []
+        while b"\n\n" in self.pending:
+            block, self.pending = self.pending.split(b"\n\n", 1)
+            data = b"".join(line[6:] for line in block.split(b"\n") if line.startswith(b"data: "))
+            if data:
+                frames.append(eventstream.event("chunk", _encode({"bytes": base64.b64encode(data).decode()})))
+        await self.send({**message, "body": b"".join(frames)})
+
+
 ROUTES = [
+    ("POST", re.compile(r"^/model/(?P<model>[^/]+)/(?P<action>invoke|invoke-with-response-stream)$"), invoke),
     ("POST", re.compile(r"^/model/(?P<model>[^/]+)/converse$"), converse),
     ("POST", re.compile(r"^/model/(?P<model>[^/]+)/converse-stream$"), converse_stream),
 ]

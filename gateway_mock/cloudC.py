@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from gateway_mock import vendorA_media
+from gateway_mock import anthropic, vendorA_media
 from gateway_mock.asgi import Send
 from gateway_mock.kit import (
     MockRequest,
@@ -401,7 +401,34 @@ async def _stream(req: MockRequest, send: Send, sse: bool, json_reply: str | Non
     await end_stream(send)
 
 
+async def anthropic_route(req: MockRequest, send: Send) -> None:
+    """Claude models on the platform: anthropic's body without ``model`` and with ``anthropic_version:
+    vertex-2023-10-16`` at ``:rawPredict`` / ``:streamRawPredict``, answered as anthropic answers (its events
+    for a stream); ``count-tokens:rawPredict`` takes the body with ``model``."""
+    if not _authorized(req):
+        await respond_json(send, 401, google_error(401, "Request had invalid authentication credentials."))
+        return
+    doc = req.json()
+    model = req.match.group("model")
+    if model == "count-tokens":
+        await anthropic.count(req, send)
+        return
+    if doc.get("anthropic_version") != "vertex-2023-10-16" or "model" in doc:
+        await respond_json(send, 400, anthropic.error_doc(
+            "invalid_request_error", "anthropic_version: vertex-2023-10-16 is required and model is not accepted"))
+        return
+    body = {k: v for k, v in doc.items() if k != "anthropic_version"}
+    body["model"] = model
+    body["stream"] = req.match.group("method") == "streamRawPredict"
+    inner = MockRequest(req.method, req.path, req.query, {**req.headers, "x-api-key": "vertex",
+                                                          "anthropic-version": "2023-06-01"},
+                        msgspec.json.encode(body), req.step, req.state)
+    await anthropic.messages(inner, send)
+
+
 ROUTES = [
+    ("POST", re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/publishers/anthropic/models/"
+                        r"(?P<model>[^/:]+):(?P<method>rawPredict|streamRawPredict)$"), anthropic_route),
     ("POST", re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/publishers/google/models/"
                         r"(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent|predict)$"), model_route),
     ("POST", re.compile(r"^/token$"), token),

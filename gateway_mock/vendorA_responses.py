@@ -7,10 +7,19 @@ cached and reasoning details, the request's settings or their defaults); stored 
 ``{object: "list", data, first_id, last_id, has_more}``, each item with an ``id`` and ``content[]`` of
 ``input_text`` parts, ``order`` ``desc`` by default (``asc`` / ``desc``), ``limit`` 1 to 100 (default 20),
 ``after`` / ``before`` item ids.
+
+``stream: true`` answers with the documented event sequence (every event named by ``event:`` and carrying a
+``sequence_number``): ``response.created``, ``response.in_progress``, ``response.output_item.added``,
+``response.content_part.added``, ``response.output_text.delta`` per word, ``response.output_text.done``,
+``response.content_part.done``, ``response.output_item.done`` (a function call: ``output_item.added``,
+``response.function_call_arguments.delta`` / ``.done``, ``output_item.done``), then ``response.completed`` with the
+whole response; no ``[DONE]``. A step's ``tool_call`` with function tools answers a ``function_call`` item (its
+arguments sampled from the tool's schema); ``text.format`` json_schema answers a JSON document sampled from it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -18,7 +27,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from gateway_mock.asgi import Send
-from gateway_mock.kit import MockRequest, count_tokens, respond_json
+from gateway_mock.kit import MockRequest, count_tokens, end_stream, respond_json, sse, start_stream, stream_part
+from gateway_mock.schema_sample import sample
 from gateway_mock.vendorA_files import invalid
 
 INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
@@ -31,6 +41,9 @@ def _items(value: Any) -> list[dict]:
         value = [{"role": "user", "content": value}]
     items = []
     for item in value if isinstance(value, list) else []:
+        if item.get("type", "message") != "message":
+            items.append({"id": f"item_{uuid.uuid4().hex}", **item})
+            continue
         content = item.get("content", "")
         parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
         items.append({"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": item.get("role", "user"),
@@ -48,14 +61,26 @@ async def create(req: MockRequest, send: Send) -> None:
         await respond_json(send, 400, invalid("Missing required parameter: 'input'.", "input"))
         return
     reply = req.reply_text()
-    prompt = count_tokens(" ".join(p.get("text", "") for i in items for p in i["content"] if isinstance(p, dict)))
+    fmt = (doc.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_schema":
+        reply = json.dumps(sample(fmt.get("schema")))
+    prompt = count_tokens(" ".join(p.get("text", "") for i in items for p in i.get("content") or ()
+                                   if isinstance(p, dict)))
     completion = count_tokens(reply)
+    tools = [t for t in doc.get("tools") or () if t.get("type") == "function"]
+    if req.step.tool_call and tools:
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
+        output = [{"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "call_id": call_id,
+                   "name": tools[0]["name"], "arguments": json.dumps(sample(tools[0].get("parameters"))),
+                   "status": "completed"}]
+    else:
+        output = [{"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed", "role": "assistant",
+                   "content": [{"type": "output_text", "text": reply, "annotations": []}]}]
     response = {
         "id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()), "status": "completed",
         "error": None, "incomplete_details": None, "instructions": doc.get("instructions"),
         "max_output_tokens": doc.get("max_output_tokens"), "model": doc["model"],
-        "output": [{"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed", "role": "assistant",
-                    "content": [{"type": "output_text", "text": reply, "annotations": []}]}],
+        "output": output,
         "parallel_tool_calls": doc.get("parallel_tool_calls", True),
         "previous_response_id": doc.get("previous_response_id"),
         "reasoning": {"effort": (doc.get("reasoning") or {}).get("effort"), "summary": None},
@@ -70,7 +95,51 @@ async def create(req: MockRequest, send: Send) -> None:
     if response["store"]:
         req.state.responses[response["id"]] = response
         req.state.response_input_items[response["id"]] = items
+    if doc.get("stream"):
+        await _stream(req, send, response)
+        return
     await respond_json(send, 200, response)
+
+
+async def _stream(req: MockRequest, send: Send, response: dict) -> None:
+    seq = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    step = req.step
+    await start_stream(send)
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    await stream_part(send, event("response.created", response=start))
+    await stream_part(send, event("response.in_progress", response=start))
+    for index, item in enumerate(response["output"]):
+        if item["type"] == "function_call":
+            await stream_part(send, event("response.output_item.added", output_index=index,
+                                          item={**item, "arguments": "", "status": "in_progress"}))
+            await stream_part(send, event("response.function_call_arguments.delta", item_id=item["id"],
+                                          output_index=index, delta=item["arguments"]), step)
+            await stream_part(send, event("response.function_call_arguments.done", item_id=item["id"],
+                                          output_index=index, arguments=item["arguments"]))
+        else:
+            part = item["content"][0]
+            await stream_part(send, event("response.output_item.added", output_index=index,
+                                          item={**item, "status": "in_progress", "content": []}))
+            await stream_part(send, event("response.content_part.added", item_id=item["id"], output_index=index,
+                                          content_index=0, part={**part, "text": ""}))
+            words = req.reply_words() if part["text"] == req.reply_text() else [part["text"]]
+            for i, word in enumerate(words):
+                if i == len(words) // 2 and step.stream_error == "middle":
+                    await end_stream(send, event("error", code="server_error", message=step.message or
+                                                 "The server had an error", param=None))
+                    return
+                await stream_part(send, event("response.output_text.delta", item_id=item["id"], output_index=index,
+                                              content_index=0, delta=word, logprobs=[]), step)
+            await stream_part(send, event("response.output_text.done", item_id=item["id"], output_index=index,
+                                          content_index=0, text=part["text"], logprobs=[]))
+            await stream_part(send, event("response.content_part.done", item_id=item["id"], output_index=index,
+                                          content_index=0, part=part))
+        await stream_part(send, event("response.output_item.done", output_index=index, item=item))
+    await end_stream(send, event("response.completed", response=response))
 
 
 def _include_problem(req: MockRequest) -> str | None:

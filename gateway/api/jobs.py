@@ -47,6 +47,8 @@ class Jobs:
     def __init__(self, settings: Settings, store: StateStore, keys: KeyStore, box: Callable[[], SecretBox],
                  authorize: Authorize, forwarder: Forwarder, send: SendLine) -> None:
         self.settings = settings
+        #: the state store (the Responses door's stored responses are read from it)
+        self.store = store
         #: the secret box that seals and opens batch headers (opened on first use: it may read the key file)
         self.box = box
         self._authorize = authorize

@@ -1,4 +1,6 @@
-"""``/v1/responses/{response_id}`` and ``/input_items``: stored responses, forwarded to the provider the request names.
+"""``/v1/responses/{response_id}`` and ``/input_items``: stored responses. A response the gateway translated (see
+``gateway.pipeline.dialects.responses``) is served from the state store of the caller's workspace; any other id is
+forwarded to the provider the request names. ``DELETE`` removes a translated one, or is forwarded.
 
 Query values are checked before anything is sent: ``include`` (repeated, as ``include`` or ``include[]``) must be
 one of the includable fields; the input-item list takes ``limit`` 1 to 100 (default 20), ``order`` ``asc`` (the
@@ -17,11 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from gateway.api.admin import choice_query, int_query, query_values
 from gateway.api.jobs import Jobs, query_pairs, raw_query
-from gateway.http.errors import InvalidRequest
+from gateway.http.errors import InvalidRequest, NotFound
+from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.passthrough import path_id
+from gateway.pipeline.dialects.responses import stored_key
 from gateway.providers.base import RESPONSES
 
 #: the query of a stored response's input items (what the openai SDK sends, and the workspace for the root key)
@@ -51,7 +57,36 @@ class ResponseRoutes:
         return [
             ("GET", "/v1/responses/{response_id}", self.retrieve),
             ("GET", "/v1/responses/{response_id}/input_items", self.input_items),
+            ("DELETE", "/v1/responses/{response_id}", self.delete),
         ]
+
+    async def _stored(self, workspace: str | None, response_id: str) -> dict[str, Any] | None:
+        data = await self.jobs.store.get(stored_key(workspace, response_id))
+        if data is None:
+            return None
+        kept: dict[str, Any] = msgspec.json.decode(data)
+        return kept
+
+    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await self.jobs.caller(scope)
+        response_id = _response_id(scope)
+        if await self._stored(caller.workspace, response_id) is not None:
+            await self.jobs.store.delete(stored_key(caller.workspace, response_id))
+            await send_json(send, 200, msgspec.json.encode({"id": response_id, "object": "response",
+                                                            "deleted": True}))
+            return
+        await self._forward(send, caller.ctx, "DELETE", response_id, "", raw_query(scope))
+
+    async def _forward(self, send: Send, ctx: Any, method: str, response_id: str, tail: str, query: str) -> None:
+        """A response the gateway did not store, asked of the provider the request names; a provider that keeps no
+        responses (the gateway translated for it) means the id is unknown: 404."""
+        try:
+            await self.jobs.forwarder.relay_json(send, ctx, RESPONSES, method, f"/responses/{response_id}{tail}",
+                                                 query)
+        except InvalidRequest as error:
+            if error.param != "provider":
+                raise
+            raise NotFound(f"no stored response '{response_id}' ({error.message})", param="response_id") from None
 
     async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
@@ -59,8 +94,11 @@ class ResponseRoutes:
         check_include(scope)
         if (query_values(scope).get("stream") or "").lower() == "true":
             raise InvalidRequest("retrieving a stored response as a stream is not supported", param="stream")
-        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET", f"/responses/{response_id}",
-                                             raw_query(scope))
+        kept = await self._stored(caller.workspace, response_id)
+        if kept is not None:
+            await send_json(send, 200, msgspec.json.encode(kept["response"]))
+            return
+        await self._forward(send, caller.ctx, "GET", response_id, "", raw_query(scope))
 
     async def input_items(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope, ITEMS_QUERY)
@@ -69,8 +107,27 @@ class ResponseRoutes:
         int_query(query, "limit", 20, 1, 100)
         choice_query(query, "order", ("asc", "desc"))
         check_include(scope)
+        kept = await self._stored(caller.workspace, response_id)
+        if kept is not None:
+            await send_json(send, 200, msgspec.json.encode(_page(kept["items"], query)))
+            return
         forwarded = raw_query(scope)
         if "order" not in query:  # the spec's default is asc; a provider's own default may differ
             forwarded = f"{forwarded}&order=asc" if forwarded else "order=asc"
-        await self.jobs.forwarder.relay_json(send, caller.ctx, RESPONSES, "GET",
-                                             f"/responses/{response_id}/input_items", forwarded)
+        await self._forward(send, caller.ctx, "GET", response_id, "/input_items", forwarded)
+
+
+def _page(items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:
+    """A stored response's input items as the list envelope (``order``, ``after``, ``before``, ``limit``)."""
+    if query.get("order") == "desc":
+        items = items[::-1]
+    ids = [item.get("id") for item in items]
+    if query.get("after") in ids:
+        items = items[ids.index(query["after"]) + 1:]
+        ids = [item.get("id") for item in items]
+    if query.get("before") in ids:
+        items = items[:ids.index(query["before"])]
+    limit = int(query.get("limit") or 20)
+    data = items[:limit]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": len(items) > limit}

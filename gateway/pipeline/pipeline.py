@@ -153,6 +153,9 @@ class Pipeline:
     """One endpoint's handler: ``endpoint`` name and the body parser for it. A request is admitted (key, body,
     config, policies), run (routing, steps, upstream attempts), then answered (JSON or a relayed stream)."""
 
+    #: the relay of a stream answer (a front door relays in its dialect)
+    relay: Callable[[StreamOutcome, RequestRecord], StreamRelay] = StreamRelay
+
     def __init__(self, parts: PipelineParts, endpoint: str, parse: Callable[[bytes], Any], prompt_route: bool = False,
                  scope: str = "inference") -> None:
         self.parts = parts
@@ -271,7 +274,7 @@ class Pipeline:
             await send_json(send, outcome.status, outcome.body, headers)
             self._finish(ex, outcome.body)
             return
-        await StreamRelay(outcome, record).run(receive, send, headers)
+        await self.relay(outcome, record).run(receive, send, headers)
         self._finish(ex)
 
     async def _fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:

@@ -33,6 +33,10 @@ class StreamRelay:
 
     __slots__ = ("outcome", "record", "head", "kept", "rest_bytes", "rest_events")
 
+    #: what ends a stream, and an in-stream error event (a front door's relay writes its dialect's)
+    done = DONE
+    error_event = staticmethod(error_event)
+
     def __init__(self, outcome: StreamOutcome, record: RequestRecord) -> None:
         self.outcome = outcome
         self.record = record
@@ -83,18 +87,18 @@ class StreamRelay:
         except GatewayError as error:
             record.status = error.status
             record.error = error.message
-            await end_stream(send, tail + error_event(error) + DONE)
+            await end_stream(send, tail + self.error_event(error) + self.done)
             self.head.append(tail)
             return
         except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             broken = stream_broke(exc, outcome.provider)
             record.status = broken.status
             record.error = broken.message
-            await end_stream(send, error_event(broken) + DONE)
+            await end_stream(send, self.error_event(broken) + self.done)
             return
         if record.hooks is not None:  # the cache stores the answer before the last byte leaves
             await record.hooks.stream_ended(record)
-        await end_stream(send, tail + DONE)
+        await end_stream(send, tail + self.done)
         self.head.append(tail)
 
     async def _pump(self, send: Send) -> bytes:

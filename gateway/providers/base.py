@@ -50,6 +50,9 @@ AUDIO_TRANSLATIONS = "audio.translations"
 AUDIO_SPEECH = "audio.speech"
 IMAGES = frozenset({IMAGES_GENERATIONS, IMAGES_EDITS, IMAGES_VARIATIONS})
 AUDIO = frozenset({AUDIO_TRANSCRIPTIONS, AUDIO_TRANSLATIONS, AUDIO_SPEECH})
+#: the Messages API, served as sent by providers that list it (the Messages door forwards to them)
+MESSAGES = "messages"
+MESSAGES_COUNT = "messages.count_tokens"
 
 
 class UpstreamCall:
@@ -154,6 +157,20 @@ class ProviderAdapter(abc.ABC):
         ``/files/file-abc/content``; ``query`` without ``?``; ``body`` bytes or a binary file object) in this
         provider's URL and auth. Only providers listing those endpoints implement it (``check_endpoint`` first)."""
         raise InvalidRequest(f"provider '{self.name}' does not serve {path}", param="provider")
+
+    def serves(self, endpoint: str, model: str | None) -> bool:
+        """Whether this provider serves ``endpoint`` for ``model`` (a front door forwards such requests as sent)."""
+        return endpoint in self.endpoints
+
+    async def forward_request(self, call: UpstreamCall, path: str) -> UpstreamRequest:
+        """A front door's request forwarded in its own wire format (``path`` under the provider's base, e.g.
+        ``/responses``; ``call.body`` the client's body): by default the resource call of ``resource_request``."""
+        return self.resource_request(call.target, "POST", path, "", call.body, "application/json")
+
+    def forward_decoder(self, call: UpstreamCall) -> Any:
+        """What turns a forwarded stream's wire bytes into the dialect's SSE (``feed(bytes) -> list[bytes]``), or
+        None when the provider streams the dialect's SSE itself."""
+        return None
 
     def dropped_params(self, endpoint: str, target: Config, body: bytes) -> bytes | None:
         """The ``x-gateway-dropped-params`` value for a body sent to ``target`` (None when nothing is dropped); the

@@ -12,7 +12,7 @@ from gateway.http import sse as pure_sse
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.providers.anthropic import AnthropicAdapter
-from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, UpstreamCall
+from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, MESSAGES_COUNT, UpstreamCall
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
 from gateway.schema.config import Config
@@ -202,7 +202,8 @@ async def test_completions_prompt_is_one_user_message():
 
 
 async def test_endpoints_other_than_chat_and_completions_are_refused():
-    assert adapter.endpoints == {CHAT, COMPLETIONS}
+    # the Messages door forwards these as sent
+    assert adapter.endpoints == {CHAT, COMPLETIONS, MESSAGES, MESSAGES_COUNT}
     with pytest.raises(GatewayError) as info:
         adapter.check_endpoint(EMBEDDINGS)
     assert info.value.status == 400 and "anthropic" in info.value.message

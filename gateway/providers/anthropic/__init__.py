@@ -67,6 +67,8 @@ from gateway.providers.anthropic.stream import AnthropicStream
 from gateway.providers.base import (
     CHAT,
     COMPLETIONS,
+    MESSAGES,
+    MESSAGES_COUNT,
     ProviderAdapter,
     UpstreamCall,
     UpstreamResult,
@@ -89,7 +91,8 @@ def is_strict(target: Config) -> bool:
 
 class AnthropicAdapter(ProviderAdapter):
     name = PROVIDER
-    endpoints = frozenset({CHAT, COMPLETIONS})
+    #: MESSAGES: the Messages API door forwards its body as sent (``resource_request``)
+    endpoints = frozenset({CHAT, COMPLETIONS, MESSAGES, MESSAGES_COUNT})
     fields = {CHAT: CHAT_FIELDS, COMPLETIONS: COMPLETION_FIELDS}
 
     def url(self, call: UpstreamCall) -> str:
@@ -107,6 +110,16 @@ class AnthropicAdapter(ProviderAdapter):
         if api_key:
             headers["x-api-key"] = api_key
         return UpstreamRequest(self.url(call), headers, body)
+
+    def resource_request(self, target: Any, method: str, path: str, query: str, body: Any,
+                         content_type: str | None) -> UpstreamRequest:
+        """The Messages API door's forwarded call (``/messages``, ``/messages/count_tokens``) with anthropic's
+        auth; the door adds the client's ``anthropic-version`` / ``anthropic-beta``."""
+        base = target.custom_host or BASE_URL
+        headers = {"content-type": content_type or "application/json", "anthropic-version": API_VERSION}
+        if target.api_key:
+            headers["x-api-key"] = target.api_key
+        return UpstreamRequest(base.rstrip("/") + path + (f"?{query}" if query else ""), headers, body, method)
 
     def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
         message = decode_message(body)

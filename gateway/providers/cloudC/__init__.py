@@ -14,6 +14,12 @@ location); ``custom_host`` replaces it. Paths:
 ``Authorization``) or an access token obtained for ``cloudC_service_account_json`` (see ``auth``). The
 ``X-cloudC-LLM-Request-Type`` client header is sent as the platform's ``X-Vertex-AI-LLM-Request-Type`` header
 (``dedicated`` / ``shared`` provisioned-throughput choice).
+
+The Messages API door forwards to cloudC's anthropic models (``claude-…``) in anthropic's own body, as the platform's
+"Claude on Vertex AI" guide describes: ``.../publishers/anthropic/models/{model}:rawPredict`` (``:streamRawPredict``
+for a stream, whose SSE events are anthropic's), the body without ``model`` and with ``anthropic_version:
+vertex-2023-10-16``; a token count goes to ``.../publishers/anthropic/models/count-tokens:rawPredict`` with
+``model`` kept.
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
+
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import (
     CHAT,
     EMBEDDINGS,
     IMAGES_GENERATIONS,
+    MESSAGES,
+    MESSAGES_COUNT,
     ProviderAdapter,
     UpstreamCall,
     UpstreamResult,
@@ -39,6 +49,8 @@ from gateway.upstream.request import UpstreamRequest
 __all__ = ["CloudCAdapter"]
 
 NAME = "cloudC"
+#: the ``anthropic_version`` body member of anthropic models on the platform
+VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
 _METHODS = {(CHAT, False): ":generateContent", (CHAT, True): ":streamGenerateContent?alt=sse",
             (EMBEDDINGS, False): ":predict", (EMBEDDINGS, True): ":predict",
@@ -68,8 +80,28 @@ class CloudCAdapter(ProviderAdapter):
     def create(cls, client: UpstreamClient) -> CloudCAdapter:
         return cls(TokenCache(client))
 
+    def serves(self, endpoint: str, model: str | None) -> bool:
+        if endpoint in (MESSAGES, MESSAGES_COUNT):
+            return model is not None and model.startswith("claude")
+        return endpoint in self.endpoints
+
+    async def forward_request(self, call: UpstreamCall, path: str) -> UpstreamRequest:
+        """The Messages door's body for an anthropic model (see the module docstring)."""
+        doc = msgspec.json.decode(call.body)
+        counting = call.endpoint == MESSAGES_COUNT
+        if not counting:
+            doc.pop("model", None)
+            doc["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
+        model = "count-tokens" if counting else call.model
+        method = ":rawPredict" if counting or not call.stream else ":streamRawPredict"
+        url = self._model_url(call.target, "anthropic", model) + method
+        headers = await self._headers(call)
+        return UpstreamRequest(url, headers, msgspec.json.encode(doc))
+
     def url(self, call: UpstreamCall) -> str:
-        target = call.target
+        return self._model_url(call.target, "google", call.model) + _METHODS[(call.endpoint, call.stream)]
+
+    def _model_url(self, target: Any, publisher: str, model: str | None) -> str:
         region = _segment(target.cloudC_region, "cloudC_region",
                           "the location, e.g. us-central1; or send x-gateway-cloudC-region")
         project = target.cloudC_project_id
@@ -77,16 +109,14 @@ class CloudCAdapter(ProviderAdapter):
         if not project and isinstance(account, dict):
             project = account.get("project_id")
         project = _segment(project, "cloudC_project_id", "the project id; or send x-gateway-cloudC-project-id")
-        model = _segment(call.model, "model", "the publisher model to call, e.g. gemini-2.0-flash")
+        model = _segment(model, "model", "the publisher model to call, e.g. gemini-2.0-flash")
         base = target.custom_host
         if not base:
             host = "aiplatform.googleapis.com" if region == "global" else f"{region}-aiplatform.googleapis.com"
             base = f"https://{host}/v1"
-        return (f"{base.rstrip('/')}/projects/{project}/locations/{region}/publishers/google/models/{model}"
-                f"{_METHODS[(call.endpoint, call.stream)]}")
+        return f"{base.rstrip('/')}/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}"
 
     async def build_request(self, call: UpstreamCall) -> UpstreamRequest:
-        target = call.target
         url = self.url(call)
         if call.endpoint == CHAT:
             body = gemini.build_request(call.request)
@@ -94,6 +124,11 @@ class CloudCAdapter(ProviderAdapter):
             body = imagen.build_request(call.body)
         else:
             body = embeddings.build_request(call.body)
+        return UpstreamRequest(url, await self._headers(call), body)
+
+    async def _headers(self, call: UpstreamCall) -> dict[str, str]:
+        """The JSON content type, the bearer token and the request-type header."""
+        target = call.target
         if target.cloudC_service_account_json is not None:
             token = await self.tokens.token(target.cloudC_service_account_json)
         elif target.api_key:
@@ -107,7 +142,7 @@ class CloudCAdapter(ProviderAdapter):
         request_type = call.ctx.cloudC_llm_request_type
         if request_type:
             headers["x-vertex-ai-llm-request-type"] = request_type
-        return UpstreamRequest(url, headers, body)
+        return headers
 
     def parse_response(self, call: UpstreamCall, status: int, headers: Any, body: bytes) -> UpstreamResult:
         if call.endpoint == EMBEDDINGS:

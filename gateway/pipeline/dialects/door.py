@@ -1,0 +1,281 @@
+"""A front door's pipeline: the chat pipeline's admission, routing, retries, fallbacks, breakers, timeouts, policies,
+steps and request log, with each attempt either forwarded (the target's provider serves the dialect) or translated
+to unified chat and back (every other provider), so a fallback may cross dialects and the client always gets its
+own dialect's answer, events and error shape.
+
+Authentication on these routes (see docs/front-doors.md#authentication): ``x-gateway-api-key`` is the gateway key;
+with it, ``Authorization: Bearer`` (and, for clients that only send ``x-api-key``, that header) is the provider key,
+as on chat. Without it, ``x-api-key`` or else the bearer token is the gateway key and is never sent upstream: the
+provider credential then comes from the config (a provider slug or a saved config).
+
+Cache and guardrails run on the translated (unified chat) form of the request: input checks and the cache lookup
+on every attempt; output checks and storing in the cache on translated answers (a forwarded answer is relayed byte
+for byte). A request whose input a guardrail redacts is translated (the redaction is in the unified body).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from gateway.http.errors import GatewayError, InvalidRequest
+from gateway.http.respond import send_json
+from gateway.http.types import Receive, Scope, Send
+from gateway.observability.record import RequestRecord
+from gateway.pipeline.dialects.base import Dialect, DialectError, DoorRequest, NativeStream, TranslatedStream
+from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
+from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts, _first_events, response_headers
+from gateway.pipeline.relay import StreamRelay
+from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall
+from gateway.routing.execute import RunState, needs_router
+from gateway.routing.params import needs_rewrite, rewrite
+from gateway.routing.plan import Node
+from gateway.schema.chat import parse_chat
+from gateway.upstream.client import read_response_body
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+_GATEWAY_KEY = b"x-gateway-api-key"
+#: a count_tokens answer worked out by the gateway, not the provider
+ESTIMATE_HEADER = (b"x-gateway-token-count", b"estimate")
+
+
+def door_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The request headers with the single-token forms read as the doors document (see the module docstring)."""
+    gateway_key = None
+    api_key = None
+    bearer_at = None
+    for i, (name, value) in enumerate(headers):
+        if name == _GATEWAY_KEY:
+            gateway_key = value
+        elif name == b"x-api-key":
+            api_key = value
+        elif name == b"authorization" and value[:7].lower() == b"bearer ":
+            bearer_at = i
+    if gateway_key is not None:
+        if api_key is not None and bearer_at is None:  # the anthropic SDK sends its api_key here
+            return [*headers, (b"authorization", b"Bearer " + api_key)]
+        return headers
+    token = api_key if api_key is not None else (headers[bearer_at][1][7:].strip() if bearer_at is not None else None)
+    if token is None:
+        return headers
+    kept = [(n, v) for n, v in headers if n != b"x-api-key" and not (n == b"authorization" and v[:7].lower() ==
+                                                                       b"bearer ")]
+    kept.append((_GATEWAY_KEY, token))
+    return kept
+
+
+class DialectRelay(StreamRelay):
+    """A stream relayed in a dialect: no ``[DONE]``, errors as the dialect's error event."""
+
+    __slots__ = ("dialect",)
+    done = b""
+
+    def __init__(self, outcome: StreamOutcome, record: RequestRecord, dialect: Dialect) -> None:
+        super().__init__(outcome, record)
+        self.dialect = dialect
+
+    def error_event(self, error: GatewayError) -> bytes:
+        events = getattr(self.outcome.transformer, "events", None)
+        if events is not None:
+            data: bytes = events.error(error)
+            return data
+        return self.dialect.stream_error(error)
+
+
+class DoorPipeline(Pipeline):
+    """One dialect route (``dialect``); ``store`` keeps what a dialect remembers (stored responses)."""
+
+    def __init__(self, parts: PipelineParts, dialect: Dialect, store: Any = None) -> None:
+        super().__init__(parts, dialect.name, dialect.parse)
+        self.dialect = dialect
+        self.store = store
+        self.relay = self._relay
+
+    def _relay(self, outcome: StreamOutcome, record: RequestRecord) -> StreamRelay:
+        return DialectRelay(outcome, record, self.dialect)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["headers"] = door_headers(list(scope["headers"]))
+        await super().__call__(scope, receive, send)
+
+    async def _run(self, ex: Exchange, body: bytes, request: Any, node: Node) -> JsonOutcome | StreamOutcome:
+        ctx = ex.ctx
+        assert ctx is not None
+        dialect = self.dialect
+        await dialect.prepare(request, ctx, self.store)
+        params_cache: list[dict] = []
+
+        def params() -> dict:
+            if not params_cache:
+                params_cache.append(request.doc)
+            return params_cache[0]
+
+        ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
+        steps = None
+        if node.tree_has_steps:
+            _, chat_request = self.chat_view(request)
+            ex.steps = steps = self.parts.steps().for_request(ctx, CHAT, chat_request, request.stream, ex.record)
+        attempt = DoorAttempt(self, ctx, body, request, ex.record, steps)
+        router = self.parts.router
+        if needs_router(node, state, router.default_timeout_ms):
+            outcome = await router.run(node, attempt, state)
+        else:
+            state.attempts = 1
+            outcome = await attempt(node)
+        native = id(outcome) in attempt.native
+        if steps is not None and not native:
+            dropped = outcome.dropped
+            outcome = await steps.answered(outcome)
+            outcome.dropped = dropped
+        if native or id(outcome) in attempt.estimated:
+            return outcome
+        if isinstance(outcome, JsonOutcome):
+            if outcome.status < 400:
+                outcome.body = dialect.answer(request, outcome.body)
+                await dialect.answered(request, ctx, self.store, outcome.body)
+            return outcome
+        translated = TranslatedStream(outcome.transformer, dialect.events(request))
+        first = translated.translate(outcome.first)
+        if outcome.ended:
+            translated.events.end(outcome.transformer.usage, first)
+        outcome.first = first
+        outcome.transformer = translated
+        ex.record.request = request
+        return outcome
+
+    def chat_view(self, request: DoorRequest) -> tuple[bytes, Any]:
+        """The unified chat body and its decoded request (translated once per request)."""
+        if request.chat is None:
+            body = _encode(self.dialect.to_chat(request))
+            request.chat = (body, parse_chat(body))
+        return request.chat
+
+    async def _respond(self, ex: Exchange, receive: Receive, send: Send, outcome: JsonOutcome | StreamOutcome
+                       ) -> None:
+        if isinstance(outcome, JsonOutcome) and outcome.provider == "" and ex.ctx is not None:
+            record = ex.record  # a token count the gateway estimated: nothing was sent upstream
+            record.status = 200
+            headers = response_headers(ex.ctx, ex.state, None)
+            headers.append(ESTIMATE_HEADER)
+            await send_json(send, 200, outcome.body, headers)
+            self._finish(ex, outcome.body)
+            return
+        await super()._respond(ex, receive, send, outcome)
+        transformer = getattr(outcome, "transformer", None)
+        final = getattr(getattr(transformer, "events", None), "final", None)
+        if final is not None and ex.ctx is not None and ex.record.status == 200:
+            await self.dialect.answered(ex.record.request, ex.ctx, self.store, final)
+
+    async def _fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:
+        await super()._fail(ex, send, DialectError(error, self.dialect))
+
+
+class DoorAttempt(Attempt):
+    """One attempt of a dialect request: forwarded to a provider serving the dialect, else translated to unified
+    chat and sent as a chat attempt is (``Attempt``). Remembers which outcomes it forwarded (``native``) and which
+    it estimated without an upstream (``estimated``)."""
+
+    __slots__ = ("door", "dialect", "door_body", "door_request", "native", "estimated")
+
+    def __init__(self, pipeline: DoorPipeline, ctx: Any, body: bytes, request: DoorRequest, record: RequestRecord,
+                 steps: Any) -> None:
+        super().__init__(pipeline, ctx, body, request, record, self._chat_params, steps)
+        self.door = pipeline
+        self.dialect = pipeline.dialect
+        self.endpoint = CHAT
+        self.parse = parse_chat
+        self.door_body = body
+        self.door_request = request
+        self.native: set[int] = set()
+        self.estimated: set[int] = set()
+        if steps is not None:
+            self.body, self.request = pipeline.chat_view(request)
+
+    def _chat_params(self) -> dict:
+        params: dict = _decode(self.door.chat_view(self.door_request)[0])
+        return params
+
+    async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
+        config = node.config
+        provider = config.provider
+        if not provider:
+            raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
+        adapter = self.parts.providers.get(provider)
+        dialect = self.dialect
+        if adapter.serves(dialect.native_endpoint, self.door_request.model):
+            steps = self.steps
+            if steps is not None:
+                new_body, cached = await steps.before_attempt(node, self.body, None)
+                if cached is not None:
+                    return cached
+                if new_body is not None:  # a redacted input: the redaction is in the unified body
+                    return await self._translated(node)
+            outcome = await self._forward(adapter, node)
+            self.native.add(id(outcome))
+            return outcome
+        return await self._translated(node)
+
+    async def _translated(self, node: Node) -> JsonOutcome | StreamOutcome:
+        estimate = self.dialect.estimate(self.door_request)
+        if estimate is not None:
+            outcome = JsonOutcome(estimate, None, self.door_request.model, "")
+            self.estimated.add(id(outcome))
+            return outcome
+        if self.body is self.door_body:
+            self.body, self.request = self.door.chat_view(self.door_request)
+        return await super().__call__(node)
+
+    async def _forward(self, adapter: ProviderAdapter, node: Node) -> JsonOutcome | StreamOutcome:
+        """The client's body sent as it came (params rewritten for the node), the answer relayed as it comes."""
+        config = node.config
+        provider: str = config.provider or ""
+        dialect = self.dialect
+        record = self.record
+        request = self.door_request
+        stream = request.stream
+        body = self.door_body
+        if needs_rewrite(config):
+            body = _encode(rewrite(dict(request.doc), config))
+        call = UpstreamCall(dialect.native_endpoint, config, body, request, stream, self.ctx, provider)
+        upstream = await adapter.forward_request(call, dialect.native_path)
+        for name in dialect.native_headers:
+            value = _header(self.ctx.raw_headers, name)
+            if value:
+                upstream.headers[name] = value
+        forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
+        if forwarded:
+            forwarded.update(upstream.headers)
+            upstream.headers = forwarded
+        record.provider = provider
+        record.request = request
+        record.upstream_started = time.perf_counter()
+        response = await self.parts.client.open(upstream, stream)
+        try:
+            if not 200 <= response.status < 300:
+                data = await read_response_body(response)
+                raise adapter.parse_error(call, response.status, response.headers, data)
+            if not stream:
+                data = await read_response_body(response)
+                record.upstream_s = time.perf_counter() - record.upstream_started
+                return JsonOutcome(data, dialect.native_usage(data), request.model, provider)
+            transformer = NativeStream(dialect, provider, adapter.forward_decoder(call))
+            first, ended = await _first_events(response, transformer, provider)
+            record.ttft_s = time.perf_counter() - record.started
+            return StreamOutcome(response, transformer, first, provider, request.model, ended)
+        except BaseException:
+            response.close()
+            raise
+        finally:
+            if not stream:
+                response.release()
+
+
+def _header(raw: Any, name: str) -> str | None:
+    wanted = name.encode()
+    for key, value in raw or ():
+        if key == wanted:
+            return bytes(value).decode("latin-1")
+    return None
