@@ -8,8 +8,10 @@ the route in vendorA's wire format (the adapter's URL and auth; a provider witho
 a 2xx answer is relayed as it arrives, whatever it is (JSON with base64 images, text, SRT, an audio file, SSE),
 with its content type and never decoded: ``media_meter.py`` reads the usage, image count or audio seconds off the
 passing bytes. An error status before the answer starts is the provider's error, which retries and fallbacks act
-on. Input guardrails see the prompt (images, transcriptions) or the text to speak; the response cache and output
-guardrails do not apply (answers are relayed, not held). The user's view: docs/images-and-audio.md.
+on. Input guardrails see the prompt (images, transcriptions) or the text to speak; output guardrails do not apply
+(answers are relayed, not held). The response cache keeps an answer's bytes as they pass and answers a repeat with
+them (``media_cache.py``); a multipart form is read once the config is known, so its files are hashed for the
+cache key only when the config caches. The user's view: docs/images-and-audio.md.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from typing import Any, AsyncIterator, Callable
 import aiohttp
 import msgspec
 
+from gateway.controlplane.keys import KeyRecord
 from gateway.http.body import ClientDisconnected
+from gateway.http.context import RequestContext
 from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, InvalidRequest, internal_error
 from gateway.http.respond import end_stream, send_chunk
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.guardrail_step import GuardrailStep
+from gateway.pipeline.media_cache import AnswerCollector, CachedMedia, MediaCache, sse_events, tree_caches
 from gateway.pipeline.media_form import MediaForm, receive_form
 from gateway.pipeline.media_meter import MediaMeter
 from gateway.pipeline.outcome import stream_broke
@@ -36,6 +41,7 @@ from gateway.providers.base import UpstreamCall
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite
 from gateway.routing.plan import Node
+from gateway.schema.config import Config
 from gateway.upstream.client import read_response_body
 from gateway.upstream.request import UpstreamRequest
 
@@ -47,6 +53,8 @@ COALESCE_BYTES = 1024 * 1024
 _AS_IT_COMES = ("audio/", "text/event-stream", "application/octet-stream")
 #: where a request's received form waits in its ASGI scope between reading and sending
 FORM_KEY = "gateway.media_form"
+#: where a multipart request's ``receive`` waits until its config is known
+_RECEIVE_KEY = "gateway.media_receive"
 
 
 class FormLimits:
@@ -63,9 +71,10 @@ class FormLimits:
 
 class RawOutcome:
     """A 2xx upstream answer whose body is still to be read: relayed as it arrives; or, from an adapter that
-    translates the route (``relays_media`` False), the translated ``body`` (the response already released)."""
+    translates the route (``relays_media`` False), the translated ``body`` (the response already released); with
+    the ``cache`` that stores it and its ``collector`` when the answer is to be stored."""
 
-    __slots__ = ("response", "provider", "model", "body")
+    __slots__ = ("response", "provider", "model", "body", "cache", "collector")
 
     def __init__(self, response: aiohttp.ClientResponse, provider: str, model: str | None,
                  body: bytes | None = None) -> None:
@@ -73,6 +82,8 @@ class RawOutcome:
         self.provider = provider
         self.model = model
         self.body = body
+        self.cache: MediaCache | None = None
+        self.collector: AnswerCollector | None = None
 
 
 class MediaPipeline(Pipeline):
@@ -84,16 +95,24 @@ class MediaPipeline(Pipeline):
         self.form = form
 
     async def read_body(self, scope: Scope, receive: Receive) -> bytes:
+        if self.form is None:
+            return await super().read_body(scope, receive)
+        scope[_RECEIVE_KEY] = receive  # the form is read by _config, once the config is known
+        return b""
+
+    async def _config(self, ctx: RequestContext, key: KeyRecord, scope: Scope, body: bytes) -> tuple[bytes, Config]:
+        body, config = await super()._config(ctx, key, scope, body)
         limits = self.form
         if limits is None:
-            return await super().read_body(scope, receive)
-        form = await receive_form(scope, receive, limits.max_file_bytes, limits.spool_dir)
+            return body, config
+        hashed = tree_caches(self.parts.planner.plan(config))  # the files' digests are for the cache key only
+        form = await receive_form(scope, scope.pop(_RECEIVE_KEY), limits.max_file_bytes, limits.spool_dir, hashed)
         scope[FORM_KEY] = form
         required = limits.required
         if not any(name in (required, required + "[]") for name in form.file_names()):
             raise InvalidRequest(f"{required} is required (a multipart part named '{required}' with a filename)",
                                  param=required)
-        return form.body()
+        return form.body(), config
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))
@@ -109,14 +128,17 @@ class MediaPipeline(Pipeline):
             except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
                 await self._fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
                 return
-            await self._relay(ex, receive, send, outcome)
+            if isinstance(outcome, CachedMedia):
+                await self._replay(ex, send, outcome)
+            else:
+                await self._relay(ex, receive, send, outcome)
         finally:
             form = scope.pop(FORM_KEY, None)
             if form is not None:
                 form.close()
 
     async def _attempts(self, ex: Exchange, body: bytes, request: Any, node: Node, form: MediaForm | None
-                        ) -> RawOutcome:
+                        ) -> RawOutcome | CachedMedia:
         ctx = ex.ctx
         assert ctx is not None
         params_cache: list[dict] = []
@@ -127,19 +149,24 @@ class MediaPipeline(Pipeline):
             return params_cache[0]
 
         ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
-        guard = None
-        if node.tree_has_steps:  # guardrails somewhere in the config (a cache does not apply here)
-            # the request's steps write its log line (with hook_results, once async items are done); only their
-            # guardrail step acts on these routes
-            guard = self.parts.steps().for_request(ctx, self.endpoint, request, ex.record.stream, ex.record).guard
-        attempt = MediaAttempt(self, ctx, body, request, ex.record, params, form, guard)
+        guard = cache = None
+        if node.tree_has_steps:  # a cache or guardrails somewhere in the config
+            # the request's steps write its log line (with hook_results, once async items are done); their
+            # guardrail step acts on these routes, and their cache step through MediaCache
+            steps = self.parts.steps().for_request(ctx, self.endpoint, request, ex.record.stream, ex.record)
+            guard = steps.guard
+            cache = MediaCache(steps.cache)
+        attempt = MediaAttempt(self, ctx, body, request, ex.record, params, form, guard, cache)
         router = self.parts.router
         if needs_router(node, state, router.default_timeout_ms):
             outcome = await router.run(node, attempt, state)
         else:
             state.attempts = 1
             outcome = await attempt(node)
-        assert isinstance(outcome, RawOutcome)
+        assert isinstance(outcome, (RawOutcome, CachedMedia))
+        if isinstance(outcome, RawOutcome) and cache is not None:
+            outcome.collector = cache.collector()
+            outcome.cache = cache
         return outcome
 
     async def _relay(self, ex: Exchange, receive: Receive, send: Send, outcome: RawOutcome) -> None:
@@ -153,8 +180,9 @@ class MediaPipeline(Pipeline):
         record.status = response.status
         content_type = ("application/json" if outcome.body is not None
                         else response.headers.get("content-type") or "application/octet-stream")
-        headers = response_headers(ctx, ex.state, outcome.provider)
+        headers = response_headers(ctx, ex.state, outcome.provider, record.cache_status)
         headers.append((b"content-type", content_type.encode("latin-1")))
+        collector = outcome.collector
         meter = MediaMeter(self.endpoint, content_type, getattr(record.request, "response_format", None))
         task = asyncio.current_task()
         assert task is not None  # ASGI calls run in a task
@@ -169,11 +197,15 @@ class MediaPipeline(Pipeline):
             if outcome.body is not None:
                 meter.feed(outcome.body)
                 pending.append(outcome.body)
+                if collector is not None:
+                    collector.feed(outcome.body)
             try:
                 async for piece in self._pieces(outcome):
                     if record.ttft_s is None:
                         record.ttft_s = time.perf_counter() - record.started
                     meter.feed(piece)
+                    if collector is not None:
+                        collector.feed(piece)
                     if coalesce:
                         pending.append(piece)
                         size += len(piece)
@@ -187,6 +219,9 @@ class MediaPipeline(Pipeline):
                 broken = stream_broke(exc, outcome.provider)  # the status is out: the body ends short
                 record.status = broken.status
                 record.error = broken.message
+            if collector is not None and outcome.cache is not None and record.error is None:
+                # stored before the last byte leaves: the client's next request finds it
+                await outcome.cache.store(collector, content_type, outcome.provider, record.model)
             await end_stream(send, b"".join(pending))
         except asyncio.CancelledError:
             self._left(record, response)
@@ -200,6 +235,34 @@ class MediaPipeline(Pipeline):
             response.release()
             record.upstream_s = time.perf_counter() - record.upstream_started
             record.usage, record.usage_source = meter.result()
+            self._finish(ex)
+
+    async def _replay(self, ex: Exchange, send: Send, hit: CachedMedia) -> None:
+        """Answer a cache hit: the stored bytes with their content type (an SSE answer event by event)."""
+        record = ex.record
+        ctx = ex.ctx
+        assert ctx is not None
+        record.provider = hit.provider
+        record.model = hit.model or record.model
+        record.status = 200
+        answer = hit.answer
+        headers = response_headers(ctx, ex.state, hit.provider, record.cache_status)
+        headers.append((b"content-type", answer.content_type.encode("latin-1")))
+        body = answer.body
+        if answer.content_type.startswith("text/event-stream"):
+            pieces = sse_events(body)
+        else:
+            pieces = [body[i:i + COALESCE_BYTES] for i in range(0, len(body), COALESCE_BYTES)]
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            record.ttft_s = time.perf_counter() - record.started
+            for piece in pieces[:-1]:
+                await send_chunk(send, piece)
+            await end_stream(send, pieces[-1] if pieces else b"")
+        except OSError:
+            record.status = 499
+            record.error = "client disconnected"
+        finally:
             self._finish(ex)
 
     @staticmethod
@@ -219,15 +282,17 @@ class MediaAttempt(Attempt):
     """One attempt at a node: the body (params rewritten, input guardrails run) sent as JSON or as a new multipart
     body of the form's fields and spooled files; a 2xx answer comes back unread."""
 
-    __slots__ = ("form", "guard")
+    __slots__ = ("form", "guard", "cache")
 
     def __init__(self, pipeline: MediaPipeline, ctx: Any, body: bytes, request: Any, record: RequestRecord,
-                 params: Callable[[], dict], form: MediaForm | None, guard: GuardrailStep | None) -> None:
+                 params: Callable[[], dict], form: MediaForm | None, guard: GuardrailStep | None,
+                 cache: MediaCache | None) -> None:
         super().__init__(pipeline, ctx, body, request, record, params, None)
         self.form = form
         self.guard = guard
+        self.cache = cache
 
-    async def __call__(self, node: Node) -> RawOutcome:  # type: ignore[override]
+    async def __call__(self, node: Node) -> RawOutcome | CachedMedia:  # type: ignore[override]
         config = node.config
         provider = config.provider
         if not provider:
@@ -238,11 +303,20 @@ class MediaAttempt(Attempt):
         if needs_rewrite(config):
             body, request = self._rewritten(node)
         guard = self.guard
+        doc = None
         if guard is not None and node.has_steps:
-            redacted = await guard.before(node, self.params() if body is self.body else _json_decode(body))
+            doc = self.params() if body is self.body else _json_decode(body)
+            redacted = await guard.before(node, doc)
             if redacted is not None:
+                doc = redacted
                 body = _json_encode(redacted)
                 request = self.parse(body)
+        if self.cache is not None:  # the body as sent upstream is the key's (input checks ran first)
+            if doc is None and node.config.cache is not None:
+                doc = self.params() if body is self.body else _json_decode(body)
+            hit = await self.cache.lookup(node, doc or {}, bool(getattr(request, "stream", False)), self.form)
+            if hit is not None:
+                return hit
         record = self.record
         record.request = request
         call = UpstreamCall(self.endpoint, config, body, request, record.stream, self.ctx, provider)

@@ -9,11 +9,14 @@ read say so), the same limit as ``/v1/files`` uploads (``gateway/jobs/uploads.py
 The fields become a JSON object (a repeated field an array), which the pipeline treats like a JSON body: param
 overrides, guardrails and policies see it; each attempt sends a new multipart body made of those fields and the
 spooled files, read from their start (``MediaForm.payload``), so retries and fallbacks resend the same files.
+When the request's config caches answers, each file's BLAKE2b digest is computed as its bytes are written (in the
+writing thread, off the event loop): the cache key covers the files without reading them again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import tempfile
 from typing import IO, Any
@@ -37,9 +40,10 @@ _encode = msgspec.json.encode
 class SpooledPart:
     """One file part: its field name, filename, content type and the temporary file holding its bytes."""
 
-    __slots__ = ("name", "filename", "content_type", "file", "size", "pending", "pending_size")
+    __slots__ = ("name", "filename", "content_type", "file", "size", "pending", "pending_size", "hasher")
 
-    def __init__(self, name: str, filename: str, content_type: str | None, directory: str | None) -> None:
+    def __init__(self, name: str, filename: str, content_type: str | None, directory: str | None,
+                 hashed: bool = False) -> None:
         self.name = name
         self.filename = filename
         self.content_type = content_type or "application/octet-stream"
@@ -47,6 +51,8 @@ class SpooledPart:
         self.size = 0
         self.pending: list[bytes] = []
         self.pending_size = 0
+        #: the digest of the bytes written so far (only when the request's config caches answers)
+        self.hasher = hashlib.blake2b(digest_size=20) if hashed else None
 
     async def write(self, data: bytes) -> None:
         self.pending.append(data)
@@ -60,7 +66,16 @@ class SpooledPart:
             data = b"".join(self.pending)
             self.pending.clear()
             self.pending_size = 0
-            await asyncio.to_thread(self.file.write, data)
+            await asyncio.to_thread(self._write, data)
+
+    def _write(self, data: bytes) -> None:
+        if self.hasher is not None:
+            self.hasher.update(data)  # releases the GIL on large pieces
+        self.file.write(data)
+
+    def digest(self) -> str | None:
+        """The hex digest of the whole file (after ``flush``), None when it was not hashed."""
+        return self.hasher.hexdigest() if self.hasher is not None else None
 
 
 class MediaForm:
@@ -87,6 +102,14 @@ class MediaForm:
 
     def file_names(self) -> list[str]:
         return [part.name for part in self.files]
+
+    def identity(self) -> list[list[Any]] | None:
+        """What of the files changes an answer: each part's name, filename, content type, size and digest, in order
+        (None when they were not hashed)."""
+        digests = [part.digest() for part in self.files]
+        if None in digests:
+            return None
+        return [[p.name, p.filename, p.content_type, p.size, d] for p, d in zip(self.files, digests)]
 
     def payload(self, doc: dict[str, Any]) -> aiohttp.MultipartWriter:
         """A multipart body of ``doc``'s fields (as the attempt sends them) and the spooled files, rewound."""
@@ -140,8 +163,10 @@ def _text(value: Any) -> str:
     return _encode(value).decode()
 
 
-async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spool_dir: str | None) -> MediaForm:
-    """Read the whole multipart body as it streams (400 for a malformed one, 413 when its files are too large)."""
+async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spool_dir: str | None,
+                       hashed: bool = False) -> MediaForm:
+    """Read the whole multipart body as it streams (400 for a malformed one, 413 when its files are too large);
+    ``hashed``: digest each file as it is written."""
     try:
         boundary = boundary_of(header(scope, b"content-type") or "")
     except MultipartError as exc:
@@ -151,7 +176,7 @@ async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spoo
         raise PayloadTooLarge(f"a body of {declared} bytes exceeds the file limit of {max_file_bytes} bytes")
     form = MediaForm()
     try:
-        await _read(receive, MultipartParser(boundary), form, max_file_bytes, spool_dir)
+        await _read(receive, MultipartParser(boundary), form, max_file_bytes, spool_dir, hashed)
         for part in form.files:
             await part.flush()
             await asyncio.to_thread(part.file.flush)
@@ -161,8 +186,8 @@ async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spoo
     return form
 
 
-async def _read(receive: Receive, parser: MultipartParser, form: MediaForm, limit: int, spool_dir: str | None
-                ) -> None:
+async def _read(receive: Receive, parser: MultipartParser, form: MediaForm, limit: int, spool_dir: str | None,
+                hashed: bool) -> None:
     spooled: SpooledPart | None = None
     field: str | None = None
     value = bytearray()
@@ -190,7 +215,7 @@ async def _read(receive: Receive, parser: MultipartParser, form: MediaForm, limi
                     if len(value) > FIELD_MAX_BYTES:
                         raise InvalidRequest(f"form field {field} is too large", param=field)
             elif isinstance(event, PartStart):
-                spooled, field = _start(event, form, spool_dir)
+                spooled, field = _start(event, form, spool_dir, hashed)
                 value.clear()
             elif event is PART_END:
                 if field is not None:
@@ -202,11 +227,12 @@ async def _read(receive: Receive, parser: MultipartParser, form: MediaForm, limi
         raise InvalidRequest(f"malformed multipart body: {exc}", param=None) from None
 
 
-def _start(part: PartStart, form: MediaForm, spool_dir: str | None) -> tuple[SpooledPart | None, str | None]:
+def _start(part: PartStart, form: MediaForm, spool_dir: str | None, hashed: bool
+           ) -> tuple[SpooledPart | None, str | None]:
     if part.filename is not None:
         if len(form.files) >= MAX_FILES:
             raise InvalidRequest(f"at most {MAX_FILES} files may be sent at a time", param=part.name)
-        spooled = SpooledPart(part.name, part.filename or part.name, part.content_type, spool_dir)
+        spooled = SpooledPart(part.name, part.filename or part.name, part.content_type, spool_dir, hashed)
         form.files.append(spooled)
         return spooled, None
     if len(form.fields) >= MAX_FIELDS:

@@ -1,8 +1,8 @@
 """Images and audio through the real gateway with the openai SDK, against the mock: generations, edits and
 variations, transcriptions and translations (multipart, streamed on), speech (binary and SSE, relayed as it
 arrives); providers that have them (cloudC's Imagen translated) and a 400 naming those that do not; fallback,
-retries, a timeout, a breaker, a guardrail, a rate limit, the request log and metrics on these routes; a large
-upload goes through disk, not memory."""
+retries, a timeout, a breaker, a guardrail, a rate limit, the request log and metrics on these routes (the cache:
+test_images_audio_cache.py); a large upload goes through disk, not memory."""
 
 from __future__ import annotations
 
@@ -308,16 +308,6 @@ def test_a_request_timeout_and_a_circuit_breaker_apply_to_speech(openai_client, 
     for _ in range(3):
         assert client.audio.speech.create(model="tts-1", voice="alloy", input="hi").content
     assert mock.calls(failing)["calls"] == 1 and mock.calls(good)["calls"] == 3
-
-
-def test_a_cache_in_the_config_leaves_answers_relayed(openai_client, mock):
-    base = mock.scenario()
-    cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1", "cache": {"mode": "simple"}}
-    client = openai_client(None, **{"x-gateway-config": json.dumps(cfg)})
-    for _ in range(2):
-        raw = client.images.with_raw_response.generate(model="gpt-image-1", prompt="same", size="64x64")
-        assert raw.headers["x-gateway-cache-status"] == "DISABLED" and raw.parse().data
-    assert mock.calls(base)["calls"] == 2
 
 
 def test_an_input_guardrail_judges_an_image_prompt(gateway, openai_client, mock):

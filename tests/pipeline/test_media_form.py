@@ -19,7 +19,7 @@ def body(*parts: tuple[str, str | None, bytes]) -> bytes:
     return out + b"--zz--\r\n"
 
 
-def read(data: bytes, limit: int = 1 << 20, piece: int = 5):
+def read(data: bytes, limit: int = 1 << 20, piece: int = 5, hashed: bool = False):
     scope = {"headers": [(b"content-type", b"multipart/form-data; boundary=zz")]}
     messages = [{"type": "http.request", "body": data[i:i + piece], "more_body": i + piece < len(data)}
                 for i in range(0, len(data), piece)]
@@ -27,7 +27,7 @@ def read(data: bytes, limit: int = 1 << 20, piece: int = 5):
     async def receive():
         return messages.pop(0)
 
-    return asyncio.run(receive_form(scope, receive, limit, None))
+    return asyncio.run(receive_form(scope, receive, limit, None, hashed))
 
 
 def test_fields_files_and_repeats():
@@ -41,6 +41,26 @@ def test_fields_files_and_repeats():
         assert form.files[0].file.read() == b"A" * 100
     finally:
         form.close()
+
+
+def test_files_are_hashed_as_they_are_spooled_only_when_asked():
+    import hashlib
+
+    # a file larger than one spool flush, arriving in small pieces
+    data = bytes(range(256)) * 6000
+    parts = (("model", None, b"whisper-1"), ("file", "a.wav", data), ("mask", "m.png", b"M"))
+    form = read(body(*parts), limit=4 << 20, piece=65536, hashed=True)
+    try:
+        assert form.identity() == [
+            ["file", "a.wav", "application/octet-stream", len(data), hashlib.blake2b(data, digest_size=20).hexdigest()],
+            ["mask", "m.png", "application/octet-stream", 1, hashlib.blake2b(b"M", digest_size=20).hexdigest()]]
+    finally:
+        form.close()
+    plain = read(body(*parts), limit=4 << 20, piece=65536)
+    try:
+        assert plain.identity() is None and all(p.hasher is None for p in plain.files)
+    finally:
+        plain.close()
 
 
 def test_files_over_the_limit_are_a_413_and_bad_bodies_a_400():
