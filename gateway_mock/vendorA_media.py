@@ -307,6 +307,10 @@ async def speech(req: MockRequest, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
         for at in range(0, len(audio), size):
+            if at and _broke(req, at, len(audio)):
+                await end_stream(send, sse({"type": "error", "error": {
+                    "message": req.step.message or "mock error midway", "type": "server_error", "code": None}}))
+                return
             event = {"type": "speech.audio.delta", "audio": base64.b64encode(audio[at:at + size]).decode()}
             await stream_part(send, sse(event), req.step)
         tokens_in = count_tokens(text)
@@ -317,8 +321,20 @@ async def speech(req: MockRequest, send: Send) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", _AUDIO_TYPES[fmt])]})
     for at in range(0, len(audio), size):
+        if at and _broke(req, at, len(audio)):
+            raise ConnectionResetError("mock cuts the stream")
         await stream_part(send, audio[at:at + size], req.step)
     await end_stream(send)
+
+
+def _broke(req: MockRequest, at: int, total: int) -> bool:
+    """Whether speech stops here: halfway with ``stream_error`` ``middle`` (an SSE error event) or ``cut`` (the
+    connection reset)."""
+    if req.step.stream_error not in ("middle", "cut") or at < total // 2:
+        return False
+    if req.step.stream_error == "cut":
+        raise ConnectionResetError("mock cuts the stream")
+    return True
 
 
 ROUTES = [

@@ -8,7 +8,8 @@ here, unlike on chat) and, for a multipart upload, each file's part name, filena
 routes (never ``SEMANTIC_HIT``): a near prompt must not speak other words or transcribe another file.
 
 The answer (JSON with base64 images, text, SRT, audio bytes, an SSE stream) is collected as it is relayed and
-stored once it ended well, before its last byte leaves; one bigger than ``MAX_ENTRY_BYTES`` (the cache's bound
+stored once it ended well (not broken off, left by the client, nor an event stream whose last event is an error),
+before its last byte leaves; one bigger than ``MAX_ENTRY_BYTES`` (the cache's bound
 for every answer) is not collected further nor stored, and its request stays a ``MISS``. A hit answers the stored
 bytes with the stored content type; an SSE answer goes out event by event.
 """
@@ -125,12 +126,31 @@ class MediaCache:
         return AnswerCollector() if self.step.stores else None
 
     async def store(self, collected: AnswerCollector, content_type: str, provider: str, model: str | None) -> None:
-        """Store a complete answer (not one that outgrew the bound)."""
+        """Store a complete answer (not one that outgrew the bound, nor an event stream that ended with an error)."""
         if collected.full:
             return
-        body = _encode(MediaAnswer(content_type, b"".join(collected.pieces)))
+        answer = b"".join(collected.pieces)
+        if content_type.startswith("text/event-stream") and ended_with_error(answer):
+            return
+        body = _encode(MediaAnswer(content_type, answer))
         if len(body) <= MAX_ENTRY_BYTES:
             await self.step.store(body, provider, model)
+
+
+def ended_with_error(stream: bytes) -> bool:
+    """Whether an SSE answer's last event is an error (``event: error``, a ``"type": "error"`` or an ``error``
+    object)."""
+    last = stream.rstrip().rpartition(b"\n\n")[2].strip()
+    if last.startswith(b"event: error"):
+        return True
+    data = last.partition(b"data:")[2].strip()
+    if len(data) > 65536:  # an error event is small (a final event with an image is not read)
+        return False
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(doc, dict) and (doc.get("type") == "error" or doc.get("error") is not None)
 
 
 def sse_events(body: bytes) -> list[bytes]:

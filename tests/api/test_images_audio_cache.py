@@ -227,3 +227,25 @@ def test_errors_and_answers_over_the_bound_are_never_stored(gateway, mock):
     assert sizes[0][1] > 4 * 1024 * 1024, "the mock's answer should be over the cache's 4 MiB entry bound"
     assert [s for s, _ in sizes] == ["MISS", "MISS"]
     assert mock.calls(big)["calls"] == 3
+
+
+def test_speech_that_breaks_off_or_ends_with_an_error_event_is_not_stored(gateway, mock):
+    for broken in ({"stream_error": "cut"}, {"stream_error": "middle"}):
+        base = mock.scenario([broken, {}])
+        client = cached_client(gateway, base)
+        sse = {"stream_format": "sse"} if broken["stream_error"] == "middle" else {}
+        statuses = []
+        for _ in range(3):
+            try:
+                with client.audio.speech.with_streaming_response.create(
+                        model="gpt-4o-mini-tts", voice="alloy", input="one two three four", response_format="pcm",
+                        **sse) as resp:
+                    statuses.append(status(resp))
+                    body = b"".join(resp.iter_bytes())
+            except Exception:  # noqa: BLE001 - a cut body is an error on the client's side
+                statuses.append("broken")
+                continue
+            if len(statuses) == 1 and sse:
+                assert b'"type":"error"' in body
+        assert statuses[1:] == ["MISS", "HIT"], (broken, statuses)
+        assert mock.calls(base)["calls"] == 2
