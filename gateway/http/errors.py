@@ -227,3 +227,16 @@ def internal_error(exc: BaseException) -> GatewayError:
     """A bug surfaced as a 500 in the one error format; the traceback goes to the server log."""
     logging.getLogger("gateway").error("unexpected error while handling a request", exc_info=exc)
     return GatewayError("internal gateway error (the server log has the details)", code="internal_error")
+
+
+class DialectError(GatewayError):
+    """A gateway error whose body is written in another API's error shape (a front door's dialect, e.g. anthropic's
+    ``{"type": "error", "error": {...}}``), with the status that API would use."""
+
+    def __init__(self, error: GatewayError, status: int, body: bytes) -> None:
+        super().__init__(error.message, param=error.param, code=error.code, status=status, type=error.type,
+                         extra=error.extra, headers=error.headers)
+        self._body = body
+
+    def body(self) -> bytes:
+        return self._body

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import aiohttp
 import msgspec
@@ -31,7 +31,6 @@ from gateway.http.errors import GatewayError, InvalidRequest, internal_error
 from gateway.http.respond import end_stream, send_chunk
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
-from gateway.pipeline.guardrail_step import GuardrailStep
 from gateway.pipeline.media_cache import AnswerCollector, CachedMedia, MediaCache, sse_events, tree_caches
 from gateway.pipeline.media_form import MediaForm, receive_form
 from gateway.pipeline.media_meter import MediaMeter
@@ -44,6 +43,9 @@ from gateway.routing.plan import Node
 from gateway.schema.config import Config
 from gateway.upstream.client import read_response_body
 from gateway.upstream.request import UpstreamRequest
+
+if TYPE_CHECKING:  # a type only: the guardrails load when a request first needs them
+    from gateway.pipeline.guardrail_step import GuardrailStep
 
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode

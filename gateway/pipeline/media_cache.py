@@ -16,16 +16,17 @@ bytes with the stored content type; an SSE answer goes out event by event.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gateway.cache.answers import MAX_ENTRY_BYTES
-from gateway.pipeline.cache_step import CacheStep
 from gateway.pipeline.media_form import MediaForm
 from gateway.pipeline.outcome import JsonOutcome
 from gateway.routing.plan import Node
 from gateway.schema.config import Config
+
+if TYPE_CHECKING:  # a type only: the cache loads when a request first needs it (with the steps)
+    from gateway.pipeline.cache_step import CacheStep
 
 
 class MediaAnswer(msgspec.Struct, array_like=True, gc=False):
@@ -51,20 +52,21 @@ class CachedMedia:
 
 
 class AnswerCollector:
-    """The relayed pieces of an answer to store, up to ``MAX_ENTRY_BYTES`` (beyond: ``full``, nothing kept)."""
+    """The relayed pieces of an answer to store, up to ``bound`` bytes (beyond: ``full``, nothing kept)."""
 
-    __slots__ = ("pieces", "size", "full")
+    __slots__ = ("pieces", "size", "full", "bound")
 
-    def __init__(self) -> None:
+    def __init__(self, bound: int) -> None:
         self.pieces: list[bytes] = []
         self.size = 0
         self.full = False
+        self.bound = bound
 
     def feed(self, piece: bytes) -> None:
         if self.full:
             return
         self.size += len(piece)
-        if self.size > MAX_ENTRY_BYTES:
+        if self.size > self.bound:
             self.full = True
             self.pieces.clear()
             return
@@ -92,11 +94,14 @@ class MediaCache:
     """One media request's use of the cache, through its steps' ``CacheStep`` (whose ``hit`` makes the log line
     say that no tokens were spent)."""
 
-    __slots__ = ("step",)
+    __slots__ = ("step", "bound")
 
     def __init__(self, step: CacheStep) -> None:
+        from gateway.cache.answers import MAX_ENTRY_BYTES  # loaded by then: the step's module imports it
+
         step.stream = False  # a stored media answer is answered as stored (SSE included), never rebuilt
         self.step = step
+        self.bound = MAX_ENTRY_BYTES
 
     async def lookup(self, node: Node, doc: dict[str, Any], streamed: bool, form: MediaForm | None
                      ) -> CachedMedia | None:
@@ -123,7 +128,7 @@ class MediaCache:
 
     def collector(self) -> AnswerCollector | None:
         """Where the relayed answer is collected, when it is to be stored."""
-        return AnswerCollector() if self.step.stores else None
+        return AnswerCollector(self.bound) if self.step.stores else None
 
     async def store(self, collected: AnswerCollector, content_type: str, provider: str, model: str | None) -> None:
         """Store a complete answer (not one that outgrew the bound, nor an event stream that ended with an error)."""
@@ -133,7 +138,7 @@ class MediaCache:
         if content_type.startswith("text/event-stream") and ended_with_error(answer):
             return
         body = _encode(MediaAnswer(content_type, answer))
-        if len(body) <= MAX_ENTRY_BYTES:
+        if len(body) <= self.bound:
             await self.step.store(body, provider, model)
 
 

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from gateway.http.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.pipeline.dialects.base import DialectError, TranslatedStream
+from gateway.pipeline.dialects.base import TranslatedStream, dialect_error
 from gateway.pipeline.dialects.door import door_headers
 from gateway.pipeline.dialects.messages import MessagesDialect, error_type
 from gateway.pipeline.dialects.responses import ResponsesDialect
@@ -133,8 +133,9 @@ def test_messages_errors_carry_anthropic_types_by_status():
     assert [error_type(s) for s in (400, 401, 403, 404, 413, 429, 500, 529, 446, 503)] == [
         "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "request_too_large",
         "rate_limit_error", "api_error", "overloaded_error", "invalid_request_error", "api_error"]
-    error = DialectError(UpstreamError("slow down", status=429), MESSAGES)
+    error = dialect_error(UpstreamError("slow down", status=429), MESSAGES)
     assert error.status == 429
     assert msgspec.json.decode(error.body()) == {"type": "error", "error": {"type": "rate_limit_error",
                                                                            "message": "slow down"}}
-    assert msgspec.json.decode(DialectError(GatewayError("x", status=400), RESPONSES).body())["error"]["message"] == "x"
+    answer = dialect_error(GatewayError("x", status=400), RESPONSES).body()
+    assert msgspec.json.decode(answer)["error"]["message"] == "x"

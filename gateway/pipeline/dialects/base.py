@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from gateway import _speedups
-from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.schema.common import Usage
+from gateway.http.errors import DialectError, GatewayError, InvalidRequest
+from gateway.schema.common import Usage, unreadable
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -43,6 +43,8 @@ def decode_object(body: bytes) -> dict[str, Any]:
         doc = _decode(body)
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}", param="body") from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise unreadable(exc) from None
     if not isinstance(doc, dict):
         raise InvalidRequest("the request body must be a JSON object", param="body")
     return doc
@@ -224,17 +226,9 @@ class Dialect(abc.ABC):
         """Keep what a translated answer leaves behind (a stored response)."""
 
 
-class DialectError(GatewayError):
-    """A gateway error whose body is written in a dialect's shape."""
-
-    def __init__(self, error: GatewayError, dialect: Dialect) -> None:
-        super().__init__(error.message, param=error.param, code=error.code, status=dialect.error_status(error),
-                         type=error.type, extra=error.extra, headers=error.headers)
-        self.dialect = dialect
-        self.original = error
-
-    def body(self) -> bytes:
-        return self.dialect.error_body(self.original)
+def dialect_error(error: GatewayError, dialect: Dialect) -> DialectError:
+    """``error`` as ``dialect`` writes errors: its status and its error shape."""
+    return DialectError(error, dialect.error_status(error), dialect.error_body(error))
 
 
 def usage_of(doc: Any, prompt: str, completion: str) -> Usage | None:

@@ -24,7 +24,7 @@ from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
-from gateway.pipeline.dialects.base import Dialect, DialectError, DoorRequest, NativeStream, TranslatedStream
+from gateway.pipeline.dialects.base import Dialect, DoorRequest, NativeStream, TranslatedStream, dialect_error
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts, _first_events, response_headers
 from gateway.pipeline.relay import StreamRelay
@@ -170,7 +170,7 @@ class DoorPipeline(Pipeline):
             await self.dialect.answered(ex.record.request, ex.ctx, self.store, final)
 
     async def _fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:
-        await super()._fail(ex, send, DialectError(error, self.dialect))
+        await super()._fail(ex, send, dialect_error(error, self.dialect))
 
 
 class DoorAttempt(Attempt):
