@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable
 
 from gateway import __version__
 from gateway import settings as settings_module
+from gateway.settings import Settings
 
 
 def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int, log_level: str,
@@ -72,26 +74,26 @@ def cmd_mock(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keys(args: argparse.Namespace) -> int:
-    from gateway.controlplane.keys_command import run
-
+def _with_settings(run: Callable[[argparse.Namespace, Settings], int], args: argparse.Namespace) -> int:
+    """``run`` with the settings read from the environment; a bad one is exit 2 with a message naming it."""
     try:
         settings = settings_module.load()
     except ValueError as exc:
         print(f"gateway: bad setting: {exc}", file=sys.stderr)
         return 2
     return run(args, settings)
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from gateway.controlplane.keys_command import run
+
+    return _with_settings(run, args)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from gateway.observability.pglog.command import run
 
-    try:
-        settings = settings_module.load()
-    except ValueError as exc:
-        print(f"gateway: bad setting: {exc}", file=sys.stderr)
-        return 2
-    return run(args, settings)
+    return _with_settings(run, args)
 
 
 _METAVARS = {int: "INTEGER", float: "NUMBER", tuple: "A,B,..."}

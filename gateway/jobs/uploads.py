@@ -10,6 +10,7 @@ Neither the body nor the file is ever held whole in memory. A file larger than `
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import tempfile
 from typing import IO
 
@@ -39,26 +40,42 @@ class Upload:
         self.spool: IO[bytes] | None = None
 
 
-class _Spool:
-    """An unnamed temporary file written in large pieces off the event loop."""
+class SpoolFile:
+    """An unnamed temporary file written in large pieces off the event loop; with ``hashed``, a BLAKE2b digest of
+    its bytes is computed as they are written (in the writing thread), so nothing reads the file again for it."""
 
-    def __init__(self, directory: str | None) -> None:
+    __slots__ = ("file", "size", "pending", "pending_size", "hasher")
+
+    def __init__(self, directory: str | None, hashed: bool = False) -> None:
         self.file: IO[bytes] = tempfile.TemporaryFile(dir=directory)
-        self.pending: list[bytes] = []
+        #: the bytes written so far
         self.size = 0
+        self.pending: list[bytes] = []
+        self.pending_size = 0
+        self.hasher = hashlib.blake2b(digest_size=20) if hashed else None
 
     async def write(self, data: bytes) -> None:
         self.pending.append(data)
         self.size += len(data)
-        if self.size >= SPOOL_FLUSH_BYTES:
+        self.pending_size += len(data)
+        if self.pending_size >= SPOOL_FLUSH_BYTES:
             await self.flush()
 
     async def flush(self) -> None:
         if self.pending:
             data = b"".join(self.pending)
             self.pending.clear()
-            self.size = 0
-            await asyncio.to_thread(self.file.write, data)
+            self.pending_size = 0
+            await asyncio.to_thread(self._write, data)
+
+    def _write(self, data: bytes) -> None:
+        if self.hasher is not None:
+            self.hasher.update(data)  # releases the GIL on large pieces
+        self.file.write(data)
+
+    def digest(self) -> str | None:
+        """The hex digest of the whole file (after ``flush``), None when it was not hashed."""
+        return self.hasher.hexdigest() if self.hasher is not None else None
 
     async def rewound(self) -> IO[bytes]:
         await self.flush()
@@ -87,7 +104,7 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
     if declared and declared.isdigit() and int(declared) > max_file_bytes + ENVELOPE_BYTES:
         raise PayloadTooLarge(f"upload of {declared} bytes exceeds the file limit of {max_file_bytes} bytes")
     upload = Upload()
-    raw = _Spool(spool_dir) if spool else None
+    raw = SpoolFile(spool_dir) if spool else None
     try:
         await _read_parts(receive, MultipartParser(boundary), upload, sink, raw, max_file_bytes)
         if raw is not None:
@@ -102,7 +119,7 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
 
 
 async def _read_parts(receive: Receive, parser: MultipartParser, upload: Upload, sink: FileWriter | None,
-                      raw: _Spool | None, max_file_bytes: int) -> None:
+                      raw: SpoolFile | None, max_file_bytes: int) -> None:
     current: str | None = None  # "file", a field name, or None between parts
     field = bytearray()
     more = True

@@ -16,10 +16,8 @@ writing thread, off the event loop): the cache key covers the files without read
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
-import tempfile
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 import aiohttp.payload
@@ -29,7 +27,7 @@ from gateway.http.body import ClientDisconnected
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
 from gateway.http.types import Receive, Scope
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
-from gateway.jobs.uploads import ENVELOPE_BYTES, FIELD_MAX_BYTES, MAX_FIELDS, SPOOL_FLUSH_BYTES, header
+from gateway.jobs.uploads import ENVELOPE_BYTES, FIELD_MAX_BYTES, MAX_FIELDS, SpoolFile, header
 
 MAX_FILES = 16
 #: the size of each read of a spooled file while it is sent upstream
@@ -37,45 +35,17 @@ READ_BYTES = 256 * 1024
 _encode = msgspec.json.encode
 
 
-class SpooledPart:
-    """One file part: its field name, filename, content type and the temporary file holding its bytes."""
+class SpooledPart(SpoolFile):
+    """One file part: its field name, filename, content type, and the temporary file holding its bytes."""
 
-    __slots__ = ("name", "filename", "content_type", "file", "size", "pending", "pending_size", "hasher")
+    __slots__ = ("name", "filename", "content_type")
 
     def __init__(self, name: str, filename: str, content_type: str | None, directory: str | None,
                  hashed: bool = False) -> None:
+        super().__init__(directory, hashed)
         self.name = name
         self.filename = filename
         self.content_type = content_type or "application/octet-stream"
-        self.file: IO[bytes] = tempfile.TemporaryFile(dir=directory)
-        self.size = 0
-        self.pending: list[bytes] = []
-        self.pending_size = 0
-        #: the digest of the bytes written so far (only when the request's config caches answers)
-        self.hasher = hashlib.blake2b(digest_size=20) if hashed else None
-
-    async def write(self, data: bytes) -> None:
-        self.pending.append(data)
-        self.size += len(data)
-        self.pending_size += len(data)
-        if self.pending_size >= SPOOL_FLUSH_BYTES:
-            await self.flush()
-
-    async def flush(self) -> None:
-        if self.pending:
-            data = b"".join(self.pending)
-            self.pending.clear()
-            self.pending_size = 0
-            await asyncio.to_thread(self._write, data)
-
-    def _write(self, data: bytes) -> None:
-        if self.hasher is not None:
-            self.hasher.update(data)  # releases the GIL on large pieces
-        self.file.write(data)
-
-    def digest(self) -> str | None:
-        """The hex digest of the whole file (after ``flush``), None when it was not hashed."""
-        return self.hasher.hexdigest() if self.hasher is not None else None
 
 
 class MediaForm:
