@@ -138,3 +138,20 @@ def test_serve_says_when_the_open_files_limit_is_too_low_for_its_backpressure_an
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+def test_a_worker_serving_plain_requests_never_loads_cryptography(mock):
+    """cryptography (some 6 MB resident) is for sealed secrets, cloudC service accounts and jwt checks: a worker
+    whose requests use none of them never maps it."""
+    server = start_gateway()
+    try:
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
+                   "x-gateway-custom-host": mock.url + "/v1", "authorization": "Bearer sk"}
+        chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        assert post(f"{server.url}/v1/chat/completions", chat, headers).status == 200
+        workers = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()
+        assert workers
+        for pid in workers:
+            assert "cryptography" not in Path(f"/proc/{pid}/maps").read_text()
+    finally:
+        server.stop()
