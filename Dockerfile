@@ -53,7 +53,10 @@ ENV GATEWAY_HOST=0.0.0.0 \
 # --- Tuning knobs (set with -e / compose `environment:`; the defaults below are the gateway's own) --------------
 # GATEWAY_WORKERS                        worker processes. Unset: one per CPU the container may use (affinity and
 #                                        cgroup CPU quota, computed at start by the entrypoint).
-# GATEWAY_BACKLOG=2048                   listen backlog (pending connections) of the server socket.
+# GATEWAY_BACKLOG=4096                   listen backlog (pending connections) of the server socket.
+# GATEWAY_BACKPRESSURE=16384             requests and streams one worker serves at once; each needs two open files:
+#                                        the start raises the soft limit, or lowers this to fit and says so (run
+#                                        with --ulimit nofile=33280 or more when the host's limit is lower).
 # GATEWAY_POOL_SIZE=0                    upstream connections per worker in total (0 = unlimited).
 # GATEWAY_POOL_SIZE_PER_HOST=0           upstream connections per worker per upstream host (0 = unlimited).
 # GATEWAY_POOL_KEEPALIVE_S=60            seconds an idle upstream keep-alive connection stays in the pool.

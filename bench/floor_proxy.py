@@ -44,5 +44,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     os.environ["FLOOR_UPSTREAM"] = args.upstream.rstrip("/")  # read again by each worker at import
     Granian("floor_proxy:app", address="127.0.0.1", port=args.port, interface=Interfaces.ASGI,
-            workers=args.workers, loop=Loops.uvloop, log_access=False, log_level="warning", backlog=2048,
+            workers=args.workers, loop=Loops.uvloop, log_access=False, log_level="warning", backlog=4096,
+            backpressure=16_384,  # the gateway's defaults: a worker serves every stream of a burst at once
             working_dir=Path(__file__).resolve().parent).serve()

@@ -6,6 +6,7 @@ Every handler is imported here, at import time: a module of the package that fai
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Protocol
 
@@ -151,6 +152,9 @@ class GatewayApp:
                         self.runtime = Runtime(settings)
                         self._mount(self.runtime)
                     await self.runtime.start()
+                    # what start-up made lives as long as the worker: the collector need not scan it again
+                    gc.collect()
+                    gc.freeze()
                 except Exception as exc:
                     logging.getLogger("gateway").error("worker start-up failed", exc_info=exc)
                     await send({"type": "lifespan.startup.failed", "message": f"{exc.__class__.__name__}: {exc}"})

@@ -7,13 +7,13 @@ import argparse
 import sys
 from typing import Callable
 
-from gateway import __version__
+from gateway import __version__, openfiles
 from gateway import settings as settings_module
 from gateway.settings import Settings
 
 
 def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int, log_level: str,
-                   kill_timeout: float | None = None) -> None:
+                   kill_timeout: float | None = None, backpressure: int | None = None) -> None:
     from granian import Granian
     from granian.constants import Interfaces, Loops
     from granian.log import LogLevels
@@ -26,6 +26,7 @@ def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int
         workers=workers,
         loop=Loops.uvloop,
         backlog=backlog,
+        backpressure=backpressure,
         log_level=LogLevels(log_level),
         log_access=False,
         workers_kill_timeout=int(kill_timeout) if kill_timeout else None,
@@ -52,6 +53,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if key is not None:
         print(f"gateway: generated admin key (shown once, store it now): {key}", flush=True)
     settings_module.hand_to_workers(settings)
+    backpressure, warning = openfiles.ensure(settings.backpressure)
+    if warning is not None:
+        print(f"gateway: {warning}", file=sys.stderr, flush=True)
     print(
         f"gateway {__version__}: serving on http://{settings.host}:{settings.port}/v1 "
         f"with {settings.workers} worker(s); data in {settings.data_dir}",
@@ -60,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         _serve_granian(
             "gateway.app:app", settings.host, settings.port, settings.workers, settings.backlog,
-            settings.log_level, settings.shutdown_grace_s,
+            settings.log_level, settings.shutdown_grace_s, backpressure,
         )
     finally:
         if owned:
@@ -70,7 +74,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_mock(args: argparse.Namespace) -> int:
     print(f"gateway mock-upstream: serving on http://{args.host}:{args.port}", flush=True)
-    _serve_granian("gateway_mock.app:app", args.host, args.port, args.workers, 2048, "warning")
+    # as many streams at once as a gateway worker serves by default, so a burst measures the gateway, not the mock
+    backpressure, warning = openfiles.ensure(settings_module.BACKPRESSURE)
+    if warning is not None:
+        print(f"gateway mock-upstream: {warning}", file=sys.stderr, flush=True)
+    _serve_granian("gateway_mock.app:app", args.host, args.port, args.workers, settings_module.BACKLOG,
+                   "warning", backpressure=backpressure)
     return 0
 
 

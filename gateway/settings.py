@@ -75,6 +75,11 @@ def setting(help: str, *, secret: bool = False, env: str | None = None, aliases:
     return msgspec.Meta(description=help, extra=extra, **constraints)
 
 
+#: the serving defaults: connections waiting to be accepted, and requests (streams) one worker serves at once
+BACKLOG = 4096
+BACKPRESSURE = 16_384
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """The gateway's settings. Field ``x`` comes from ``GATEWAY_X`` (see ``FIELDS``)."""
 
@@ -120,7 +125,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "comma-separated hosts, domains, addresses or CIDRs (optionally :port, or *) called directly",
         env="NO_PROXY", aliases=("no_proxy",))] = ()
     # serving
-    backlog: Annotated[int, setting("listen backlog")] = 2048
+    backlog: Annotated[int, setting(
+        "listen backlog: connections waiting to be accepted (the kernel caps it at net.core.somaxconn)",
+        ge=1)] = BACKLOG
+    backpressure: Annotated[int, setting(
+        "requests and streams one worker serves at once; more wait to be accepted. Each needs two open files: "
+        "gateway serve raises the open-files limit to match, or lowers this to what the limit allows and says so",
+        ge=1)] = BACKPRESSURE
     shutdown_grace_s: Annotated[float, setting("how long SIGTERM waits for in-flight requests and streams")] = 30.0
     log_level: Annotated[LogLevel, setting("server log level")] = "info"
     # observability

@@ -3,14 +3,18 @@ value reaches the workers."""
 
 from __future__ import annotations
 
+import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gateway import _speedups
 from gateway.settings import FIELDS
 from tests.support.http import post, request
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.servers import ADMIN_KEY, free_port, start_gateway, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,5 +80,78 @@ def test_on_off_flags_say_what_they_mean(mock):
         assert request("GET", f"{server.url}/console").status == 200
         expected = {"pure"} if _speedups.compiled("sse") is None else {"compiled"}
         assert set(request("GET", f"{server.url}/health").json()["speedups"].values()) == expected
+    finally:
+        server.stop()
+
+
+def _serve_with_open_files_limit(tmp_path: Path, soft: int, hard: int, *flags: str) -> tuple[subprocess.Popen, int,
+                                                                                              Path]:
+    """``gateway serve`` started under the given open-files limit (as a shell's ``ulimit -n`` would set it)."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    code = ("import resource, runpy, sys; "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard})); "
+            f"sys.argv = ['gateway', 'serve', '--port', '{port}', *{list(flags)!r}]; "
+            "runpy.run_module('gateway', run_name='__main__')")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GATEWAY_ADMIN_KEY": ADMIN_KEY,
+           "GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
+    wait_port(port, proc)
+    return proc, port, log
+
+
+def _worker_open_files_limit(pid: int) -> int:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert children, "gateway serve started no worker"
+    for line in Path(f"/proc/{children[0]}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    raise AssertionError("no open-files line in /proc/<pid>/limits")
+
+
+def test_serve_raises_the_open_files_limit_its_backpressure_needs(tmp_path):
+    """A worker serving 1,000 streams at once needs 2 x 1,000 + 512 open files: a lower soft limit is raised (to the
+    hard limit: Granian raises it that far as it loads)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2512:
+        pytest.skip(f"the hard open-files limit here ({hard}) is below what the test asks for")
+    proc, port, log = _serve_with_open_files_limit(tmp_path, 256, hard, "--backpressure", "1000")
+    try:
+        assert request("GET", f"http://127.0.0.1:{port}/health").status == 200
+        assert _worker_open_files_limit(proc.pid) >= 2512
+        assert "open-files limit" not in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_serve_says_when_the_open_files_limit_is_too_low_for_its_backpressure_and_still_serves(tmp_path):
+    proc, port, log = _serve_with_open_files_limit(tmp_path, 1024, 1024)
+    try:
+        assert request("GET", f"http://127.0.0.1:{port}/health").status == 200
+        text = log.read_text()
+        assert ("the open-files limit (1024, hard limit 1024) lets each worker serve 256 requests or streams at once, "
+                "not the 16384 asked for (GATEWAY_BACKPRESSURE)") in text
+        assert "ulimit -n 33280" in text
+        assert _worker_open_files_limit(proc.pid) == 1024
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_a_worker_serving_plain_requests_never_loads_cryptography(mock):
+    """cryptography (some 6 MB resident) is for sealed secrets, cloudC service accounts and jwt checks: a worker
+    whose requests use none of them never maps it."""
+    server = start_gateway()
+    try:
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
+                   "x-gateway-custom-host": mock.url + "/v1", "authorization": "Bearer sk"}
+        chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        assert post(f"{server.url}/v1/chat/completions", chat, headers).status == 200
+        workers = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()
+        assert workers
+        for pid in workers:
+            assert "cryptography" not in Path(f"/proc/{pid}/maps").read_text()
     finally:
         server.stop()

@@ -19,9 +19,10 @@ import hashlib
 import os
 import secrets as random_source
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+if TYPE_CHECKING:  # cryptography (some 6 MB resident) is loaded when a worker first opens its box
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 KEY_FILE = "secret.key"
 _VERSION = "v1"
@@ -41,7 +42,9 @@ class SecretBox:
     def __init__(self, key: bytes) -> None:
         if len(key) != 32:
             raise ValueError("the secret key must be 32 bytes")
-        self._aead = AESGCM(key)
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._aead: AESGCM = AESGCM(key)
         self.key_id = _key_id(key)
 
     @classmethod
@@ -66,6 +69,8 @@ class SecretBox:
                 f"the stored secret was sealed with another secret key (id {key_id}; this gateway's is "
                 f"{self.key_id}): set the same GATEWAY_SECRET_KEY on every instance"
             )
+        from cryptography.exceptions import InvalidTag
+
         try:
             sealed = base64.urlsafe_b64decode(payload.encode())
             return self._aead.decrypt(sealed[:12], sealed[12:], context.encode("utf-8"))

@@ -20,11 +20,13 @@ Messages say what happened in plain words (never a library's exception class nam
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
 from gateway import USER_AGENT
@@ -37,6 +39,40 @@ from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_
 
 #: every call the gateway makes (providers, webhooks, JWKS, token exchanges) names it, unless the request sets its own
 _SESSION_HEADERS = (("user-agent", USER_AGENT),)
+
+
+class _DeadlineReadTimeout(ResponseHandler):
+    """aiohttp's response protocol with its per-read timeout (a stream's ``sock_read``: the longest silence) kept
+    as a deadline. aiohttp cancels a timer and starts another on every socket read; here a read only moves the
+    deadline, and the one timer, when it fires before the deadline, waits for it again. The bound is the same; the
+    work per read is one clock read instead of a timer (5% of a worker's time relaying 5,000 streams at once)."""
+
+    _read_deadline = 0.0
+    #: when the pending timer fires
+    _timer_at = 0.0
+
+    def _reschedule_timeout(self) -> None:
+        timeout = self._read_timeout
+        if not timeout:
+            self._drop_timeout()
+            return
+        deadline = self._loop.time() + timeout
+        self._read_deadline = deadline
+        handle = self._read_timeout_handle
+        if handle is None or deadline < self._timer_at:  # none pending, or one that would fire too late
+            if handle is not None:
+                handle.cancel()
+            self._timer_at = deadline
+            self._read_timeout_handle = self._loop.call_at(deadline, self._on_read_timeout)
+
+    def _on_read_timeout(self) -> None:
+        deadline = self._read_deadline
+        if self._loop.time() < deadline:  # data came since the timer was set: wait for the moved deadline
+            self._timer_at = deadline
+            self._read_timeout_handle = self._loop.call_at(deadline, self._on_read_timeout)
+            return
+        self._read_timeout_handle = None
+        super()._on_read_timeout()
 
 
 class UpstreamClient:
@@ -60,7 +96,7 @@ class UpstreamClient:
     def _connector(self, fresh: bool = False) -> aiohttp.TCPConnector:
         """The pooled connector, or (``fresh``) one whose connections are closed after each use."""
         reuse = {"force_close": True} if fresh else {"keepalive_timeout": self.settings.pool_keepalive_s}
-        return aiohttp.TCPConnector(
+        connector = aiohttp.TCPConnector(
             resolver=self.resolver,
             use_dns_cache=False,
             limit=self.settings.pool_size,
@@ -68,6 +104,9 @@ class UpstreamClient:
             enable_cleanup_closed=True,
             **reuse,
         )
+        protocol: type[ResponseHandler] = _DeadlineReadTimeout
+        connector._factory = functools.partial(protocol, loop=connector._loop)
+        return connector
 
     async def start(self) -> None:
         self.session = aiohttp.ClientSession(connector=self._connector(), timeout=self._timeout,

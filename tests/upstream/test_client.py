@@ -139,3 +139,16 @@ def test_a_stream_cut_midway_is_described_in_words(gateway, mock):
 ])
 def test_os_errors_read_in_words_without_address_tuples(error, words):
     assert os_reason(error) == words
+
+
+def test_a_stream_whose_reads_come_sooner_than_the_read_timeout_is_never_cut(impatient_gateway, mock):
+    """The read timeout (400 ms here) bounds each silence, not the stream: six chunks 250 ms apart (1.5 s in all)
+    arrive whole."""
+    base = mock.scenario([{"chunks": 6, "chunk_delay_ms": 250}])
+    status, _, events = stream_events(f"{impatient_gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
+                                      headers_for(base + "/v1"))
+    assert status == 200
+    received = list(events)
+    assert received[-1] == b"[DONE]"
+    assert not any(b'"error"' in event for event in received)
+    assert sum(b'"content"' in event for event in received) >= 6

@@ -14,17 +14,15 @@ import hashlib
 import hmac
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+# cryptography (some 6 MB resident) is imported by the functions that use it: a worker loads it when a jwt check
+# first reads a key, not at start
 
-_SHA = {"256": (hashes.SHA256, hashlib.sha256), "384": (hashes.SHA384, hashlib.sha384),
-        "512": (hashes.SHA512, hashlib.sha512)}
-_CURVES = {"ES256": ("P-256", ec.SECP256R1, 32), "ES384": ("P-384", ec.SECP384R1, 48),
-           "ES512": ("P-521", ec.SECP521R1, 66)}
-_JWK_CURVES: dict[str, type[ec.EllipticCurve]] = {"P-256": ec.SECP256R1, "P-384": ec.SECP384R1,
-                                                  "P-521": ec.SECP521R1}
+#: hash bits -> (cryptography's hash class name, hashlib's constructor)
+_SHA = {"256": ("SHA256", hashlib.sha256), "384": ("SHA384", hashlib.sha384), "512": ("SHA512", hashlib.sha512)}
+#: ES algorithm -> (curve, bytes of r and of s)
+_CURVES = {"ES256": ("P-256", 32), "ES384": ("P-384", 48), "ES512": ("P-521", 66)}
+#: JWK curve -> cryptography's curve class name
+_JWK_CURVES = {"P-256": "SECP256R1", "P-384": "SECP384R1", "P-521": "SECP521R1"}
 
 ALGORITHMS: tuple[str, ...] = tuple(f"{family}{bits}" for family in ("HS", "RS", "PS", "ES") for bits in _SHA)
 
@@ -66,6 +64,9 @@ class VerifyingKey:
 
 def key_from_pem(pem: str) -> VerifyingKey:
     """A public key in PEM (SubjectPublicKeyInfo or an X.509 certificate); ValueError otherwise."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     data = pem.encode()
     if b"CERTIFICATE" in data:
         from cryptography import x509
@@ -91,6 +92,8 @@ def key_from_jwk(jwk: Any) -> VerifyingKey | None:
     kty, kid, alg = jwk.get("kty"), jwk.get("kid"), jwk.get("alg")
     kid = kid if isinstance(kid, str) else None
     alg = alg if isinstance(alg, str) else None
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     try:
         if kty == "RSA":
             public = rsa.RSAPublicNumbers(_b64_int(jwk["e"]), _b64_int(jwk["n"])).public_key()
@@ -99,7 +102,8 @@ def key_from_jwk(jwk: Any) -> VerifyingKey | None:
             curve = jwk.get("crv")
             if curve not in _JWK_CURVES:
                 raise ValueError(f"unsupported EC curve {curve!r}")
-            numbers = ec.EllipticCurvePublicNumbers(_b64_int(jwk["x"]), _b64_int(jwk["y"]), _JWK_CURVES[curve]())
+            numbers = ec.EllipticCurvePublicNumbers(_b64_int(jwk["x"]), _b64_int(jwk["y"]),
+                                                 getattr(ec, _JWK_CURVES[curve])())
             return VerifyingKey("EC", numbers.public_key(), kid, alg, curve)
         if kty == "oct":
             return VerifyingKey("HS", b64url_decode(jwk["k"]), kid, alg)
@@ -126,15 +130,20 @@ def verify(alg: str, key: VerifyingKey, signing_input: bytes, signature: bytes) 
     if alg.startswith("HS"):
         expected = hmac.new(key.key, signing_input, _SHA[bits][1]).digest()
         return hmac.compare_digest(expected, signature)
-    digest = _SHA[bits][0]()
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+    digest = getattr(hashes, _SHA[bits][0])()
     try:
         if alg.startswith("RS"):
             key.key.verify(signature, signing_input, padding.PKCS1v15(), digest)
         elif alg.startswith("PS"):
-            pss = padding.PSS(mgf=padding.MGF1(_SHA[bits][0]()), salt_length=digest.digest_size)
+            pss = padding.PSS(mgf=padding.MGF1(getattr(hashes, _SHA[bits][0])()), salt_length=digest.digest_size)
             key.key.verify(signature, signing_input, pss, digest)
         else:
-            size = _CURVES[alg][2]
+            size = _CURVES[alg][1]
             if len(signature) != 2 * size:
                 return False
             r = int.from_bytes(signature[:size], "big")

@@ -24,9 +24,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import msgspec
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import (
@@ -51,8 +48,6 @@ REFRESH_MARGIN_S = 300
 TOKEN_TIMEOUT_S = 30.0
 
 _encode = msgspec.json.encode
-_SIGN_PADDING = padding.PKCS1v15()
-_SIGN_HASH = hashes.SHA256()
 
 
 class TokenAnswer(msgspec.Struct):
@@ -89,6 +84,11 @@ class ServiceAccount:
         self.token_uri: str = info["token_uri"]
         self.private_key_id: str | None = key_id
         check_url(self.token_uri, f"{FIELD}.token_uri")
+        # cryptography (some 6 MB resident) is loaded by the first service account a worker signs with
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         try:
             key = serialization.load_pem_private_key(info["private_key"].encode(), password=None)
         except (ValueError, TypeError, UnsupportedAlgorithm):
@@ -109,7 +109,10 @@ class ServiceAccount:
         claims = {"iss": self.client_email, "scope": SCOPE, "aud": self.token_uri, "iat": iat,
                   "exp": iat + ASSERTION_LIFETIME_S}
         signing_input = b64url(_encode(header)) + b"." + b64url(_encode(claims))
-        signature = self.key.sign(signing_input, _SIGN_PADDING, _SIGN_HASH)
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
+        signature = self.key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
         return (signing_input + b"." + b64url(signature)).decode("ascii")
 
 
