@@ -40,6 +40,7 @@ from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
 from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.request import UpstreamRequest
 
 if TYPE_CHECKING:  # made on first use: a worker whose configs cache nothing and run no guardrails never imports it
     from gateway.pipeline.steps import PipelineSteps, RequestSteps
@@ -379,12 +380,19 @@ class Attempt:
         return hit
 
     async def _send(self, adapter: ProviderAdapter, call: UpstreamCall) -> JsonOutcome | StreamOutcome:
+        """The unified request sent in the provider's wire format, its answer turned back into the unified one."""
+        upstream_request = await adapter.build_request(call)
+        dropped = adapter.dropped_params(call.endpoint, call.target, call.body) if adapter.fields is not None else None
+        return await self._exchange(adapter, call, upstream_request, UNIFIED, dropped)
+
+    async def _exchange(self, adapter: ProviderAdapter, call: UpstreamCall, upstream_request: UpstreamRequest,
+                        reader: AnswerReader, dropped: bytes | None = None) -> JsonOutcome | StreamOutcome:
+        """Send ``upstream_request`` (with the headers the config forwards) and read its answer with ``reader``: a
+        non-2xx answer raises the provider's error; a JSON answer is read whole, a stream up to its first events."""
         config = call.target
         provider = call.provider
         record = self.record
         stream = call.stream
-        upstream_request = await adapter.build_request(call)
-        dropped = adapter.dropped_params(call.endpoint, config, call.body) if adapter.fields is not None else None
         forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
         if forwarded:
             forwarded.update(upstream_request.headers)
@@ -399,9 +407,8 @@ class Attempt:
             if not stream:
                 data = await read_response_body(response)
                 record.upstream_s = time.perf_counter() - record.upstream_started
-                result = adapter.parse_response(call, response.status, response.headers, data)
-                return JsonOutcome(result.body, result.usage, result.model, provider, dropped=dropped)
-            transformer = adapter.stream(call)
+                return reader.json(adapter, call, response, data, dropped)
+            transformer = reader.transformer(adapter, call)
             first, ended = await _first_events(response, transformer, provider)
             record.ttft_s = time.perf_counter() - record.started
             return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped)
@@ -411,6 +418,25 @@ class Attempt:
         finally:
             if not stream:
                 response.release()
+
+
+class AnswerReader:
+    """How an attempt reads a 2xx answer: a JSON body into a ``JsonOutcome``, a stream through a transformer. This
+    one turns the provider's wire format into the unified one (the adapter's ``parse_response`` and ``stream``);
+    a front door that forwards its dialect as sent reads the provider's own answer instead."""
+
+    __slots__ = ()
+
+    def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: aiohttp.ClientResponse, data: bytes,
+             dropped: bytes | None) -> JsonOutcome:
+        result = adapter.parse_response(call, response.status, response.headers, data)
+        return JsonOutcome(result.body, result.usage, result.model, call.provider, dropped=dropped)
+
+    def transformer(self, adapter: ProviderAdapter, call: UpstreamCall) -> Any:
+        return adapter.stream(call)
+
+
+UNIFIED = AnswerReader()
 
 
 async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str

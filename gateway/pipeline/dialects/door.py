@@ -15,9 +15,9 @@ for byte). A request whose input a guardrail redacts is translated (the redactio
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+import aiohttp
 import msgspec
 
 from gateway.http.errors import GatewayError, InvalidRequest
@@ -26,14 +26,13 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.dialects.base import Dialect, DoorRequest, NativeStream, TranslatedStream, dialect_error
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
-from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts, _first_events, response_headers
+from gateway.pipeline.pipeline import AnswerReader, Attempt, Exchange, Pipeline, PipelineParts, response_headers
 from gateway.pipeline.relay import StreamRelay
 from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
 from gateway.schema.chat import parse_chat
-from gateway.upstream.client import read_response_body
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -92,6 +91,8 @@ class DoorPipeline(Pipeline):
         super().__init__(parts, dialect.name, dialect.parse)
         self.dialect = dialect
         self.store = store
+        #: how a forwarded answer is read (the same for every request of this door)
+        self.reader = NativeReader(dialect)
         self.relay = self._relay
 
     def _relay(self, outcome: StreamOutcome, record: RequestRecord) -> StreamRelay:
@@ -233,7 +234,6 @@ class DoorAttempt(Attempt):
         config = node.config
         provider: str = config.provider or ""
         dialect = self.dialect
-        record = self.record
         request = self.door_request
         stream = request.stream
         body = self.door_body
@@ -245,32 +245,25 @@ class DoorAttempt(Attempt):
             value = _header(self.ctx.raw_headers, name)
             if value:
                 upstream.headers[name] = value
-        forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
-        if forwarded:
-            forwarded.update(upstream.headers)
-            upstream.headers = forwarded
-        record.provider = provider
-        record.request = request
-        record.upstream_started = time.perf_counter()
-        response = await self.parts.client.open(upstream, stream)
-        try:
-            if not 200 <= response.status < 300:
-                data = await read_response_body(response)
-                raise adapter.parse_error(call, response.status, response.headers, data)
-            if not stream:
-                data = await read_response_body(response)
-                record.upstream_s = time.perf_counter() - record.upstream_started
-                return JsonOutcome(data, dialect.native_usage(data), request.model, provider)
-            transformer = NativeStream(dialect, provider, adapter.forward_decoder(call))
-            first, ended = await _first_events(response, transformer, provider)
-            record.ttft_s = time.perf_counter() - record.started
-            return StreamOutcome(response, transformer, first, provider, request.model, ended)
-        except BaseException:
-            response.close()
-            raise
-        finally:
-            if not stream:
-                response.release()
+        self.record.request = request
+        return await self._exchange(adapter, call, upstream, self.door.reader)
+
+
+class NativeReader(AnswerReader):
+    """Reads a forwarded answer in the dialect itself: the JSON as the provider sent it (usage read from it), a
+    stream relayed as it comes (``NativeStream`` reads its usage and a leading error)."""
+
+    __slots__ = ("dialect",)
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: aiohttp.ClientResponse, data: bytes,
+             dropped: bytes | None) -> JsonOutcome:
+        return JsonOutcome(data, self.dialect.native_usage(data), call.model, call.provider)
+
+    def transformer(self, adapter: ProviderAdapter, call: UpstreamCall) -> Any:
+        return NativeStream(self.dialect, call.provider, adapter.forward_decoder(call))
 
 
 def _header(raw: Any, name: str) -> str | None:
