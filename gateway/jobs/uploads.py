@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
-from typing import IO
+from typing import IO, AsyncIterator
 
 from gateway.http.body import ClientDisconnected
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
@@ -118,10 +118,10 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
     return upload
 
 
-async def _read_parts(receive: Receive, parser: MultipartParser, upload: Upload, sink: FileWriter | None,
-                      raw: SpoolFile | None, max_file_bytes: int) -> None:
-    current: str | None = None  # "file", a field name, or None between parts
-    field = bytearray()
+async def multipart_events(receive: Receive, parser: MultipartParser, param: str | None,
+                           raw: SpoolFile | None = None) -> AsyncIterator[bytes | PartStart | object]:
+    """The events of a multipart body as it is received (each raw chunk also written to ``raw`` when given): a
+    client gone is ``ClientDisconnected``, a malformed body a 400 (``param`` names the field it concerns)."""
     more = True
     while more:
         message = await receive()
@@ -134,30 +134,38 @@ async def _read_parts(receive: Receive, parser: MultipartParser, upload: Upload,
         try:
             events = parser.feed(chunk) if chunk else []
         except MultipartError as exc:
-            raise InvalidRequest(f"malformed multipart body: {exc}", param="file") from None
+            raise InvalidRequest(f"malformed multipart body: {exc}", param=param) from None
         for event in events:
-            if isinstance(event, bytes):
-                if current == "file":
-                    upload.size += len(event)
-                    if upload.size > max_file_bytes:
-                        raise PayloadTooLarge(f"the file exceeds the limit of {max_file_bytes} bytes")
-                    if sink is not None:
-                        await sink.write(event)
-                elif current is not None:
-                    field += event
-                    if len(field) > FIELD_MAX_BYTES:
-                        raise InvalidRequest(f"form field {current} is too large", param=current)
-            elif isinstance(event, PartStart):
-                current = _start_part(event, upload)
-                field.clear()
-            elif event is PART_END:
-                if current not in (None, "file"):
-                    upload.fields[current] = field.decode("utf-8", "replace")
-                current = None
+            yield event
     try:
         parser.close()
     except MultipartError as exc:
-        raise InvalidRequest(f"malformed multipart body: {exc}", param="file") from None
+        raise InvalidRequest(f"malformed multipart body: {exc}", param=param) from None
+
+
+async def _read_parts(receive: Receive, parser: MultipartParser, upload: Upload, sink: FileWriter | None,
+                      raw: SpoolFile | None, max_file_bytes: int) -> None:
+    current: str | None = None  # "file", a field name, or None between parts
+    field = bytearray()
+    async for event in multipart_events(receive, parser, "file", raw):
+        if isinstance(event, bytes):
+            if current == "file":
+                upload.size += len(event)
+                if upload.size > max_file_bytes:
+                    raise PayloadTooLarge(f"the file exceeds the limit of {max_file_bytes} bytes")
+                if sink is not None:
+                    await sink.write(event)
+            elif current is not None:
+                field += event
+                if len(field) > FIELD_MAX_BYTES:
+                    raise InvalidRequest(f"form field {current} is too large", param=current)
+        elif isinstance(event, PartStart):
+            current = _start_part(event, upload)
+            field.clear()
+        elif event is PART_END:
+            if current not in (None, "file"):
+                upload.fields[current] = field.decode("utf-8", "replace")
+            current = None
 
 
 def _start_part(part: PartStart, upload: Upload) -> str:

@@ -23,11 +23,10 @@ import aiohttp
 import aiohttp.payload
 import msgspec
 
-from gateway.http.body import ClientDisconnected
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
 from gateway.http.types import Receive, Scope
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
-from gateway.jobs.uploads import ENVELOPE_BYTES, FIELD_MAX_BYTES, MAX_FIELDS, SpoolFile, header
+from gateway.jobs.uploads import ENVELOPE_BYTES, FIELD_MAX_BYTES, MAX_FIELDS, SpoolFile, header, multipart_events
 
 MAX_FILES = 16
 #: the size of each read of a spooled file while it is sent upstream
@@ -162,39 +161,24 @@ async def _read(receive: Receive, parser: MultipartParser, form: MediaForm, limi
     field: str | None = None
     value = bytearray()
     total = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnected()
-        chunk = message.get("body", b"")
-        more = message.get("more_body", False)
-        try:
-            events = parser.feed(chunk) if chunk else []
-        except MultipartError as exc:
-            raise InvalidRequest(f"malformed multipart body: {exc}", param=None) from None
-        for event in events:
-            if isinstance(event, bytes):
-                if spooled is not None:
-                    total += len(event)
-                    if total > limit:
-                        raise PayloadTooLarge(f"the uploaded files exceed the limit of {limit} bytes")
-                    await spooled.write(event)
-                elif field is not None:
-                    value += event
-                    if len(value) > FIELD_MAX_BYTES:
-                        raise InvalidRequest(f"form field {field} is too large", param=field)
-            elif isinstance(event, PartStart):
-                spooled, field = _start(event, form, spool_dir, hashed)
-                value.clear()
-            elif event is PART_END:
-                if field is not None:
-                    form.fields.append((field, value.decode("utf-8", "replace")))
-                spooled = field = None
-    try:
-        parser.close()
-    except MultipartError as exc:
-        raise InvalidRequest(f"malformed multipart body: {exc}", param=None) from None
+    async for event in multipart_events(receive, parser, None):
+        if isinstance(event, bytes):
+            if spooled is not None:
+                total += len(event)
+                if total > limit:
+                    raise PayloadTooLarge(f"the uploaded files exceed the limit of {limit} bytes")
+                await spooled.write(event)
+            elif field is not None:
+                value += event
+                if len(value) > FIELD_MAX_BYTES:
+                    raise InvalidRequest(f"form field {field} is too large", param=field)
+        elif isinstance(event, PartStart):
+            spooled, field = _start(event, form, spool_dir, hashed)
+            value.clear()
+        elif event is PART_END:
+            if field is not None:
+                form.fields.append((field, value.decode("utf-8", "replace")))
+            spooled = field = None
 
 
 def _start(part: PartStart, form: MediaForm, spool_dir: str | None, hashed: bool
