@@ -276,8 +276,10 @@ def test_open_streams_end_when_the_gateway_stops_so_shutdown_is_not_held(mock_se
     reader.join(5)
     live.close()
     assert "at" in ended, "the stream did not end"
+    # the server kills a worker only after its 30 s kill timeout: ending well before it is the graceful stop.
+    # (Its "Killing worker-1" log line is not a sign: Granian joins each worker from two threads, and when its
+    # watcher thread reaps the exited worker first, the main thread sees it "alive" for a moment on a busy box.)
     assert took < 15, f"shutdown took {took:.1f}s: the open stream held it"
-    assert "Killing" not in server.output()
 
 
 def _load(url: str, headers: dict[str, str], total: int, threads: int = 8) -> tuple[float, int]:
