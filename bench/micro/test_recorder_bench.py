@@ -12,6 +12,8 @@ import asyncio
 import time
 from collections import deque
 
+import pytest
+
 from gateway.observability.linesink import LineSink
 from gateway.observability.logstore import LogStore
 from gateway.observability.record import RequestRecord
@@ -104,14 +106,40 @@ def test_span_build_per_record(benchmark, tmp_path):
 
 def test_metrics_flush_of_a_batch(benchmark, tmp_path):
     recorder = make_recorder(tmp_path)
-    aggregator = recorder.aggregator
+    rows = recorder.rows
     rec = make_record()
 
     def fill_and_flush() -> None:
         for _ in range(PER_CALL):
-            aggregator.add_record(rec, 0.02, 0.0005, 12, 40, 0.0001)
-        aggregator.flush()
+            rows.build(rec, 0.0)
+        recorder.flush_metrics()
 
     benchmark(fill_and_flush)
     if benchmark.stats:
-        print(f"\nmetric sums + flush: {benchmark.stats.stats.median / PER_CALL * 1e6:.2f} µs per record")
+        print(f"\nrow, line, stats, metric sums + flush: {benchmark.stats.stats.median / PER_CALL * 1e6:.2f} µs "
+              "per record")
+
+
+@pytest.mark.parametrize("twin", ["compiled", "pure"])
+def test_record_rows_per_record(benchmark, twin):
+    """One record to its row, line, stats and metric sums: the compiled kernel against its pure twin."""
+    from gateway import _speedups
+    from gateway.observability.cost import Prices
+    from gateway.observability.masking import Masker
+
+    module = _speedups.compiled("recordrow") if twin == "compiled" else _speedups.pure("recordrow")
+    if module is None:
+        pytest.skip("the compiled twin is not built")
+    rows = module.RecordRows(Masker(), Prices())
+    records = [make_record(i) for i in range(PER_CALL)]
+    for rec in records:
+        rec.request_headers = None
+
+    def hundred() -> None:
+        for rec in records:
+            rows.build(rec, 0.0)
+        rows.take_sums()
+
+    benchmark(hundred)
+    if benchmark.stats:
+        print(f"\nRecordRows.build ({twin}): {benchmark.stats.stats.median / PER_CALL * 1e6:.2f} µs per record")

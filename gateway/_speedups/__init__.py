@@ -23,6 +23,7 @@ TWINS: dict[str, str] = {
     "sse": "gateway.http.sse",
     "conditions": "gateway.routing.conditions",
     "similarity": "gateway.cache.similarity",
+    "recordrow": "gateway.observability.recordrow",
 }
 
 #: name -> "compiled" or "pure", filled as modules are picked

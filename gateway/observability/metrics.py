@@ -2,8 +2,9 @@
 
 With ``PROMETHEUS_MULTIPROC_DIR`` set (``gateway serve`` always sets it), values live in per-process mmap files
 and ``render`` merges every worker's; without it, one process's private registry is shown. Nothing here runs on
-the request path: the recorder's background task feeds finished records to ``MetricsAggregator.add_record``
-(plain dict arithmetic) and calls ``flush`` about once a second, which is when prometheus_client is touched.
+the request path: the recorder's background task sums finished records' metrics (``recordrow.RecordRows``, plain
+dict arithmetic) and hands the sums to ``MetricsAggregator.flush`` about once a second, which is when
+prometheus_client is touched.
 Other objects count rare events and event-loop lag on the worker's ``Metrics`` (O(1)), which the runtime owns
 and hands to them; the aggregator flushes it. The metric families and their registry are module-level on purpose:
 prometheus_client's contract is one family per name per registry (and per process in multiprocess mode).
@@ -140,80 +141,18 @@ class _HistogramSum:
 
 
 class MetricsAggregator:
-    """Sums counters and histogram buckets in plain dicts; ``flush`` writes the sums to prometheus_client."""
+    """Writes summed counters and histogram buckets to prometheus_client in ``flush``: the records' sums
+    (``recordrow.RecordRows.take_sums``) and the rare-event counts of ``metrics``."""
 
     def __init__(self, metrics: Metrics | None = None) -> None:
         #: the rare-event counts flushed with the record sums (a private one when none is given)
         self.metrics = metrics if metrics is not None else Metrics()
-        self._counts: dict[tuple[Any, tuple[str, ...]], float] = {}
-        self._hists: dict[tuple[Any, tuple[str, ...]], _HistogramSum] = {}
         self._children: BoundedCache[tuple[Any, tuple[str, ...]], Any] = BoundedCache(20_000)
         self._bounds: dict[Any, tuple[float, ...]] = {
             h: tuple(b) + (float("inf"),)
             for h, b in ((REQUEST_SECONDS, LATENCY_BUCKETS), (UPSTREAM_SECONDS, LATENCY_BUCKETS),
                          (ADDED_SECONDS, ADDED_BUCKETS), (TTFT_SECONDS, LATENCY_BUCKETS))
         }
-        self._models: set[str] = set()
-
-    def add(self, metric: Any, labels: tuple[str, ...], amount: float = 1.0) -> None:
-        key = (metric, labels)
-        counts = self._counts
-        counts[key] = counts.get(key, 0.0) + amount
-
-    def observe(self, histogram: Any, labels: tuple[str, ...], value: float) -> None:
-        key = (histogram, labels)
-        agg = self._hists.get(key)
-        if agg is None:
-            agg = self._hists[key] = _HistogramSum(self._bounds[histogram])
-        agg.counts[bisect_left(agg.bounds, value)] += 1
-        agg.total += value
-
-    def model_label(self, model: str | None) -> str:
-        if not model:
-            return ""
-        models = self._models
-        if model in models:
-            return model
-        if len(models) >= MAX_MODELS:
-            return "other"
-        models.add(model)
-        return model
-
-    def add_record(self, rec: Any, upstream_s: float | None, added_s: float | None, tokens_in: int,
-                   tokens_out: int, cost: float) -> None:
-        """Account one finished request (the per-record hot spot of the background task: kept flat)."""
-        endpoint = rec.endpoint
-        provider = rec.provider or ""
-        model = self.model_label(rec.model)
-        counts = self._counts
-        key: tuple[Any, tuple[str, ...]] = (
-            REQUESTS, (endpoint, provider, model, str(rec.status), rec.cache_status or ""))
-        counts[key] = counts.get(key, 0.0) + 1.0
-        pair = (endpoint, provider)
-        observe = self.observe
-        observe(REQUEST_SECONDS, pair, rec.total_s)
-        if upstream_s is not None:
-            observe(UPSTREAM_SECONDS, pair, upstream_s)
-        if added_s is not None:
-            observe(ADDED_SECONDS, (endpoint,), added_s)
-        if rec.ttft_s is not None:
-            observe(TTFT_SECONDS, pair, rec.ttft_s)
-        if rec.retries or rec.fallbacks or rec.breaker_opens:
-            if rec.retries:
-                self.add(RETRIES, pair, rec.retries)
-            if rec.fallbacks:
-                self.add(FALLBACKS, (endpoint,), rec.fallbacks)
-            if rec.breaker_opens:
-                self.add(BREAKER_OPENS, (endpoint,), rec.breaker_opens)
-        if tokens_in:
-            key = (TOKENS, (provider, model, "input", rec.usage_source))
-            counts[key] = counts.get(key, 0.0) + tokens_in
-        if tokens_out:
-            key = (TOKENS, (provider, model, "output", rec.usage_source))
-            counts[key] = counts.get(key, 0.0) + tokens_out
-        if cost:
-            key = (COST, (provider, model))
-            counts[key] = counts.get(key, 0.0) + cost
 
     def _child(self, metric: Any, labels: tuple[str, ...]) -> Any:
         key = (metric, labels)
@@ -222,34 +161,35 @@ class MetricsAggregator:
             child = self._children.put(key, metric.labels(*labels) if labels else metric)
         return child
 
-    def flush(self) -> None:
-        """Write everything summed since the last flush to prometheus_client (and the count_* hooks' counts)."""
-        counts, self._counts = self._counts, {}
+    def flush(self, counts: dict[tuple[Any, tuple[str, ...]], float] | None = None,
+              hists: dict[tuple[Any, tuple[str, ...]], tuple[list[int], float]] | None = None) -> None:
+        """Write ``counts`` (``(metric, labels) -> amount``) and ``hists`` (``(histogram, labels) -> (bucket
+        counts, sum)``), the records' sums since the last flush, and the rare-event counts to prometheus_client."""
+        counts = dict(counts) if counts else {}
         pending, lags = self.metrics.take()
         for key, amount in pending.items():
             counts[key] = counts.get(key, 0.0) + amount
         for (metric, labels), amount in counts.items():
             self._child(metric, labels).inc(amount)
-        hists, self._hists = self._hists, {}
-        for (metric, labels), agg in hists.items():
-            _add_to_histogram(self._child(metric, labels), self._bounds[metric], agg)
+        for (metric, labels), (buckets, total) in (hists or {}).items():
+            _add_to_histogram(self._child(metric, labels), self._bounds[metric], buckets, total)
         for labels, agg in lags.items():
-            _add_to_histogram(self._child(LOOP_LAG, labels), _LOOP_LAG_BOUNDS, agg)
+            _add_to_histogram(self._child(LOOP_LAG, labels), _LOOP_LAG_BOUNDS, agg.counts, agg.total)
 
 
-def _add_to_histogram(child: Any, bounds: tuple[float, ...], agg: _HistogramSum) -> None:
+def _add_to_histogram(child: Any, bounds: tuple[float, ...], counts: list[int], total: float) -> None:
     """Add summed bucket counts to a histogram child. prometheus_client keeps non-cumulative bucket values and the
     sum as ``_buckets`` / ``_sum`` (what ``observe`` increments one value at a time); should a release rename
     them, fall back to observing each bucket's bound (the sum is then approximate)."""
     buckets = getattr(child, "_buckets", None)
-    total = getattr(child, "_sum", None)
-    if buckets is None or total is None or len(buckets) != len(bounds):
-        for bound, n in zip(bounds, agg.counts):
+    child_sum = getattr(child, "_sum", None)
+    if buckets is None or child_sum is None or len(buckets) != len(bounds):
+        for bound, n in zip(bounds, counts):
             for _ in range(n):
                 child.observe(bound if bound != float("inf") else bounds[-2])
         return
-    total.inc(agg.total)
-    for i, n in enumerate(agg.counts):
+    child_sum.inc(total)
+    for i, n in enumerate(counts):
         if n:
             buckets[i].inc(n)
 
