@@ -24,6 +24,7 @@ TWINS: dict[str, str] = {
     "conditions": "gateway.routing.conditions",
     "similarity": "gateway.cache.similarity",
     "recordrow": "gateway.observability.recordrow",
+    "context": "gateway.http.context",
 }
 
 #: name -> "compiled" or "pure", filled as modules are picked

@@ -15,6 +15,10 @@ import msgspec
 from gateway.http.errors import InvalidRequest
 from gateway.process_ids import TRACE_IDS
 
+# header_names, client_headers, HOP_BY_HOP and new_trace_id are public too but stay out of __all__, which the compiled
+# twin (gateway._speedups.context: build_context in typed code) mirrors name for name.
+__all__ = ["RequestContext", "build_context"]
+
 _PREFIX = b"x-gateway-"
 _PREFIX_LEN = len(_PREFIX)
 _json_decode = msgspec.json.decode
@@ -227,6 +231,13 @@ def _spellings() -> dict[bytes, Setter]:
 
 
 _SETTERS = _spellings()
+#: full header name -> RequestContext attribute, for the spellings whose value is stored as sent (no parsing, not a
+#: cloud header): the compiled twin sets these itself instead of calling their setter
+_PLAIN_ATTRS: dict[bytes, str] = {
+    name: _GATEWAY_FIELDS[norm] for name, norm in (
+        (name, name[_PREFIX_LEN:].decode().replace("-", "").replace("_", "")) for name in _SETTERS)
+    if _GATEWAY_FIELDS[norm] not in _PARSED and not _GATEWAY_FIELDS[norm].startswith("cloud")
+}
 
 
 def _setter_for(name: bytes) -> Setter | None:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable
 import aiohttp
 import msgspec
 
+from gateway import _speedups
 from gateway.config.resolve import ConfigResolver
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, KeyStore, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
-from gateway.http.context import RequestContext, build_context
+from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
 from gateway.http.respond import send_error, send_json
 from gateway.http.types import RawHeaders, Receive, Scope, Send
@@ -165,6 +166,8 @@ class Pipeline:
         #: ``POST /v1/prompts/{prompt_id}/completions``: the body is a render body for that prompt
         self.prompt_route = prompt_route
         self.scope = scope
+        #: headers -> RequestContext: the compiled kernel or its pure twin (picked when the worker mounts its routes)
+        self.build_context: Callable[[Any], RequestContext] = _speedups.context.build_context
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))
@@ -186,7 +189,7 @@ class Pipeline:
         decoded request, its routing tree, and the policies' admission."""
         parts = self.parts
         record = ex.record
-        ex.ctx = ctx = build_context(scope["headers"])
+        ex.ctx = ctx = self.build_context(scope["headers"])
         record.trace_id = ctx.trace_id
         # no gateway key: an in-process request (a batch line) carries its key record in the scope
         key = parts.keys.known(ctx.api_key) if ctx.api_key else scope.get(IN_PROCESS_KEY)
