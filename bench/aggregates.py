@@ -66,7 +66,7 @@ def fill(path: str, rows: int, span_s: float, now: float, seed: int = 1) -> dict
                           "endpoint": "chat", "provider": provider, "model": model, "status": status,
                           "latency_ms": latency, "gateway_latency_ms": added, "prompt_tokens": tin,
                           "completion_tokens": tout, "total_tokens": tin + tout, "cost_usd": 0.0001})
-            log_rows.append((ts, workspace, trace, status, provider, doc))
+            log_rows.append((ts, workspace, trace, status, provider, model, doc))
             stats.append(RequestStats(ts, workspace, provider, model, status, latency, added, tin, tout, 0.0001))
         t0 = time.perf_counter()
         store.insert(log_rows)

@@ -165,7 +165,7 @@ class ObservabilityRecorder(Recorder):
                 added_ms = None if d.added_s is None else d.added_s * 1000
                 stat = RequestStats(d.wall_start, rec.workspace, rec.provider, rec.model, rec.status,
                                     rec.total_s * 1000, added_ms, d.tokens_in, d.tokens_out, d.cost)
-                rows.append((d.wall_start, rec.workspace, rec.trace_id, rec.status, rec.provider, doc))
+                rows.append((d.wall_start, rec.workspace, rec.trace_id, rec.status, rec.provider, rec.model, doc))
                 lines.append(doc)
                 stats.append(stat)  # rows[i] and stats[i] are the same request's
                 aggregator.add_record(rec, d.upstream_s, d.added_s, d.tokens_in, d.tokens_out, d.cost)

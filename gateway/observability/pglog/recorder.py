@@ -52,7 +52,7 @@ class PgRecorder(ObservabilityRecorder):
     async def _store(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats]) -> int:
         token, counter = self._token, self._counter
         records = []
-        for (ts, workspace, trace_id, status, provider, doc), s in zip(rows, stats):
+        for (ts, workspace, trace_id, status, provider, _model, doc), s in zip(rows, stats):
             records.append((
                 f"{token}-{next(counter):x}", ts, clean_text(workspace), clean_text(trace_id), status,
                 clean_text(provider), clean_text(s.model), s.latency_ms,
