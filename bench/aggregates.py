@@ -96,7 +96,7 @@ def raw_day_query(path: str, since: float) -> None:
     conn = sqlite3.connect(path)
     try:
         conn.execute(
-            "SELECT provider, json_extract(CAST(doc AS TEXT), '$.model'), COUNT(*),"
+            "SELECT provider, model, COUNT(*),"
             " AVG(json_extract(CAST(doc AS TEXT), '$.latency_ms')), SUM(status >= 400)"
             " FROM request_logs WHERE ts >= ? GROUP BY 1, 2", (since,)).fetchall()
     finally:
