@@ -66,7 +66,7 @@ def fill(path: str, rows: int, span_s: float, now: float, seed: int = 1) -> dict
                           "endpoint": "chat", "provider": provider, "model": model, "status": status,
                           "latency_ms": latency, "gateway_latency_ms": added, "prompt_tokens": tin,
                           "completion_tokens": tout, "total_tokens": tin + tout, "cost_usd": 0.0001})
-            log_rows.append((ts, workspace, trace, status, provider, doc))
+            log_rows.append((ts, workspace, trace, status, provider, model, doc))
             stats.append(RequestStats(ts, workspace, provider, model, status, latency, added, tin, tout, 0.0001))
         t0 = time.perf_counter()
         store.insert(log_rows)
@@ -96,7 +96,7 @@ def raw_day_query(path: str, since: float) -> None:
     conn = sqlite3.connect(path)
     try:
         conn.execute(
-            "SELECT provider, json_extract(CAST(doc AS TEXT), '$.model'), COUNT(*),"
+            "SELECT provider, model, COUNT(*),"
             " AVG(json_extract(CAST(doc AS TEXT), '$.latency_ms')), SUM(status >= 400)"
             " FROM request_logs WHERE ts >= ? GROUP BY 1, 2", (since,)).fetchall()
     finally:

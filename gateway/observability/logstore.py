@@ -14,14 +14,55 @@ from gateway import sqlitefile
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS request_logs ("
     " id INTEGER PRIMARY KEY, ts REAL NOT NULL, workspace TEXT, trace_id TEXT, status INTEGER, provider TEXT,"
-    " doc BLOB NOT NULL)",
+    " doc BLOB NOT NULL, model TEXT)",  # ``model`` last: where ALTER TABLE puts it in an upgraded file
     "CREATE INDEX IF NOT EXISTS request_logs_workspace ON request_logs (workspace, id)",
     "CREATE INDEX IF NOT EXISTS request_logs_trace ON request_logs (trace_id)",
-    # the ``model`` filter: an index on the very expression ``query`` compares
-    "CREATE INDEX IF NOT EXISTS request_logs_model ON request_logs (json_extract(CAST(doc AS TEXT), '$.model'), id)",
+    # the ``model`` filter (a no-op on an older file, whose index of that name ``upgrade`` replaces)
+    "CREATE INDEX IF NOT EXISTS request_logs_model ON request_logs (model, id)",
 )
-_INSERT = "INSERT INTO request_logs (ts, workspace, trace_id, status, provider, doc) VALUES (?, ?, ?, ?, ?, ?)"
+#: a row: (ts, workspace, trace_id, status, provider, model, doc)
+_INSERT = ("INSERT INTO request_logs (ts, workspace, trace_id, status, provider, model, doc)"
+           " VALUES (?, ?, ?, ?, ?, ?, ?)")
 _PRUNE = "DELETE FROM request_logs WHERE id <= (SELECT MAX(id) FROM request_logs) - ?"
+_BACKFILL = ("UPDATE request_logs SET model = CASE WHEN json_valid(CAST(doc AS TEXT))"
+             " THEN json_extract(CAST(doc AS TEXT), '$.model') END WHERE model IS NULL AND id <= ?")
+
+
+def _upgraded(conn: sqlite3.Connection) -> bool:
+    return [row[2] for row in conn.execute("PRAGMA index_info(request_logs_model)")] == ["model", "id"]
+
+
+def upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a file made by an older release (no ``model`` column; the ``model`` filter's index on the JSON
+    expression ``json_extract(CAST(doc AS TEXT), '$.model')``) to the current schema, in place: add the column,
+    fill it from the documents of the rows already there, index it and drop the expression index.
+
+    Every worker calls this on open, several at once: one ``BEGIN IMMEDIATE`` transaction, so a racing worker
+    waits for the write lock and then sees all of it or none of it (an already upgraded file costs one read, and no
+    lock). The backfill is bounded by retention (100,000 rows by default: under a second).
+
+    During a rolling restart, rows an old worker still writes after the upgrade have a NULL ``model``: the
+    ``model`` filter does not find them (every other filter does), and the old worker's own ``model`` filter reads
+    every row. An old worker opening the upgraded file leaves it as it is (its schema creates nothing that exists
+    by name)."""
+    if _upgraded(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _upgraded(conn):  # another worker may have done it while this one waited for the lock
+            try:
+                conn.execute("ALTER TABLE request_logs ADD COLUMN model TEXT")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column name" not in str(exc):
+                    raise
+            newest = conn.execute("SELECT MAX(id) FROM request_logs").fetchone()[0] or 0
+            conn.execute(_BACKFILL, (newest,))
+            conn.execute("DROP INDEX IF EXISTS request_logs_model")
+            conn.execute("CREATE INDEX request_logs_model ON request_logs (model, id)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 class LogFilter(msgspec.Struct, frozen=True):
@@ -50,10 +91,17 @@ class LogStore:
         self._since_prune = 0
 
     def open(self) -> None:
-        """Create the table (several workers may race here: retried while the file is locked)."""
+        """Create the table, or upgrade an older file (several workers may race here: retried while the file is
+        locked)."""
         with self._lock:
             if self._conn is None:
-                self._conn = sqlitefile.open_wal(self.path, _SCHEMA)
+                conn = sqlitefile.open_wal(self.path, _SCHEMA)
+                try:
+                    upgrade(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+                self._conn = conn
 
     def insert(self, rows: list[tuple]) -> None:
         self.open()
@@ -83,7 +131,7 @@ class LogStore:
             sql.append("AND status >= ? AND status < ?")
             args += [flt.status_class * 100, flt.status_class * 100 + 100]
         if flt.model is not None:
-            sql.append("AND json_extract(CAST(doc AS TEXT), '$.model') = ?")
+            sql.append("AND model = ?")
             args.append(flt.model)
         for column, op, value in (
             ("trace_id", "=", flt.trace_id), ("status", "=", flt.status), ("provider", "=", flt.provider),

@@ -116,11 +116,12 @@ async def test_the_backlog_and_live_rows_meet_without_duplicates():
 
 async def test_the_tail_reads_rows_written_by_the_store_and_stops_without_subscribers(tmp_path):
     store = LogStore(str(tmp_path / "logs.db"))
-    store.insert([(time.time(), "default", "old", 200, "vendorA", doc())])
+    store.insert([(time.time(), "default", "old", 200, "vendorA", "gpt-4o-mini", doc())])
     tail = LogTail(store.path, interval_s=0.05)
     sub = subscriber()
     await tail.subscribe(sub)
-    store.insert([(time.time(), "default", f"t{i}", 200, "vendorA", doc(trace_id=f"t{i}")) for i in range(3)])
+    store.insert([(time.time(), "default", f"t{i}", 200, "vendorA", "gpt-4o-mini", doc(trace_id=f"t{i}"))
+                  for i in range(3)])
     deadline = time.monotonic() + 5
     got: list[dict] = []
     while len(got) < 3 and time.monotonic() < deadline:
@@ -134,7 +135,7 @@ async def test_the_tail_reads_rows_written_by_the_store_and_stops_without_subscr
         await asyncio.sleep(0.05)
     assert tail._task.done() and tail._conn is None
     await tail.subscribe(sub)  # a later subscriber starts it again, from the newest row
-    store.insert([(time.time(), "default", "again", 200, "vendorA", doc(trace_id="again"))])
+    store.insert([(time.time(), "default", "again", 200, "vendorA", "gpt-4o-mini", doc(trace_id="again"))])
     await within(sub.wake.wait(), 5)
     assert [item["trace_id"] for item in frames_of(sub.take())] == ["again"]
     await tail.close()
@@ -146,7 +147,8 @@ async def test_a_read_that_finds_too_many_rows_skips_the_oldest(tmp_path):
     tail = LogTail(store.path, interval_s=0.05, max_rows=10)
     sub = subscriber()
     await tail.subscribe(sub)
-    store.insert([(time.time(), "default", f"t{i}", 200, "vendorA", doc(trace_id=f"t{i}")) for i in range(25)])
+    store.insert([(time.time(), "default", f"t{i}", 200, "vendorA", "gpt-4o-mini", doc(trace_id=f"t{i}"))
+                  for i in range(25)])
     await within(sub.wake.wait(), 5)
     data = sub.take()
     assert data.startswith(b'event: skipped\ndata: {"skipped":15}\n\n')

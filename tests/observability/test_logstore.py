@@ -1,0 +1,100 @@
+"""The SQLite request-log store's file: a ``logs.db`` written by an older release (the model read from the JSON
+document, through an expression index) is upgraded in place when a worker opens it, by several workers at once."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import msgspec
+
+from gateway.observability.logstore import LogFilter, LogStore
+
+#: the schema of the releases before the ``model`` column, as they created it
+OLD_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS request_logs ("
+    " id INTEGER PRIMARY KEY, ts REAL NOT NULL, workspace TEXT, trace_id TEXT, status INTEGER, provider TEXT,"
+    " doc BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS request_logs_workspace ON request_logs (workspace, id)",
+    "CREATE INDEX IF NOT EXISTS request_logs_trace ON request_logs (trace_id)",
+    "CREATE INDEX IF NOT EXISTS request_logs_model ON request_logs (json_extract(CAST(doc AS TEXT), '$.model'), id)",
+)
+MODELS = ["gpt-4o", "gpt-4o-mini", "claude-3-5-haiku"]
+
+
+def doc(trace_id: str, model: str | None) -> bytes:
+    return msgspec.json.encode({"trace_id": trace_id, "model": model, "status": 200})
+
+
+def old_file(path: str, rows: int = 6) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    for statement in OLD_SCHEMA:
+        conn.execute(statement)
+    conn.executemany("INSERT INTO request_logs (ts, workspace, trace_id, status, provider, doc)"
+                     " VALUES (?, ?, ?, ?, ?, ?)",
+                     [(float(i), "default", f"old-{i}", 200, "vendorA", doc(f"old-{i}", MODELS[i % len(MODELS)]))
+                      for i in range(rows)])
+    conn.close()
+
+
+def traces(store: LogStore, **filters) -> list[str]:
+    rows, _ = store.query("default", LogFilter(**{"limit": 100, **filters}))
+    return [msgspec.json.decode(body)["trace_id"] for _, body in rows]
+
+
+def schema_of(path: str) -> tuple[list[str], str]:
+    """The table's columns and the ``request_logs_model`` index's SQL."""
+    conn = sqlite3.connect(path)
+    try:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(request_logs)")]
+        (index_sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'request_logs_model'").fetchone()
+    finally:
+        conn.close()
+    return columns, index_sql
+
+
+def test_an_old_file_is_upgraded_and_its_rows_are_found_by_model(tmp_path):
+    path = str(tmp_path / "logs.db")
+    old_file(path)
+    store = LogStore(path)
+    assert traces(store, model="gpt-4o-mini") == ["old-4", "old-1"]
+    store.insert([(10.0, "default", "new-1", 200, "vendorA", "gpt-4o-mini", doc("new-1", "gpt-4o-mini")),
+                  (11.0, "default", "new-2", 200, "vendorA", "gpt-4o", doc("new-2", "gpt-4o"))])
+    assert traces(store, model="gpt-4o-mini") == ["new-1", "old-4", "old-1"]
+    assert traces(store, model="gpt-4o") == ["new-2", "old-3", "old-0"]
+    assert len(traces(store)) == 8 and traces(store, trace_id="old-2") == ["old-2"]  # nothing else lost
+    store.close()
+    columns, index_sql = schema_of(path)
+    assert columns.count("model") == 1
+    assert "json_extract" not in index_sql  # the expression index is gone, the column's took its name
+    reopened = LogStore(path)  # an upgraded file opens as it is
+    assert traces(reopened, model="claude-3-5-haiku") == ["old-5", "old-2"]
+    reopened.close()
+
+
+def test_workers_opening_an_old_file_at_once_all_start_and_upgrade_it_once(tmp_path):
+    path = str(tmp_path / "logs.db")
+    old_file(path, rows=20_000)  # an upgrade long enough for the others to wait on it
+    stores = [LogStore(path) for _ in range(4)]
+    start = threading.Barrier(len(stores))
+    failures: list[BaseException] = []
+
+    def open_store(store: LogStore) -> None:
+        start.wait()
+        try:
+            store.open()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_store, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert failures == []
+    columns, index_sql = schema_of(path)
+    assert columns.count("model") == 1 and "json_extract" not in index_sql
+    assert len(traces(stores[0], model="gpt-4o", limit=10_000)) == len(range(0, 20_000, 3))
+    for store in stores:
+        store.close()
