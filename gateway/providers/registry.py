@@ -1,13 +1,18 @@
 """Provider name -> adapter: the accepted names, the vendorA-compatible catalogue (a table) and the others.
 
-Names are case-sensitive; an unknown name is a 400 that names it. Every adapter is built when the worker's runtime is
-(so a provider module that fails to import fails the start, with its traceback).
+Names are case-sensitive; an unknown name is a 400 that names it. The vendorA-compatible adapters are built with the
+worker's runtime; a provider with its own wire format (``NATIVE``) has its module imported and its adapter built on
+the first request that names it, so a worker that never serves anthropic, cloudA or cloudC does not hold their
+translators and signers (tests/providers/test_registry.py imports every one, so a module that cannot import fails
+the suite, not a request).
 """
 
 from __future__ import annotations
 
-from gateway.http.errors import InvalidRequest
-from gateway.providers.anthropic import AnthropicAdapter
+import importlib
+import logging
+
+from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.providers.base import (
     AUDIO,
     AUDIO_SPEECH,
@@ -24,13 +29,7 @@ from gateway.providers.base import (
     RESOURCES,
     ProviderAdapter,
 )
-from gateway.providers.cloudA import CloudAAdapter
-from gateway.providers.cloudB import CloudBAdapter
-from gateway.providers.cloudC import CloudCAdapter
-from gateway.providers.cohere import CohereAdapter
-from gateway.providers.jina import JinaAdapter
 from gateway.providers.vendorA import VendorAAdapter
-from gateway.providers.voyage import VoyageAdapter
 from gateway.upstream.client import UpstreamClient
 
 _ALL_VENDOR_A = frozenset({CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS})
@@ -75,16 +74,23 @@ MEDIA: dict[str, frozenset[str]] = {
     "vllm": frozenset({AUDIO_TRANSCRIPTIONS, AUDIO_TRANSLATIONS}),
 }
 
-#: providers with their own wire format: name -> adapter class
-NATIVE: dict[str, type[ProviderAdapter]] = {
-    "anthropic": AnthropicAdapter,
-    "cloudA": CloudAAdapter,
-    "cloudB": CloudBAdapter,
-    "cloudC": CloudCAdapter,
-    "cohere": CohereAdapter,
-    "voyage": VoyageAdapter,
-    "jina": JinaAdapter,
+#: providers with their own wire format: name -> (module, adapter class), imported on first use
+NATIVE: dict[str, tuple[str, str]] = {
+    "anthropic": ("gateway.providers.anthropic", "AnthropicAdapter"),
+    "cloudA": ("gateway.providers.cloudA", "CloudAAdapter"),
+    "cloudB": ("gateway.providers.cloudB", "CloudBAdapter"),
+    "cloudC": ("gateway.providers.cloudC", "CloudCAdapter"),
+    "cohere": ("gateway.providers.cohere", "CohereAdapter"),
+    "voyage": ("gateway.providers.voyage", "VoyageAdapter"),
+    "jina": ("gateway.providers.jina", "JinaAdapter"),
 }
+
+
+def native_adapter_class(name: str) -> type[ProviderAdapter]:
+    """The adapter class of a provider in ``NATIVE`` (its module imported now if it was not yet)."""
+    module, attr = NATIVE[name]
+    adapter_class: type[ProviderAdapter] = getattr(importlib.import_module(module), attr)
+    return adapter_class
 
 
 def provider_names() -> list[str]:
@@ -98,24 +104,31 @@ def is_known(name: str) -> bool:
 
 
 class ProviderRegistry:
-    """Every provider's adapter, built once per worker runtime (``client`` is the runtime's upstream client, for
-    adapters that make calls of their own, such as cloudC's token exchange)."""
+    """Every provider's adapter, built once per worker runtime, a ``NATIVE`` one on its first use (``client`` is the
+    runtime's upstream client, for adapters that make calls of their own, such as cloudC's token exchange)."""
 
     def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
         self._adapters: dict[str, ProviderAdapter] = {
             name: VendorAAdapter(name, base, endpoints | MEDIA.get(name, frozenset()))
             for name, (base, endpoints) in VENDOR_A_COMPATIBLE.items()
         }
-        for name, adapter_class in NATIVE.items():
-            self._adapters[name] = adapter_class.create(client)
 
     def get(self, name: str) -> ProviderAdapter:
         """The adapter for ``name``; an unknown name is a 400 that names it."""
         adapter = self._adapters.get(name)
         if adapter is None:
-            raise InvalidRequest(
-                f"unknown provider '{name}'; accepted providers: {', '.join(provider_names())}", param="provider"
-            )
+            if name not in NATIVE:
+                raise InvalidRequest(
+                    f"unknown provider '{name}'; accepted providers: {', '.join(provider_names())}", param="provider"
+                )
+            try:
+                adapter_class = native_adapter_class(name)
+            except ImportError as exc:  # a broken install: this provider fails, the worker serves the others
+                logging.getLogger("gateway").error("provider %s could not be loaded", name, exc_info=exc)
+                raise GatewayError(f"provider '{name}' could not be loaded on this gateway (the server log has the "
+                                   "details)", param="provider", code="provider_unavailable") from None
+            adapter = self._adapters[name] = adapter_class.create(self._client)
         return adapter
 
     async def close(self) -> None:
