@@ -1,14 +1,15 @@
 """The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime.
 
-Every handler is imported here, at import time: a module of the package that fails to import stops the worker
-(and so the server) with its traceback instead of leaving a route missing.
+Handlers are imported here, at import time, so a module of the package that fails to import stops the worker (and so
+the server) with its traceback. The front doors' routes are built on their first request instead (their dialects
+are sizeable modules a chat worker never uses), which keeps an idle worker smaller; their tests import them.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from gateway import _speedups
 from gateway import settings as settings_module
@@ -25,14 +26,11 @@ from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
-from gateway.http.routes import RouteTable
+from gateway.http.routes import Deferred, RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.job_routes import mount_jobs
-from gateway.pipeline.dialects.door import DoorPipeline
-from gateway.pipeline.dialects.messages import CountTokensDialect, MessagesDialect
-from gateway.pipeline.dialects.responses import ResponsesDialect
 from gateway.pipeline.media import media_routes
-from gateway.pipeline.pipeline import Pipeline
+from gateway.pipeline.pipeline import Pipeline, PipelineParts
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
 from gateway.runtime import Runtime
 from gateway.schema.chat import parse_chat
@@ -79,9 +77,8 @@ class GatewayApp:
         self.add("POST", "/v1/rerank", Pipeline(parts, RERANK, parse_rerank))
         for method, path, media in media_routes(parts, runtime.settings):
             self.add(method, path, media)
-        self.add("POST", "/v1/responses", DoorPipeline(parts, ResponsesDialect(), runtime.store))
-        self.add("POST", "/v1/messages", DoorPipeline(parts, MessagesDialect()))
-        self.add("POST", "/v1/messages/count_tokens", DoorPipeline(parts, CountTokensDialect()))
+        for path, build in _doors(parts, runtime.store).items():
+            self.add("POST", path, Deferred(build), sets_cache_status=True)
         mount_jobs(self, runtime)
         self.add("GET", "/v1/logs", LogsEndpoint(runtime.keys, runtime.recorder))
         if runtime.settings.console:
@@ -96,10 +93,12 @@ class GatewayApp:
                                                   getattr(runtime.recorder, "log_store_health", None)))
         self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
 
-    def add(self, method: str, path: str, handler: ASGIApp) -> None:
+    def add(self, method: str, path: str, handler: ASGIApp, sets_cache_status: bool = False) -> None:
         """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``. Every answer
-        carries ``x-gateway-cache-status``: an inference pipeline sets it, other handlers get ``DISABLED``."""
-        self.routes.add(method, path, handler if isinstance(handler, Pipeline) else with_cache_status(handler))
+        carries ``x-gateway-cache-status``: an inference pipeline (or a handler that ``sets_cache_status``) sets it,
+        other handlers get ``DISABLED``."""
+        own = sets_cache_status or isinstance(handler, Pipeline)
+        self.routes.add(method, path, handler if own else with_cache_status(handler))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -169,6 +168,30 @@ class GatewayApp:
 
 
 app = GatewayApp()
+
+
+def _doors(parts: PipelineParts, store: Any) -> dict[str, Callable[[], ASGIApp]]:
+    """The front doors' routes (docs/front-doors.md), each built, its dialect imported, on its first request."""
+
+    def responses() -> ASGIApp:
+        from gateway.pipeline.dialects.door import DoorPipeline
+        from gateway.pipeline.dialects.responses import ResponsesDialect
+
+        return DoorPipeline(parts, ResponsesDialect(), store)
+
+    def messages() -> ASGIApp:
+        from gateway.pipeline.dialects.door import DoorPipeline
+        from gateway.pipeline.dialects.messages import MessagesDialect
+
+        return DoorPipeline(parts, MessagesDialect())
+
+    def count_tokens() -> ASGIApp:
+        from gateway.pipeline.dialects.door import DoorPipeline
+        from gateway.pipeline.dialects.messages import CountTokensDialect
+
+        return DoorPipeline(parts, CountTokensDialect())
+
+    return {"/v1/responses": responses, "/v1/messages": messages, "/v1/messages/count_tokens": count_tokens}
 
 
 def _console_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:

@@ -27,7 +27,6 @@ from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.passthrough import path_id
-from gateway.pipeline.dialects.responses import stored_key
 from gateway.providers.base import RESPONSES
 
 #: the query of a stored response's input items (what the openai SDK sends, and the workspace for the root key)
@@ -61,6 +60,8 @@ class ResponseRoutes:
         ]
 
     async def _stored(self, workspace: str | None, response_id: str) -> dict[str, Any] | None:
+        from gateway.pipeline.dialects.responses import stored_key  # the door's module loads on its first use
+
         data = await self.jobs.store.get(stored_key(workspace, response_id))
         if data is None:
             return None
@@ -71,6 +72,8 @@ class ResponseRoutes:
         caller = await self.jobs.caller(scope)
         response_id = _response_id(scope)
         if await self._stored(caller.workspace, response_id) is not None:
+            from gateway.pipeline.dialects.responses import stored_key
+
             await self.jobs.store.delete(stored_key(caller.workspace, response_id))
             await send_json(send, 200, msgspec.json.encode({"id": response_id, "object": "response",
                                                             "deleted": True}))

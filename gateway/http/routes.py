@@ -11,13 +11,30 @@ Every ``GET`` route answers ``HEAD`` too (``HeadOf``): the GET's status and head
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from gateway.http.errors import GatewayError, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error
 from gateway.http.types import ASGIApp, Message, Receive, Scope, Send
 
 Handler = ASGIApp  # ``await handler(scope, receive, send)``
+
+
+class Deferred:
+    """A route whose handler is built on its first request (``build`` imports what it needs then), so a worker that
+    never serves the route never loads its modules."""
+
+    __slots__ = ("build", "handler")
+
+    def __init__(self, build: Callable[[], Handler]) -> None:
+        self.build = build
+        self.handler: Handler | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = self.handler
+        if handler is None:
+            handler = self.handler = self.build()
+        await handler(scope, receive, send)
 
 
 class _Answered(Exception):
