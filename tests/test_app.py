@@ -1,5 +1,6 @@
 """The app at the edge: trailing slashes, unknown routes and wrong methods; a module of the package that fails to
-import stops the server with its traceback, instead of a route that answers 404 or a provider that answers 400 later."""
+import stops the server with its traceback, instead of a route that answers 404 or a provider that answers 400 later
+(a provider loaded on first use answers 500 naming it); an idle worker holds none of what is loaded on first use."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.http import post, request
-from tests.support.servers import ADMIN_KEY, free_port
+from tests.support.servers import ADMIN_KEY, free_port, start_gateway
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -55,15 +56,38 @@ sys.meta_path.insert(0, _Broken())
 '''
 
 
-@pytest.mark.parametrize("module", ["gateway.providers.cohere", "gateway.schema.rerank"])
-def test_a_module_that_fails_to_import_stops_the_start_with_its_traceback(tmp_path, module):
+def blocked_env(tmp_path: Path, module: str) -> dict[str, str]:
     (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(module=module))
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "GATEWAY_ADMIN_KEY": ADMIN_KEY,
-           "GATEWAY_DATA_DIR": str(tmp_path / "data"), "GATEWAY_PORT": str(free_port())}
-    done = subprocess.run([sys.executable, "-m", "gateway", "serve"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "GATEWAY_ADMIN_KEY": ADMIN_KEY,
+            "GATEWAY_DATA_DIR": str(tmp_path / "data"), "GATEWAY_PORT": str(free_port())}
+
+
+@pytest.mark.parametrize("module", ["gateway.providers.vendorA", "gateway.schema.rerank"])
+def test_a_module_that_fails_to_import_stops_the_start_with_its_traceback(tmp_path, module):
+    done = subprocess.run([sys.executable, "-m", "gateway", "serve"], cwd=ROOT, env=blocked_env(tmp_path, module),
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "Traceback" in done.stderr and f"simulated failure importing {module}" in done.stderr
+
+
+def test_a_provider_loaded_on_first_use_that_cannot_load_fails_its_requests_only(tmp_path, mock):
+    """Providers with their own wire format are imported on the first request that names them: a broken one answers
+    500 naming it, in the error format, and the worker serves every other provider."""
+    env = blocked_env(tmp_path, "gateway.providers.cohere")
+    server = start_gateway({key: value for key, value in env.items() if key != "GATEWAY_PORT"})
+    try:
+        headers = {"x-gateway-api-key": ADMIN_KEY, "authorization": "Bearer sk-test",
+                   "x-gateway-custom-host": f"{mock.url}/v1"}
+        broken = post(f"{server.url}/v1/embeddings", {"model": "embed-english-v3.0", "input": "hi"},
+                      {**headers, "x-gateway-provider": "cohere"})
+        assert broken.status == 500, broken.text
+        error = broken.json()["error"]
+        assert error["code"] == "provider_unavailable" and error["param"] == "provider" and "cohere" in error["message"]
+        served = post(f"{server.url}/v1/chat/completions", CHAT, {**headers, "x-gateway-provider": "vendorA"})
+        assert served.status == 200, served.text
+    finally:
+        server.stop()
+    assert "simulated failure importing gateway.providers.cohere" in server.output()
 
 
 HEAD_ROUTES = ["/health", "/ready", "/console", "/console/main.js", "/v1/models", "/v1/configs", "/v1/logs",
@@ -108,7 +132,8 @@ def test_head_of_the_endless_log_stream_answers_its_head_at_once(gateway):
 @pytest.mark.parametrize(("method", "path", "status"), [
     ("GET", "/v1/nothing", 404), ("DELETE", "/health", 405), ("GET", "/v1/configs", 200),
     ("POST", "/v1/configs", 400), ("GET", "/v1/api-keys", 200), ("GET", "/console", 200),
-    ("GET", "/metrics", 200), ("POST", "/v1/chat/completions", 400),
+    ("GET", "/metrics", 200), ("POST", "/v1/chat/completions", 400), ("POST", "/v1/responses", 400),
+    ("POST", "/v1/messages", 400),
 ])
 def test_every_answer_carries_the_cache_status(gateway, method, path, status):
     resp = request(method, gateway.url + path, b"{}" if method == "POST" else None,
@@ -123,3 +148,53 @@ def test_a_malformed_config_header_says_json_in_capitals(gateway):
     assert resp.status == 400
     message = resp.json()["error"]["message"]
     assert "not valid JSON (JSON is malformed" in message and "jSON" not in message
+
+
+IDLE_PROBE = """
+import asyncio, json, sys
+import gateway.app as appmod
+
+async def boot():
+    sent = []
+    messages = iter([{"type": "lifespan.startup"}])
+
+    async def receive():
+        try:
+            return next(messages)
+        except StopIteration:
+            await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.get_running_loop().create_task(appmod.app({"type": "lifespan"}, receive, send))
+    while not sent:
+        await asyncio.sleep(0.02)
+    assert sent[0]["type"] == "lifespan.startup.complete", sent
+
+asyncio.run(boot())
+print(json.dumps(sorted(name for name in LAZY if name in sys.modules)))
+"""
+#: what a worker loads only when a request first needs it (a provider named, a front door or a batch run)
+LAZY = ["gateway.providers.anthropic", "gateway.providers.cloudA", "gateway.providers.cloudA.sigv4",
+        "gateway.providers.cloudC", "gateway.providers.cloudC.auth", "gateway.providers.cohere",
+        "gateway.pipeline.dialects.door", "gateway.pipeline.dialects.responses", "gateway.pipeline.dialects.messages",
+        "gateway.jobs.batch_runner", "gateway.jobs.batch_dispatch", "cryptography"]
+
+
+def test_an_idle_worker_has_not_loaded_what_is_loaded_on_first_use(tmp_path):
+    code = f"LAZY = {LAZY!r}\n" + IDLE_PROBE
+    env = {"PATH": "/usr/bin:/bin", "GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_ADMIN_KEY": ADMIN_KEY}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_provider_loaded_on_first_use_imports_and_builds():
+    from gateway.providers.base import ProviderAdapter
+    from gateway.providers.registry import NATIVE, ProviderRegistry, native_adapter_class
+
+    registry = ProviderRegistry(client=None)  # type: ignore[arg-type]
+    for name in NATIVE:
+        assert issubclass(native_adapter_class(name), ProviderAdapter)
+        assert registry.get(name) is registry.get(name)

@@ -8,7 +8,7 @@ object belongs to the key's workspace.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Collection, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 from gateway.api.admin import Caller
@@ -16,8 +16,7 @@ from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.http.types import Scope
-from gateway.jobs.batch_dispatch import SendLine
-from gateway.jobs.batch_runner import RunnerDeps
+from gateway.jobs.batch_deps import RunnerDeps
 from gateway.jobs.batch_scheduler import BatchScheduler
 from gateway.jobs.batch_store import BatchStore
 from gateway.jobs.files import GatewayFiles
@@ -25,6 +24,9 @@ from gateway.jobs.filestore import open_file_store
 from gateway.jobs.passthrough import Forwarder
 from gateway.settings import Settings, data_path
 from gateway.state.base import StateStore
+
+if TYPE_CHECKING:
+    from gateway.jobs.batch_dispatch import SendLine
 
 T = TypeVar("T")
 #: the authenticated caller of a route with an ``inference`` key: ``(scope, query names) -> Caller``

@@ -9,46 +9,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import msgspec
 
-from gateway.controlplane.keys import KeyStore
-from gateway.controlplane.secrets import SecretBox, SecretError
+from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import ServiceUnavailable
-from gateway.jobs.batch_dispatch import LineDispatch, SendLine
+from gateway.jobs.batch_deps import RunnerDeps
+from gateway.jobs.batch_dispatch import LineDispatch
 from gateway.jobs.batch_finish import Ending, headers_unreadable, write_outputs
 from gateway.jobs.batch_lines import LineChecker, custom_id_of, file_lines
 from gateway.jobs.batch_output import ResultLines
 from gateway.jobs.batch_progress import STOP_CANCEL, STOP_FAILED, STOP_LEASE, Results, RunAs, RunControl, Tally
-from gateway.jobs.batch_store import BatchRecord, BatchStore, keep_until, lease_key, line_headers_of
+from gateway.jobs.batch_store import BatchRecord, keep_until, lease_key, line_headers_of
 from gateway.jobs.batch_watch import RunWatch
-from gateway.jobs.files import GatewayFiles
 from gateway.jobs.filestore import FileMissing
 from gateway.schema.batches import TERMINAL, Batch, BatchError, BatchErrors, RequestCounts
-from gateway.settings import Settings
 from gateway.state.base import StateStoreError
 
 log = logging.getLogger("gateway.jobs")
 
 #: errors.data keeps the first bad lines only (the error file has every one)
 MAX_ERRORS = 1000
-
-
-class RunnerDeps:
-    """What every runner of a worker shares."""
-
-    def __init__(self, settings: Settings, batches: BatchStore, files: GatewayFiles, send: SendLine,
-                 parsers: dict[str, Callable[[bytes], Any]], keys: KeyStore, box: Callable[[], SecretBox]) -> None:
-        self.settings = settings
-        self.keys = keys
-        #: the secret box that opens batch headers (opened on first use: it may read the key file)
-        self.box = box
-        self.batches = batches
-        self.files = files
-        #: runs one line through the pipeline (built by the composition root)
-        self.send = send
-        self.parsers = parsers
 
 
 class BatchRunner:

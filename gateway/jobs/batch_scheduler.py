@@ -17,7 +17,7 @@ import socket
 from functools import partial
 
 from gateway.http.errors import GatewayError
-from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
+from gateway.jobs.batch_deps import RunnerDeps
 from gateway.jobs.batch_store import lease_key
 from gateway.state.base import StateStoreError
 from gateway.waiting import wait_event
@@ -63,6 +63,8 @@ class BatchScheduler:
                 continue
             if not await batches.store.lease(lease_key(batch_id), self.holder, self.deps.settings.batch_lease_ms):
                 continue
+            from gateway.jobs.batch_runner import BatchRunner  # loaded with the first batch this worker runs
+
             runner = BatchRunner(self.deps, batch_id, self.holder)
             task = asyncio.create_task(runner.run(), name=f"batch-{batch_id}")
             self.running[batch_id] = task

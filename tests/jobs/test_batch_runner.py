@@ -12,7 +12,8 @@ import pytest
 from gateway.api.jobs import batch_parsers
 from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.controlplane.secrets import SecretBox
-from gateway.jobs.batch_runner import BatchRunner, RunnerDeps
+from gateway.jobs.batch_deps import RunnerDeps
+from gateway.jobs.batch_runner import BatchRunner
 from gateway.jobs.batch_scheduler import BatchScheduler
 from gateway.jobs.batch_store import BatchRecord, BatchStore, lease_key, seal_headers
 from gateway.jobs.dispatch import InProcessDispatcher
