@@ -173,6 +173,8 @@ async def boot():
     assert sent[0]["type"] == "lifespan.startup.complete", sent
 
 asyncio.run(boot())
+import gc
+print(json.dumps({"gc": [gc.get_threshold()[2], gc.get_freeze_count() > 0]}))
 print(json.dumps(sorted(name for name in LAZY if name in sys.modules)))
 """
 #: what a worker loads only when a request first needs it (a provider named, a front door or a batch run)
@@ -188,6 +190,18 @@ def test_an_idle_worker_has_not_loaded_what_is_loaded_on_first_use(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_started_worker_freezes_what_start_up_made_and_collects_fully_less_often(tmp_path):
+    """What start-up built is never rescanned by the collector, and full collections (which walk every open
+    stream's objects) wait for 100 middle-generation ones (bench/RESULTS.md: a 5,000-stream burst's first byte)."""
+    from gateway.app import FULL_COLLECTION_AFTER
+
+    code = f"LAZY = {LAZY!r}\n" + IDLE_PROBE
+    env = {"PATH": "/usr/bin:/bin", "GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_ADMIN_KEY": ADMIN_KEY}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-2] == '{"gc": [%d, true]}' % FULL_COLLECTION_AFTER
 
 
 def test_every_provider_loaded_on_first_use_imports_and_builds():
