@@ -296,10 +296,7 @@ class MediaAttempt(Attempt):
 
     async def __call__(self, node: Node) -> RawOutcome | CachedMedia:  # type: ignore[override]
         config = node.config
-        provider = config.provider
-        if not provider:
-            raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-        adapter = self.parts.providers.get(provider)
+        provider, adapter = self._adapter(node)
         adapter.check_endpoint(self.endpoint)
         body, request = self.body, self.request
         if needs_rewrite(config):

@@ -343,12 +343,16 @@ class Attempt:
         self.steps = steps
         self.rewritten: dict[int, tuple[bytes, Any]] = {}
 
-    async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
-        config = node.config
-        provider = config.provider
+    def _adapter(self, node: Node) -> tuple[str, ProviderAdapter]:
+        """The node's provider and its adapter; a node without one is a 400 naming its path."""
+        provider = node.config.provider
         if not provider:
             raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-        adapter = self.parts.providers.get(provider)
+        return provider, self.parts.providers.get(provider)
+
+    async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
+        config = node.config
+        provider, adapter = self._adapter(node)
         endpoint = self.endpoint
         adapter.check_endpoint(endpoint)
         body, request = self.body, self.request

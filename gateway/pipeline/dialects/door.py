@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from gateway.http.errors import GatewayError, InvalidRequest
+from gateway.http.errors import GatewayError
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
@@ -200,11 +200,7 @@ class DoorAttempt(Attempt):
         return params
 
     async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
-        config = node.config
-        provider = config.provider
-        if not provider:
-            raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
-        adapter = self.parts.providers.get(provider)
+        _, adapter = self._adapter(node)
         dialect = self.dialect
         if adapter.serves(dialect.native_endpoint, self.door_request.model):
             steps = self.steps
@@ -232,13 +228,13 @@ class DoorAttempt(Attempt):
     async def _forward(self, adapter: ProviderAdapter, node: Node) -> JsonOutcome | StreamOutcome:
         """The client's body sent as it came (params rewritten for the node), the answer relayed as it comes."""
         config = node.config
-        provider: str = config.provider or ""
         dialect = self.dialect
         request = self.door_request
         stream = request.stream
         body = self.door_body
         if needs_rewrite(config):
             body = _encode(rewrite(dict(request.doc), config))
+        provider: str = config.provider or ""  # checked by _adapter
         call = UpstreamCall(dialect.native_endpoint, config, body, request, stream, self.ctx, provider)
         upstream = await adapter.forward_request(call, dialect.native_path)
         for name in dialect.native_headers:
