@@ -244,6 +244,22 @@ def usage_of(doc: Any, prompt: str, completion: str) -> Usage | None:
     return Usage(p, c, p + c)
 
 
+def stream_with_usage(request: DoorRequest, chat: dict[str, Any]) -> dict[str, Any]:
+    """``chat`` asking for a stream that ends with its usage when the door's request streams (the dialect's final
+    event carries the usage)."""
+    if request.stream:
+        chat["stream"] = True
+        chat["stream_options"] = {"include_usage": True}
+    return chat
+
+
+def first_choice(chat: bytes) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A unified chat answer's document, its first choice and that choice's message (empty when absent)."""
+    doc = decode_object(chat)
+    choice = (doc.get("choices") or [{}])[0]
+    return doc, choice, choice.get("message") or {}
+
+
 def chat_usage(doc: Any) -> tuple[int, int]:
     """``(prompt_tokens, completion_tokens)`` of a unified usage object."""
     if isinstance(doc, Usage):

@@ -43,8 +43,10 @@ from gateway.pipeline.dialects.base import (
     chat_usage,
     decode_object,
     encode,
+    first_choice,
     optional,
     require,
+    stream_with_usage,
     usage_of,
 )
 from gateway.providers.anthropic.response import ERROR_STATUS, stream_error
@@ -222,15 +224,10 @@ class MessagesDialect(_Dialect):
         metadata = doc.get("metadata")
         if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
             chat["user"] = metadata["user_id"]
-        if request.stream:
-            chat["stream"] = True
-            chat["stream_options"] = {"include_usage": True}
-        return chat
+        return stream_with_usage(request, chat)
 
     def answer(self, request: DoorRequest, chat: bytes) -> bytes:
-        doc = decode_object(chat)
-        choice = (doc.get("choices") or [{}])[0]
-        message = choice.get("message") or {}
+        doc, choice, message = first_choice(chat)
         content: list[dict[str, Any]] = []
         if message.get("content"):
             content.append({"type": "text", "text": message["content"]})

@@ -48,8 +48,10 @@ from gateway.pipeline.dialects.base import (
     chat_usage,
     decode_object,
     encode,
+    first_choice,
     optional,
     require,
+    stream_with_usage,
     usage_of,
 )
 from gateway.process_ids import TRACE_IDS
@@ -285,15 +287,10 @@ class ResponsesDialect(_Dialect):
         reasoning = doc.get("reasoning")
         if isinstance(reasoning, dict) and reasoning.get("effort"):
             chat["reasoning_effort"] = reasoning["effort"]
-        if request.stream:
-            chat["stream"] = True
-            chat["stream_options"] = {"include_usage": True}
-        return chat
+        return stream_with_usage(request, chat)
 
     def answer(self, request: DoorRequest, chat: bytes) -> bytes:
-        doc = decode_object(chat)
-        choice = (doc.get("choices") or [{}])[0]
-        message = choice.get("message") or {}
+        doc, choice, message = first_choice(chat)
         status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
         output = output_items(message, new_id("msg_"))
         answer = response_doc(request, new_id("resp_"), int(time.time()), status, output,
