@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from gateway.observability.entry import Derived, LogEntry, build_entry, encode_entry
+from gateway.observability.entry import Derived, IsoClock, LogEntry, build_entry, encode_entry
 from gateway.observability.metrics import (
     ADDED_SECONDS,
     BREAKER_OPENS,
@@ -142,8 +142,6 @@ cdef class RecordRows:
     cdef object _second_text
 
     def __init__(self, masker, prices, clock=None, max_models=MAX_MODELS):
-        from gateway.observability.entry import IsoClock
-
         self._masker = masker
         self._prices = prices
         self._clock = clock if clock is not None else IsoClock()
