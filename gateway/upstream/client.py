@@ -9,6 +9,9 @@ A request that fails on an established connection before the upstream answered a
 connection the upstream had already closed: the write fails, or the connection closes unanswered) is sent once
 more on a new connection, whatever the retry config says; a second failure is the answer.
 
+The sessions keep no cookies: a cookie an upstream sets on one caller's answer (a CDN's bot-management cookie)
+is never sent with another caller's request, nor passed back to the caller.
+
 Upstream calls go through HTTP_PROXY / HTTPS_PROXY unless NO_PROXY exempts the host (see ``proxy.py``). The SSRF
 pre-check still runs for a proxied call: literal non-public addresses, metadata names and names that resolve (with
 the gateway's resolver) to non-public addresses are refused; a name the gateway cannot resolve is left to the
@@ -110,7 +113,8 @@ class UpstreamClient:
 
     async def start(self) -> None:
         self.session = aiohttp.ClientSession(connector=self._connector(), timeout=self._timeout,
-                                             auto_decompress=True, headers=_SESSION_HEADERS)
+                                             auto_decompress=True, headers=_SESSION_HEADERS,
+                                             cookie_jar=aiohttp.DummyCookieJar())
 
     async def close(self) -> None:
         for session in (self.session, self._fresh):
@@ -167,7 +171,8 @@ class UpstreamClient:
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(connector=self._connector(fresh=True), timeout=self._timeout,
-                                                auto_decompress=True, headers=_SESSION_HEADERS)
+                                                auto_decompress=True, headers=_SESSION_HEADERS,
+                                                cookie_jar=aiohttp.DummyCookieJar())
         return self._fresh
 
 

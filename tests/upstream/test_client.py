@@ -152,3 +152,47 @@ def test_a_stream_whose_reads_come_sooner_than_the_read_timeout_is_never_cut(imp
     assert received[-1] == b"[DONE]"
     assert not any(b'"error"' in event for event in received)
     assert sum(b'"content"' in event for event in received) >= 6
+
+
+class CookieSettingUpstream:
+    """A vendorA-compatible upstream that sets a cookie on every answer (as providers behind a CDN do: a bot-management
+    cookie) and keeps the ``cookie`` header each request brought."""
+
+    def __init__(self) -> None:
+        self.cookies: list[str | None] = []
+        self.port = 0
+
+    async def start(self) -> CookieSettingUpstream:
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self.server = server
+        return self
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))
+                await reader.readexactly(length)
+                cookie = re.search(rb"(?im)^cookie:\s*(.*?)\r$", head)
+                self.cookies.append(cookie.group(1).decode() if cookie else None)
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"set-cookie: __cf_bm=caller-%d; path=/; HttpOnly\r\ncontent-length: %d\r\n\r\n"
+                             % (len(self.cookies), len(ANSWER)) + ANSWER)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+def test_a_cookie_one_answer_sets_never_reaches_another_callers_request(gateway, loop_thread):
+    upstream = loop_thread.run(CookieSettingUpstream().start())
+    try:
+        for token in ("sk-first-caller", "sk-second-caller", "sk-first-caller"):
+            resp = post(f"{gateway.url}/v1/chat/completions", CHAT,
+                        headers_for(f"http://localhost:{upstream.port}/v1", token=token))
+            assert resp.status == 200, resp.text
+            assert "set-cookie" not in resp.headers  # an upstream's cookies are not the caller's either
+        assert upstream.cookies == [None, None, None]
+    finally:
+        loop_thread.run(_close(upstream))
