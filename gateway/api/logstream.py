@@ -2,7 +2,8 @@
 
 The same key rules (``logscope``) and filters as ``GET /v1/logs`` (``trace_id``, ``status`` or ``2xx``..``5xx``,
 ``provider``, ``model``, ``from``, ``to``, ``workspace``), plus ``backlog`` (0..100, default 0): the newest matching
-records to send first, oldest first. Then each new matching record is one ``event: log`` whose ``id:`` is the
+records to send first, oldest first; any other query name (``limit`` and ``after`` too: a stream is not paged) or a
+``provider`` that is no provider's name is a 400 naming it. Then each new matching record is one ``event: log`` whose ``id:`` is the
 record's id and whose data is the ``/v1/logs`` item; ``event: skipped`` (``{"skipped": n}``) says how many records
 this connection missed because it fell behind; a ``: keep-alive`` comment goes out every ``HEARTBEAT_S`` of silence.
 Before each chunk the stream checks that its key still may read logs (a dict lookup; a store read after the records
@@ -17,11 +18,12 @@ consoles never hold up a graceful shutdown.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-from urllib.parse import parse_qsl
+from typing import Any, Mapping
 
 import msgspec
 
+from gateway.api.admin import provider_query
+from gateway.api.logs import QUERY as LOG_QUERY
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
 from gateway.controlplane.keys import KeyStore
@@ -34,15 +36,18 @@ from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_
 from gateway.waiting import wait_event, within
 
 MAX_BACKLOG = 100
+#: the query names of the stream: the filters of GET /v1/logs and ``backlog`` (``limit`` and ``after``, which only
+#: page a list, are refused by name); any other name is a 400 naming it
+QUERY = (*LOG_QUERY, "backlog")
 HEARTBEAT_S = 15.0
 SEND_TIMEOUT_S = 10.0
 _OPENING = b"retry: 2000\n: connected\n\n"
 _KEEP_ALIVE = b": keep-alive\n\n"
 
 
-def _backlog(query_string: bytes) -> int:
+def _backlog(query: Mapping[str, str]) -> int:
     backlog = 0
-    for name, raw in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+    for name, raw in query.items():
         if name in ("limit", "after"):
             raise InvalidRequest(f"{name} is not a stream parameter: use backlog (0..{MAX_BACKLOG})", param=name)
         if name == "backlog":
@@ -75,10 +80,10 @@ class LogStreamEndpoint:
         return self.tail
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reader = await log_scope(self.keys, scope)
-        query = scope.get("query_string") or b""
-        flt = parse_filter(query)
-        backlog = _backlog(query)
+        reader = await log_scope(self.keys, scope, QUERY)
+        backlog = _backlog(reader.query)
+        provider_query(reader.query)
+        flt = parse_filter(reader.query)
         store: LogStore | None = getattr(self.recorder, "store", None)
         shared = getattr(self.recorder, "pg", None)
         if store is None:

@@ -92,7 +92,7 @@ async def test_key_rules_are_those_of_v1_logs(app, mock):
 
 @pytest.mark.parametrize("query, param", [
     ("?window=2h", "window"), ("?window=", "window"), ("?window=15M", "window"), ("?provider=", "provider"),
-    ("?model=", "model"),
+    ("?model=", "model"), ("?windw=15m", "windw"), ("?status=500", "status"), ("?provider=not-a-provider", "provider"),
 ])
 async def test_a_bad_parameter_is_a_400_naming_it(app, query, param):
     resp = await aggregates(app, query)

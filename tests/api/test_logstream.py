@@ -121,6 +121,7 @@ def test_the_backlog_comes_first_oldest_first_then_live_records(gateway, mock):
 @pytest.mark.parametrize("query, param", [
     ("status=abc", "status"), ("status=6xx", "status"), ("backlog=101", "backlog"), ("backlog=x", "backlog"),
     ("limit=5", "limit"), ("after=3", "after"), ("from=soon", "from"), ("model=", "model"), ("workspace=", "workspace"),
+    ("window=1h", "window"), ("stauts=500", "stauts"), ("provider=not-a-provider", "provider"),
 ])
 def test_bad_parameters_are_400_naming_them(gateway, query, param):
     resp = request("GET", f"{gateway.url}/v1/logs/stream?{query}", headers={"x-gateway-api-key": ADMIN_KEY})
