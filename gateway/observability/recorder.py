@@ -1,18 +1,11 @@
-"""The recorder the pipeline hands finished records to, and one background task per worker that writes what they
-leave: log lines, SQLite rows (and their per-slot aggregates), metric sums and trace spans.
+"""The recorder the pipeline hands finished records to: an O(1) enqueue, and one background task per worker that
+turns records into log lines, SQLite rows (and their per-slot aggregates), metric sums and trace spans.
 
-``record`` turns the record into its row, JSON line, rollup stats and metric sums at once (``RecordRows``: compiled,
-``gateway._speedups.recordrow``, or its pure twin; after the answer went out) and queues only those: the record itself
-(its decoded request, headers and answer) is let go as the request ends instead of being held until the next batch,
-and the build is spread over the requests instead of running 512 at a time between them. Measured in the gateway,
-one worker, 60,000 requests: RSS 60.2-60.6 MB with records held for the batch, 58.2-58.8 MB built as they end;
-the same CPU per request either way (alternated runs). A record is kept beside its row only while an OTLP exporter
-wants its spans. A full queue drops the record and counts it; a record that cannot be built is counted
-(``gateway_log_records_dropped_total{reason="build_failed"}``) and reported once, never raised into the request.
-
-The task wakes every ``interval_s`` or when ``batch_size`` rows wait, writes rows and lines in a thread, flushes
-metric sums to prometheus_client about once a second and queues spans for the OTLP exporter. ``close`` drains and
-flushes everything.
+``record`` only appends to a bounded deque (a full queue drops the record and counts it). The task wakes every
+``interval_s`` or when ``batch_size`` records wait, builds each record's row, line, stats and metric sums in one
+pass (``RecordRows``: compiled, ``gateway._speedups.recordrow``, or its pure twin) in slices (yielding to the event
+loop between slices), writes rows and lines in a thread, flushes metric sums to prometheus_client about once a
+second and queues spans for the OTLP exporter. ``close`` drains and flushes everything.
 """
 
 from __future__ import annotations
@@ -41,7 +34,7 @@ QUEUE_SIZE = 10_000
 BATCH_SIZE = 512
 INTERVAL_S = 0.5
 METRICS_INTERVAL_S = 1.0
-_SLICE = 32  # records turned into spans between two yields to the event loop
+_SLICE = 32  # records built between two yields to the event loop
 
 
 class ObservabilityRecorder(Recorder):
@@ -65,10 +58,7 @@ class ObservabilityRecorder(Recorder):
         self.aggregator = MetricsAggregator(self.metrics)
         #: each record's row, line, stats and metric sums (log timestamps: each second formatted once)
         self.rows = _speedups.recordrow.RecordRows(self.masker, self.prices, IsoClock())
-        #: built records waiting for the writer: (row, line, stats, the record while spans are exported, else None)
-        self._queue: deque[tuple[tuple, bytes, RequestStats, RequestRecord | None]] = deque()
-        #: wall clock minus perf_counter, read again at each drain (records time themselves with perf_counter)
-        self._wall_offset = time.time() - time.perf_counter()
+        self._queue: deque[RequestRecord] = deque()
         self._max = queue_size
         self._batch = batch_size
         self._interval = interval_s
@@ -85,13 +75,7 @@ class ObservabilityRecorder(Recorder):
         if len(queue) >= self._max:
             self._dropped += 1
             return
-        try:
-            row, line, stats = self.rows.build(record, self._wall_offset)
-        except Exception as exc:  # noqa: BLE001 - one odd record must not reach the request that made it
-            self.metrics.count(LOGS_DROPPED, ("build_failed",))
-            self._warn("build", exc)
-            return
-        queue.append((row, line, stats, record if self.exporter is not None else None))
+        queue.append(record)
         if len(queue) == self._batch and self._wake is not None:
             self._wake.set()
 
@@ -149,22 +133,16 @@ class ObservabilityRecorder(Recorder):
     # -- the background work -----------------------------------------------------------------------------------
     async def drain(self) -> None:
         """Take every waiting record and write it out (also used by tests and at shutdown)."""
-        built, self._queue = self._queue, deque()
-        offset = self._wall_offset
-        self._wall_offset = time.time() - time.perf_counter()
+        records, self._queue = self._queue, deque()
         if self._dropped:
             self.metrics.count(LOGS_DROPPED, ("queue_full",), self._dropped)
             self._dropped = 0
-        if built:
-            rows = [entry[0] for entry in built]
-            lines = [entry[1] for entry in built]
-            stats = [entry[2] for entry in built]  # rows[i] and stats[i] are the same request's
-            if self.exporter is not None:
-                await self._spans(built, offset)
-            del built
-            failed = await self._store(rows, lines, stats)
-            if failed:
-                self.metrics.count(LOGS_DROPPED, ("write_failed",), failed)
+        if records:
+            rows, lines, stats = await self._build(records)
+            if rows:
+                failed = await self._store(rows, lines, stats)
+                if failed:
+                    self.metrics.count(LOGS_DROPPED, ("write_failed",), failed)
         now = time.monotonic()
         if now - self._last_metrics >= METRICS_INTERVAL_S or self._closing:
             self._last_metrics = now
@@ -174,20 +152,28 @@ class ObservabilityRecorder(Recorder):
         """Write the records' metric sums and the rare-event counts to prometheus_client."""
         self.aggregator.flush(*self.rows.take_sums())
 
-    async def _spans(self, built: deque[tuple[tuple, bytes, RequestStats, RequestRecord | None]],
-                     wall_offset: float) -> None:
-        """Queue each record's spans for the OTLP exporter (in slices, yielding to the event loop between them)."""
+    async def _build(self, records: deque[RequestRecord]) -> tuple[list[tuple], list[bytes], list[RequestStats]]:
+        offset = time.time() - time.perf_counter()
+        build = self.rows.build
         exporter = self.exporter
-        for i, (_, _, _, rec) in enumerate(built):
+        rows: list[tuple] = []
+        lines: list[bytes] = []
+        stats: list[RequestStats] = []
+        for i, rec in enumerate(records):
             if i and not i % _SLICE:
                 await asyncio.sleep(0)
-            if rec is None:  # built before the exporter was set
-                continue
             try:
-                d = Derived(rec, wall_offset, self.masker, self.prices)
-                exporter.add(request_spans(rec, d, partial(self.masker.scrub, secrets=d.secrets)))
-            except Exception as exc:  # noqa: BLE001 - one odd record loses its spans, not the batch
-                self._warn("spans", exc)
+                row, doc, stat = build(rec, offset)
+                rows.append(row)
+                lines.append(doc)
+                stats.append(stat)  # rows[i] and stats[i] are the same request's
+                if exporter is not None:
+                    d = Derived(rec, offset, self.masker, self.prices)
+                    exporter.add(request_spans(rec, d, partial(self.masker.scrub, secrets=d.secrets)))
+            except Exception as exc:  # noqa: BLE001 - one odd record must not lose the batch
+                self.metrics.count(LOGS_DROPPED, ("build_failed",))
+                self._warn("build", exc)
+        return rows, lines, stats
 
     async def _store(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats]) -> int:
         """Hand a built batch to the stores; returns how many rows could not be stored."""
