@@ -3,11 +3,11 @@
 The same key rules (``logscope``) and filters as ``GET /v1/logs`` (``trace_id``, ``status`` or ``2xx``..``5xx``,
 ``provider``, ``model``, ``from``, ``to``, ``workspace``), plus ``backlog`` (0..100, default 0): the newest matching
 records to send first, oldest first; any other query name (``limit`` and ``after`` too: a stream is not paged) or a
-``provider`` that is no provider's name is a 400 naming it. Then each new matching record is one ``event: log`` whose ``id:`` is the
-record's id and whose data is the ``/v1/logs`` item; ``event: skipped`` (``{"skipped": n}``) says how many records
-this connection missed because it fell behind; a ``: keep-alive`` comment goes out every ``HEARTBEAT_S`` of silence.
-Before each chunk the stream checks that its key still may read logs (a dict lookup; a store read after the records
-changed): a revoked key's stream ends there and gets nothing more.
+``provider`` that is no provider's name is a 400 naming it. Then each new matching record is one ``event: log``
+whose ``id:`` is the record's id and whose data is the ``/v1/logs`` item; ``event: skipped`` (``{"skipped": n}``)
+says how many records this connection missed because it fell behind; a ``: keep-alive`` comment goes out every
+``HEARTBEAT_S`` of silence. Before each chunk the stream checks that its key still may read logs (a dict lookup; a
+store read after the records changed): a revoked key's stream ends there and gets nothing more.
 
 One poller per worker feeds every connection (``gateway.observability.logtail``); a connection whose socket takes
 more than ``SEND_TIMEOUT_S`` to accept a chunk is closed, so a stuck console holds nothing. When the worker is
