@@ -6,7 +6,9 @@ batch is ``validating`` at first, ``in_progress`` after ``VALIDATE_S``, then ``f
 ``RUN_S`` with an output file (purpose ``batch_output``) holding one vendorA batch output line per input line, each
 answer made by the mock's own handlers' shapes. Cancel moves an unfinished batch to ``cancelling`` and, after
 ``CANCEL_S``, to ``cancelled``; cancelling a finished batch is a 409. The list is newest first, ``limit`` 1 to 100
-(default 20), ``after`` a batch id.
+(default 20), ``after`` a batch id. ``output_expires_after`` (``anchor`` ``created_at``, ``seconds`` 3600 to
+2592000, else a 400 naming it) sets the output file's ``expires_at`` to its creation time plus ``seconds``; the
+Batch object does not echo it.
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ def _finish(state: MockState, batch: dict, now: int) -> None:
     out = b"".join(_encode({"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": line.get("custom_id"),
                             "response": {"status_code": 200, "request_id": uuid.uuid4().hex, "body": _answer(line)},
                             "error": None}) + b"\n" for line in lines)
-    batch.update(status="completed", finalizing_at=now, completed_at=now,
-                 output_file_id=store_file(state, out, f"{batch['id']}_output.jsonl", "batch_output")["id"],
+    stored = store_file(state, out, f"{batch['id']}_output.jsonl", "batch_output")
+    if batch.get("output_expires_f"):
+        stored["expires_at"] = stored["created_at"] + batch["output_expires_f"]
+    batch.update(status="completed", finalizing_at=now, completed_at=now, output_file_id=stored["id"],
                  request_counts={"total": len(lines), "completed": len(lines), "failed": 0})
 
 
@@ -83,6 +87,17 @@ async def create(req: MockRequest, send: Send) -> None:
     if doc.get("endpoint") not in ENDPOINTS:
         await respond_json(send, 400, invalid("Invalid value for 'endpoint'.", "endpoint"))
         return
+    expiry = doc.get("output_expires_after")
+    if expiry is not None:
+        seconds = expiry.get("seconds") if isinstance(expiry, dict) else None
+        if not isinstance(expiry, dict) or expiry.get("anchor") != "created_at":
+            await respond_json(send, 400, invalid("Invalid value for 'output_expires_after.anchor'.",
+                                                  "output_expires_after.anchor"))
+            return
+        if not isinstance(seconds, int) or not 3600 <= seconds <= 2_592_000:
+            await respond_json(send, 400, invalid("Invalid value for 'output_expires_after.seconds'.",
+                                                  "output_expires_after.seconds"))
+            return
     now = time.time()
     batch = {"id": f"batch_{uuid.uuid4().hex}", "object": "batch", "endpoint": doc["endpoint"], "errors": None,
              "input_file_id": file_id, "completion_window": "24h", "status": "validating", "output_file_id": None,
@@ -90,7 +105,7 @@ async def create(req: MockRequest, send: Send) -> None:
              "finalizing_at": None, "completed_at": None, "failed_at": None, "expired_at": None,
              "cancelling_at": None, "cancelled_at": None,
              "request_counts": {"total": 0, "completed": 0, "failed": 0}, "metadata": doc.get("metadata"),
-             "created_at_f": now}
+             "created_at_f": now, "output_expires_f": (expiry or {}).get("seconds")}
     req.state.batches[batch["id"]] = batch
     await respond_json(send, 200, advance(req.state, batch))
 

@@ -2,13 +2,15 @@
 
 The body is checked first, every bad field a 400 naming it (``input_file_id`` required; ``completion_window``
 ``24h`` or ``immediate``; ``endpoint`` one of ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``;
-``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters; any other field is unknown). Then:
+``metadata`` at most 16 pairs, keys up to 64 and values up to 512 characters; ``output_expires_after`` with anchor
+``created_at`` and ``seconds`` 3600 to 2592000; any other field is unknown). Then:
 
 - an input file stored by the gateway (``file-gw-``) makes the gateway run the batch: every line goes through the
   pipeline with this request's provider identification (which must be present) and other gateway headers, as the
   key that created it (by id: rotating the key changes nothing, revoking it stops the batch). Those headers are
   stored sealed (``batch_store.seal_headers``) and never answered. The window is ``GATEWAY_BATCH_WINDOW_S`` for
-  ``immediate`` and 24 hours for ``24h``;
+  ``immediate`` and 24 hours for ``24h``; with ``output_expires_after`` its output and error files expire that many
+  seconds after they are written (then they read as missing, as any expired file);
 - any other input file is the provider's: the batch is forwarded (``24h`` only: ``immediate`` is for batches the
   gateway runs).
 
@@ -126,7 +128,9 @@ class BatchRoutes:
                       input_file_id=request.input_file_id, completion_window=request.completion_window,
                       created_at=now, expires_at=now + window, metadata=request.metadata)
         sealed = seal_headers(jobs.box(), workspace, batch.id, line_headers(ctx, scope["headers"]))
-        record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch, key_id=key_id, sealed_headers=sealed)
+        expiry = request.output_expires_after
+        record = BatchRecord(id=batch.id, workspace_id=workspace, batch=batch, key_id=key_id, sealed_headers=sealed,
+                             output_expires_s=expiry.seconds if expiry is not None else None)
         await jobs.batches.create(record)
         jobs.scheduler.poke()
         return batch

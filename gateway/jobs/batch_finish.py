@@ -59,6 +59,8 @@ class Ending:
     #: why it failed (with ``final == "failed"``), and the key it ran as
     failure: BatchError | None = None
     key_id: str = ""
+    #: the output and error files expire this long after they are written (None: kept until deleted)
+    output_expires_s: int | None = None
 
     def unrun(self) -> tuple[str, str]:
         """The error code and message of a line without a result."""
@@ -97,12 +99,12 @@ class _OutFile:
             self.pending.clear()
             self.size = 0
 
-    async def commit(self, workspace: str) -> str | None:
+    async def commit(self, workspace: str, expires_after_s: int | None) -> str | None:
         if self.writer is None:
             return None
         await self._flush()
         size = await self.writer.commit()
-        await self.files.add(workspace, self.file_id, self.filename, BATCH_OUTPUT, size)
+        await self.files.add(workspace, self.file_id, self.filename, BATCH_OUTPUT, size, expires_after_s)
         return self.file_id
 
     async def abort(self) -> None:
@@ -144,4 +146,5 @@ async def write_outputs(files: GatewayFiles, results: Results, lines: ResultLine
         await output.abort()
         await errors.abort()
         raise
-    return await output.commit(ending.workspace), await errors.commit(ending.workspace)
+    expires = ending.output_expires_s
+    return await output.commit(ending.workspace, expires), await errors.commit(ending.workspace, expires)

@@ -51,6 +51,8 @@ class BatchRunner:
         #: the number of the input file's last line (blank lines count)
         self.last_line = 0
         self.batch: Batch | None = None
+        #: the output and error files' expiry (the create body's ``output_expires_after.seconds``)
+        self.output_expires_s: int | None = None
 
     def current(self) -> Batch:
         """The batch being run (loaded when the run starts)."""
@@ -80,6 +82,7 @@ class BatchRunner:
                 await self.store.finish(record)
             return
         batch = self.batch = record.batch
+        self.output_expires_s = record.output_expires_s
         self.run_as.workspace = record.workspace_id
         self.run_as.key_id = record.key_id
         self._open_headers(record)
@@ -179,7 +182,7 @@ class BatchRunner:
         tally.reset()
         control = self.control
         ending = Ending(self.id, self.run_as.workspace, self.current().input_file_id, final, control.failure,
-                        self.run_as.key_id)
+                        self.run_as.key_id, self.output_expires_s)
         outcome = await write_outputs(self.deps.files, self.results, self.lines, ending)
         if control.stop_reason == STOP_LEASE:
             return

@@ -50,6 +50,9 @@ class BatchRecord(Entity, kw_only=True):
     #: the id of the gateway key that created the batch: its lines run as that key (empty in records written
     #: before batches ran by key id: their headers hold the key itself)
     key_id: str = ""
+    #: ``output_expires_after.seconds`` of the create body: the output and error files expire that long after they
+    #: are written (None: they are kept until deleted)
+    output_expires_s: int | None = None
 
 
 class LiveCounts(msgspec.Struct):

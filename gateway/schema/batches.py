@@ -4,7 +4,9 @@ Facts relied on (the spec's Batch section and vendorA's batch reference): status
 ``in_progress``, ``finalizing``, ``completed``, ``expired``, ``cancelling``, ``cancelled``; Unix-second timestamps
 per transition; ``errors`` is ``{"object": "list", "data": [{code, message, param, line}]}``; ``request_counts`` is
 ``{total, completed, failed}``; metadata holds at most 16 pairs, keys up to 64 and values up to 512 characters;
-``usage`` sums the lines' token usage (input/output tokens with cached and reasoning details).
+``usage`` sums the lines' token usage (input/output tokens with cached and reasoning details);
+``output_expires_after`` (``{"anchor": "created_at", "seconds": 3600..2592000}``) is the expiry of the output and
+error files the batch makes, counted from each file's creation (not the batch's); the Batch object does not echo it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import msgspec
 
 from gateway.http.errors import InvalidRequest
 from gateway.schema.common import BodyDecoder
+from gateway.schema.files import EXPIRES_MAX_S, EXPIRES_MIN_S
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 WINDOWS = ("24h", "immediate")
@@ -24,11 +27,19 @@ METADATA_KEY_CHARS = 64
 METADATA_VALUE_CHARS = 512
 
 
+class OutputExpiresAfter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """When the batch's output and error files expire: ``seconds`` after each file is created."""
+
+    anchor: Literal["created_at"]
+    seconds: int
+
+
 class CreateBatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     input_file_id: str
     completion_window: Literal["24h", "immediate"]
     endpoint: Literal["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
     metadata: dict[str, Any] | None = None
+    output_expires_after: OutputExpiresAfter | None = None
 
 
 create_batch_decoder = BodyDecoder(CreateBatch)
@@ -60,6 +71,10 @@ def parse_create_batch(body: bytes) -> CreateBatch:
     if not request.input_file_id:
         raise InvalidRequest("input_file_id must not be empty", param="input_file_id")
     check_metadata(request.metadata)
+    expiry = request.output_expires_after
+    if expiry is not None and not EXPIRES_MIN_S <= expiry.seconds <= EXPIRES_MAX_S:
+        raise InvalidRequest(f"output_expires_after.seconds must be between {EXPIRES_MIN_S} and {EXPIRES_MAX_S}, "
+                             f"got {expiry.seconds}", param="output_expires_after.seconds")
     return request
 
 

@@ -140,6 +140,14 @@ def test_gateway_batches_list_newest_first_in_pages(plain, openai_client, mock):
     ({"input_file_id": "file-abc", "completion_window": "immediate", "endpoint": CHAT}, "completion_window"),
     ({"input_file_id": "file-gw-x", "completion_window": "immediate", "endpoint": CHAT, "colour": "red"}, "colour"),
     ({"input_file_id": "file-abc", "completion_window": "24h", "endpoint": CHAT, "model": "gpt-4o"}, "model"),
+    ({"input_file_id": "file-abc", "completion_window": "24h", "endpoint": CHAT,
+      "output_expires_after": {"anchor": "created_at", "seconds": 3599}}, "output_expires_after.seconds"),
+    ({"input_file_id": "file-gw-x", "completion_window": "immediate", "endpoint": CHAT,
+      "output_expires_after": {"anchor": "created_at", "seconds": 2_592_001}}, "output_expires_after.seconds"),
+    ({"input_file_id": "file-abc", "completion_window": "24h", "endpoint": CHAT,
+      "output_expires_after": {"anchor": "completed_at", "seconds": 7200}}, "output_expires_after.anchor"),
+    ({"input_file_id": "file-abc", "completion_window": "24h", "endpoint": CHAT,
+      "output_expires_after": {"seconds": 7200}}, "output_expires_after.anchor"),
 ])
 def test_every_bad_field_is_a_400_naming_it_before_any_upstream_call(gateway, gw_headers, mock, body, param):
     base = mock.scenario()
@@ -147,6 +155,30 @@ def test_every_bad_field_is_a_400_naming_it_before_any_upstream_call(gateway, gw
     assert resp.status == 400, resp.text
     assert resp.json()["error"]["param"] == param
     assert mock.calls(base)["calls"] == 0
+
+
+def test_output_expires_after_sets_when_the_output_and_error_files_expire(plain, openai_client, mock):
+    base = mock.scenario()
+    runner = openai_client(base + "/v1")
+    expiry = {"anchor": "created_at", "seconds": 7200}
+    file_id = gateway_file(plain, jsonl(3, bad=(2,)))
+    created = runner.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="immediate",
+                                    output_expires_after=expiry)
+    done = wait_status(plain, created.id, ("completed", "failed"))
+    assert done.status == "completed"
+    for made in (plain.files.retrieve(done.output_file_id), plain.files.retrieve(done.error_file_id)):
+        assert made.expires_at == made.created_at + 7200  # counted from the file's creation, not the batch's
+    kept = wait_status(plain, runner.batches.create(input_file_id=file_id, endpoint=CHAT,
+                                                    completion_window="immediate").id, ("completed", "failed"))
+    assert plain.files.retrieve(kept.output_file_id).expires_at is None  # without it: kept until deleted
+    # a batch forwarded to the provider carries it as sent, and the provider's output file expires by it
+    forwarded = runner.files.create(file=("in.jsonl", io.BytesIO(jsonl(2))), purpose="batch").id
+    batch = runner.batches.create(input_file_id=forwarded, endpoint=CHAT, completion_window="24h",
+                                  output_expires_after=expiry)
+    sent = [c for c in mock.calls(base)["requests"] if c["path"] == "/v1/batches"][-1]
+    assert msgspec.json.decode(sent["body"])["output_expires_after"] == expiry
+    output = runner.files.retrieve(wait_status(runner, batch.id, ("completed",), timeout=20).output_file_id)
+    assert output.expires_at == output.created_at + 7200
 
 
 def test_an_unknown_body_field_is_a_400_naming_it_for_gateway_and_provider_batches(plain, openai_client, mock):
