@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+from typing import Self
 
 import msgspec
 import pytest
@@ -24,7 +25,22 @@ ANSWER = msgspec.json.encode({
     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
 
-class KeepAliveUpstream:
+class RawUpstream:
+    """An HTTP/1.1 upstream written by hand on a loopback port (``_handle`` serves each connection)."""
+
+    port = 0
+
+    async def start(self) -> Self:
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self.server = server
+        return self
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class KeepAliveUpstream(RawUpstream):
     """Answers ``answered`` requests per connection with keep-alive, then reads the next one and closes the
     connection without a word: what a pooled connection looks like when the upstream dropped it meanwhile."""
 
@@ -32,13 +48,6 @@ class KeepAliveUpstream:
         self.answered = answered
         self.connections = 0
         self.requests = 0
-        self.port = 0
-
-    async def start(self) -> KeepAliveUpstream:
-        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = server.sockets[0].getsockname()[1]
-        self.server = server
-        return self
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -89,7 +98,7 @@ def test_the_fresh_connection_is_tried_once_only(gateway, loop_thread):
     loop_thread.run(_close(upstream))
 
 
-async def _close(upstream: KeepAliveUpstream) -> None:
+async def _close(upstream: RawUpstream) -> None:
     upstream.server.close()
 
 
@@ -154,19 +163,12 @@ def test_a_stream_whose_reads_come_sooner_than_the_read_timeout_is_never_cut(imp
     assert sum(b'"content"' in event for event in received) >= 6
 
 
-class CookieSettingUpstream:
+class CookieSettingUpstream(RawUpstream):
     """A vendorA-compatible upstream that sets a cookie on every answer (as providers behind a CDN do: a bot-management
     cookie) and keeps the ``cookie`` header each request brought."""
 
     def __init__(self) -> None:
         self.cookies: list[str | None] = []
-        self.port = 0
-
-    async def start(self) -> CookieSettingUpstream:
-        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = server.sockets[0].getsockname()[1]
-        self.server = server
-        return self
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
