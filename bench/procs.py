@@ -32,13 +32,15 @@ def free_port() -> int:
 class Server:
     """One server process (its own session, so its Granian workers go with it)."""
 
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], logdir: Path) -> None:
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], logdir: Path, cwd: Path = ROOT) -> None:
+        """``cwd``: where the server starts; ``python -m gateway`` runs the checkout it starts in."""
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = logdir / f"{name}.log"
+        self.cwd = cwd
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen([*cmd, "--port", str(self.port)], env=env, cwd=str(ROOT), stdout=out,
+            self.proc = subprocess.Popen([*cmd, "--port", str(self.port)], env=env, cwd=str(cwd), stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         self.pid = self.proc.pid
 

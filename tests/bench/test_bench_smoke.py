@@ -126,3 +126,23 @@ def test_cache_benchmark_reports_hits_against_direct_calls() -> None:
     assert report["statuses"] == {"hit": "HIT", "stream_hit": "HIT", "semantic_hit": "SEMANTIC_HIT"}
     assert set(report["latency_ms"]) == {"direct", "gateway", "hit", "stream_hit", "semantic_hit"}
     assert all(count == 0 for count in report["errors"].values())
+
+
+def test_ab_runs_each_variant_from_its_checkout_and_says_what_it_loaded() -> None:
+    report = run_json([sys.executable, "bench/ab.py", f"compiled={ROOT}", f"pure={ROOT},GATEWAY_NO_EXTENSIONS=1",
+                       "--rounds", "1", "--duration", "1"])
+    targets = report["targets"]
+    assert set(targets) == {"floor", "compiled", "pure"}
+    assert set(targets["compiled"]["speedups"].values()) == {"compiled"}
+    assert set(targets["pure"]["speedups"].values()) == {"pure"}
+    for name in ("compiled", "pure"):
+        assert targets[name]["checkout"] == str(ROOT) and targets[name]["provider_header"] == "vendorA"
+    for target in targets.values():
+        assert target["rps"] > 0 and target["errors"] == 0 and target["cpu_us_per_request"] > 0
+    assert targets["floor"]["ratio_to_floor"] == 1.0
+
+
+def test_ab_refuses_a_variant_that_names_no_checkout() -> None:
+    done = subprocess.run([sys.executable, "bench/ab.py", "x=/nowhere"], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not a gateway checkout" in done.stderr
