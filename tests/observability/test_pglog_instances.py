@@ -156,3 +156,47 @@ def test_a_full_spool_is_counted_and_the_gateway_keeps_serving(mock_server, mock
         assert server.proc.poll() is None
     finally:
         server.stop()
+
+
+async def _silence_listeners(url: str, seconds: float) -> int:
+    """Terminate every connection listening for new log batches in this test's database, again and again for
+    ``seconds``: what a live stream sees while the database restarts or fails over. Returns how many were
+    terminated."""
+    conn = await asyncpg.connect(url)
+    killed = 0
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            killed += await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE pid <> pg_backend_pid() AND datname = current_database() AND query LIKE 'LISTEN%'")
+            await asyncio.sleep(0.02)
+    finally:
+        await conn.close()
+    return killed
+
+
+def test_a_live_stream_misses_no_record_stored_while_it_could_not_listen(mock_server, mock, pg_url):  # noqa: F811
+    server = start_gateway({"GATEWAY_LOG_STORE_URL": pg_url})
+    trace = f"gap-{uuid.uuid4().hex}"
+    base = mock.scenario()
+    live = EventStream(f"{server.url}/v1/logs/stream?trace_id={trace}", ADMIN)
+    try:
+        assert live.status == 200
+        assert post(f"{server.url}/v1/chat/completions", CHAT, chat_headers(base, trace)).status == 200
+        assert len(live.logs(1, timeout=10)) == 1  # delivered as notified
+        with ThreadPoolExecutor(1) as pool:
+            silenced = pool.submit(asyncio.run, _silence_listeners(pg_url, 4.0))
+            time.sleep(0.5)
+            for _ in range(5):  # stored while no connection listens: no notification reaches the stream
+                assert post(f"{server.url}/v1/chat/completions", CHAT, chat_headers(base, trace)).status == 200
+            assert len(listed(server, trace, 6, timeout=3.0)) == 6
+            assert silenced.result() >= 1
+        caught_up = live.logs(5, timeout=15)  # read when the stream listens again
+        assert len(caught_up) == 5 and all(item["trace_id"] == trace for item in caught_up)
+        late = post(f"{server.url}/v1/chat/completions", CHAT, chat_headers(base, trace))
+        assert late.status == 200 and len(live.logs(1, timeout=10)) == 1  # and goes on, nothing twice
+        assert live.logs(1, timeout=1.0) == []
+    finally:
+        live.close()
+        server.stop()

@@ -271,6 +271,15 @@ class PgLogStore:
                                 batch, low, high)
         return [tuple(row) for row in rows]
 
+    async def batches_after(self, batch: int, limit: int) -> list[tuple[int, float, float, int]]:
+        """The writes stored under a batch number above ``batch``, oldest first, at most ``limit``: (batch, lowest
+        ts, highest ts, rows) each, as their notifications name them (a live tail catching up after its listening
+        connection was down)."""
+        pool = await self.pool()
+        rows = await pool.fetch("SELECT batch, MIN(ts), MAX(ts), COUNT(*) FROM gateway.request_logs WHERE batch > $1"
+                                " GROUP BY batch ORDER BY batch LIMIT $2", batch, limit)
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
     async def read_window(self, res: int, since: int, workspace: str | None, provider: str | None = None,
                           model: str | None = None) -> WindowRows:
         """As ``RollupStore.read``, every instance's counts summed by the database in one snapshot."""

@@ -7,8 +7,14 @@ misses the rows committed after it read a larger id (polling back over a window 
 and still has no sure bound). A notification is sent at commit, in commit order, naming the batch the commit stored;
 the listener reads exactly that batch (``request_logs_batch`` index, one partition by its time range). It costs
 nothing while nobody listens, and a row reaches the console within a few milliseconds of its commit instead of a
-polling interval. Notifications sent while the listening connection is down are lost: the stream reconnects and
-goes on (the console's reload reads the backlog from ``/v1/logs``).
+polling interval.
+
+Notifications sent while the listening connection is down never arrive, so a listener that comes back catches up:
+once LISTEN is in place again it reads which batches were stored with a number above the newest it delivered (less
+``CATCH_UP_MARGIN``: a batch number is taken when its write begins, so one begun a moment earlier may commit later)
+and delivers those it has not, as if notified; a notification for a batch already delivered is skipped. Streams
+therefore miss no record across a lost connection, a restarted database or a failover (the records wait in the
+writers' spools meanwhile, and are notified when written).
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ RECONNECT_S = 1.0
 READY_WAIT_S = 2.0
 #: notifications kept waiting at most (beyond, the oldest are skipped and counted)
 MAX_WAITING = 1000
+#: batches begun before the newest delivered one that may still commit after it (read again when catching up)
+CATCH_UP_MARGIN = 64
+#: delivered batch numbers remembered (so a caught-up batch is not delivered again by its late notification)
+SEEN_BATCHES = 4096
 
 
 class PgLogTail(LogTail):
@@ -32,6 +42,9 @@ class PgLogTail(LogTail):
         super().__init__("", max_rows=max_rows)
         self.store = store
         self._ready = asyncio.Event()
+        #: delivered batch numbers, oldest first (bounded by ``SEEN_BATCHES``), and the newest of them
+        self._seen: dict[int, None] = {}
+        self._newest_batch = 0
 
     async def subscribe(self, subscriber: Subscriber) -> None:
         """Add a subscriber; the first one starts listening, and returns once LISTEN is in place (or after
@@ -48,6 +61,7 @@ class PgLogTail(LogTail):
 
     async def _listen(self) -> None:
         warned = False
+        listened = False  # a connection listened before this one: what it missed is read on the next
         while self.subscribers:
             notes: asyncio.Queue[str] = asyncio.Queue()
             try:
@@ -62,6 +76,9 @@ class PgLogTail(LogTail):
             try:
                 await conn.add_listener(CHANNEL, _enqueue(notes))
                 self._ready.set()
+                if listened:
+                    await self._catch_up()
+                listened = True
                 while self.subscribers and not conn.is_closed():
                     try:
                         first = await within(notes.get(), self.interval_s * 4)
@@ -76,8 +93,27 @@ class PgLogTail(LogTail):
             finally:
                 conn.terminate()
 
+    async def _catch_up(self) -> None:
+        """Deliver the batches stored while no connection listened (those the newest delivered does not cover)."""
+        if not self._newest_batch:
+            return  # nothing was delivered yet: a stream's backlog read covers the time before it
+        found = await self.store.batches_after(max(0, self._newest_batch - CATCH_UP_MARGIN), MAX_WAITING)
+        payloads = [f"{batch} {low!r} {high!r} {count}" for batch, low, high, count in found]
+        if payloads:
+            await self._deliver(payloads)
+
+    def _note(self, batch: int) -> None:
+        """Remember ``batch`` as delivered (or counted as skipped)."""
+        seen = self._seen
+        seen[batch] = None
+        if len(seen) > SEEN_BATCHES:
+            del seen[next(iter(seen))]
+        self._newest_batch = max(self._newest_batch, batch)
+
     async def _deliver(self, payloads: list[str]) -> None:
+        payloads = [p for p in payloads if _batch(p) not in self._seen]  # caught up before its notification came
         skipped = 0
+        skipped_notes: list[str] = []
         if len(payloads) > MAX_WAITING:
             skipped_notes, payloads = payloads[:-MAX_WAITING], payloads[-MAX_WAITING:]
             skipped += sum(_count(p) for p in skipped_notes)
@@ -90,6 +126,15 @@ class PgLogTail(LogTail):
             rows[:0] = await self.store.batch_rows(int(batch), float(low), float(high))
         if rows or skipped:
             self.fan_out(rows, skipped)
+        for payload in skipped_notes + payloads:  # noted once handed out: a read that failed is read again
+            self._note(_batch(payload))
+
+
+def _batch(payload: str) -> int:
+    try:
+        return int(payload.split(" ", 1)[0])
+    except ValueError:
+        return 0
 
 
 def _count(payload: str) -> int:
