@@ -16,10 +16,12 @@ import msgspec
 
 from gateway.observability.entry import Derived, IsoClock, LogEntry, build_entry, encode_entry
 from gateway.observability.metrics import (
+    ADDED_BOUNDS,
     ADDED_SECONDS,
     BREAKER_OPENS,
     COST,
     FALLBACKS,
+    LATENCY_BOUNDS,
     MAX_MODELS,
     REQUEST_SECONDS,
     REQUESTS,
@@ -28,13 +30,12 @@ from gateway.observability.metrics import (
     TTFT_SECONDS,
     UPSTREAM_SECONDS,
 )
-from gateway.observability.recordrow import ADDED_BOUNDS, LATENCY_BOUNDS
 from gateway.observability.rollups import RequestStats
 from gateway.schema.common import Usage
 
-__all__ = ["ADDED_BOUNDS", "LATENCY_BOUNDS", "RecordRows"]
+__all__ = ["RecordRows"]
 
-# A build from older sources must not pass for this twin: its public names and bounds must be the pure module's.
+# A build from older sources must not pass for this twin: its public names must be the pure module's.
 from gateway.observability import recordrow as _pure
 
 if __all__ != getattr(_pure, "__all__", None):

@@ -46,7 +46,7 @@ def test_each_pair_exposes_the_same_public_names(name: str) -> None:
     ("sse", "DONE", b"data: [END]\n\n"),
     ("conditions", "_AND", 99),
     ("similarity", "__all__", ["best_match"]),
-    ("recordrow", "__all__", ["RecordRows"]),
+    ("recordrow", "__all__", ["RecordRows", "RowBuilder"]),
     ("context", "__all__", ["build_context"]),
 ])
 def test_a_stale_build_refuses_to_load_and_the_picker_falls_back_to_pure(name: str, constant: str,

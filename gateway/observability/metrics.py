@@ -55,6 +55,13 @@ ADDED_SECONDS = _histogram("gateway_added_latency_seconds",
                            ("endpoint",), ADDED_BUCKETS)
 TTFT_SECONDS = _histogram("gateway_time_to_first_token_seconds", "Time to the first streamed event.",
                           ("endpoint", "provider"), LATENCY_BUCKETS)
+#: the bucket upper bounds the record histograms' sums count into (the last one catches everything): one place for the
+#: recorder's sums (``recordrow``, both twins) and the flush that writes them
+LATENCY_BOUNDS: tuple[float, ...] = (*LATENCY_BUCKETS, float("inf"))
+ADDED_BOUNDS: tuple[float, ...] = (*ADDED_BUCKETS, float("inf"))
+RECORD_HISTOGRAM_BOUNDS: dict[Any, tuple[float, ...]] = {
+    REQUEST_SECONDS: LATENCY_BOUNDS, UPSTREAM_SECONDS: LATENCY_BOUNDS, TTFT_SECONDS: LATENCY_BOUNDS,
+    ADDED_SECONDS: ADDED_BOUNDS}
 RETRIES = _counter("gateway_retries", "Retries of the answering target.", ("endpoint", "provider"))
 FALLBACKS = _counter("gateway_fallbacks", "Moves to the next fallback target.", ("endpoint",))
 BREAKER_OPENS = _counter("gateway_breaker_opens", "Circuit breakers opened by requests.", ("endpoint",))
@@ -148,11 +155,6 @@ class MetricsAggregator:
         #: the rare-event counts flushed with the record sums (a private one when none is given)
         self.metrics = metrics if metrics is not None else Metrics()
         self._children: BoundedCache[tuple[Any, tuple[str, ...]], Any] = BoundedCache(20_000)
-        self._bounds: dict[Any, tuple[float, ...]] = {
-            h: tuple(b) + (float("inf"),)
-            for h, b in ((REQUEST_SECONDS, LATENCY_BUCKETS), (UPSTREAM_SECONDS, LATENCY_BUCKETS),
-                         (ADDED_SECONDS, ADDED_BUCKETS), (TTFT_SECONDS, LATENCY_BUCKETS))
-        }
 
     def _child(self, metric: Any, labels: tuple[str, ...]) -> Any:
         key = (metric, labels)
@@ -172,7 +174,7 @@ class MetricsAggregator:
         for (metric, labels), amount in counts.items():
             self._child(metric, labels).inc(amount)
         for (metric, labels), (buckets, total) in (hists or {}).items():
-            _add_to_histogram(self._child(metric, labels), self._bounds[metric], buckets, total)
+            _add_to_histogram(self._child(metric, labels), RECORD_HISTOGRAM_BOUNDS[metric], buckets, total)
         for labels, agg in lags.items():
             _add_to_histogram(self._child(LOOP_LAG, labels), _LOOP_LAG_BOUNDS, agg.counts, agg.total)
 

@@ -19,13 +19,12 @@ from gateway.observability.cost import Prices
 from gateway.observability.entry import Derived, IsoClock, build_entry, encode_entry
 from gateway.observability.masking import Masker
 from gateway.observability.metrics import (
-    ADDED_BUCKETS,
     ADDED_SECONDS,
     BREAKER_OPENS,
     COST,
     FALLBACKS,
-    LATENCY_BUCKETS,
     MAX_MODELS,
+    RECORD_HISTOGRAM_BOUNDS,
     REQUEST_SECONDS,
     REQUESTS,
     RETRIES,
@@ -35,14 +34,7 @@ from gateway.observability.metrics import (
 )
 from gateway.observability.rollups import RequestStats
 
-__all__ = ["ADDED_BOUNDS", "LATENCY_BOUNDS", "RecordRows"]
-
-#: the bucket upper bounds each histogram sum counts into (the last one catches everything)
-LATENCY_BOUNDS: tuple[float, ...] = (*LATENCY_BUCKETS, float("inf"))
-ADDED_BOUNDS: tuple[float, ...] = (*ADDED_BUCKETS, float("inf"))
-
-_BOUNDS = {REQUEST_SECONDS: LATENCY_BOUNDS, UPSTREAM_SECONDS: LATENCY_BOUNDS, TTFT_SECONDS: LATENCY_BOUNDS,
-           ADDED_SECONDS: ADDED_BOUNDS}
+__all__ = ["RecordRows"]
 
 #: (metric, label values) -> amount
 Counts = dict[tuple[Any, tuple[str, ...]], float]
@@ -105,7 +97,7 @@ class RecordRows:
     def _observe(self, histogram: Any, labels: tuple[str, ...], value: float) -> None:
         key = (histogram, labels)
         pair = self._hists.get(key)
-        bounds = _BOUNDS[histogram]
+        bounds = RECORD_HISTOGRAM_BOUNDS[histogram]
         if pair is None:
             pair = self._hists[key] = [[0] * len(bounds), 0.0]
         pair[0][bisect_left(bounds, value)] += 1
