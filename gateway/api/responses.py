@@ -60,9 +60,7 @@ class ResponseRoutes:
         ]
 
     async def _stored(self, workspace: str | None, response_id: str) -> dict[str, Any] | None:
-        from gateway.pipeline.dialects.responses import stored_key  # the door's module loads on its first use
-
-        data = await self.jobs.store.get(stored_key(workspace, response_id))
+        data = await self.jobs.store.get(_stored_key(workspace, response_id))
         if data is None:
             return None
         kept: dict[str, Any] = msgspec.json.decode(data)
@@ -72,9 +70,7 @@ class ResponseRoutes:
         caller = await self.jobs.caller(scope)
         response_id = _response_id(scope)
         if await self._stored(caller.workspace, response_id) is not None:
-            from gateway.pipeline.dialects.responses import stored_key
-
-            await self.jobs.store.delete(stored_key(caller.workspace, response_id))
+            await self.jobs.store.delete(_stored_key(caller.workspace, response_id))
             await send_json(send, 200, msgspec.json.encode({"id": response_id, "object": "response",
                                                             "deleted": True}))
             return
@@ -134,3 +130,10 @@ def _page(items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:
     data = items[:limit]
     return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None, "has_more": len(items) > limit}
+
+
+def _stored_key(workspace: str | None, response_id: str) -> str:
+    """The state-store key of a response the gateway stored (the door's module loads on its first use)."""
+    from gateway.pipeline.dialects.responses import stored_key
+
+    return stored_key(workspace, response_id)
