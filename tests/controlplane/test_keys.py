@@ -222,8 +222,12 @@ def _unknown_keys_during_a_stream(server, headers: dict[str, str], count: int) -
     assert load_ended < arrivals[-1], "the stream ended before the lookups did: it must span them"
     gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]
     assert len(arrivals) >= 100
-    # a 40 ms upstream cadence; a lookup holding the event loop would hold chunks back by the lock's wait
-    assert max(gaps) < 0.040 + 0.25, f"largest gap between chunks {max(gaps) * 1000:.0f} ms"
+    # A 40 ms upstream cadence. Lookups that held the event loop would hold the chunks back by a lock or store wait
+    # (up to 500 ms) again and again: many long gaps. A busy 2-core box may stall this client's reader once or twice
+    # (its 16 sending threads share one GIL with it), so a stall or two is allowed, no more and none of a second.
+    long_gaps = sorted(gap for gap in gaps if gap >= 0.040 + 0.25)
+    assert len(long_gaps) <= 2 and max(gaps) < 1.0, (
+        f"gaps between chunks over 290 ms: {[round(gap * 1000) for gap in long_gaps]} ms")
     return statuses
 
 
