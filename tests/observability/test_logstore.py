@@ -1,8 +1,10 @@
 """The SQLite request-log store's file: a ``logs.db`` written by an older release (the model read from the JSON
-document, through an expression index) is upgraded in place when a worker opens it, by several workers at once."""
+document, through an expression index; trace ids indexed alone) is upgraded in place when a worker opens it, by
+several workers at once; trace lookups through the index by run of rows."""
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import threading
 
@@ -120,3 +122,74 @@ def test_a_new_file_has_large_pages_and_an_older_one_keeps_its_own(tmp_path):
         store.close()
     assert page_size(new) == 16384
     assert page_size(old) == 4096
+
+
+def index_columns(path: str, name: str) -> list[str | None]:
+    conn = sqlite3.connect(path)
+    try:
+        return [row[2] for row in conn.execute(f"PRAGMA index_info({name})")]
+    finally:
+        conn.close()
+
+
+def test_a_file_of_the_previous_release_gets_its_trace_index_by_run_and_keeps_its_rows(tmp_path):
+    """The release before indexed trace ids alone (every random id a different page to rewrite)."""
+    path = str(tmp_path / "logs.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE request_logs (id INTEGER PRIMARY KEY, ts REAL NOT NULL, workspace TEXT, trace_id TEXT,"
+                 " status INTEGER, provider TEXT, doc BLOB NOT NULL, model TEXT)")
+    conn.execute("CREATE INDEX request_logs_workspace ON request_logs (workspace, id)")
+    conn.execute("CREATE INDEX request_logs_trace ON request_logs (trace_id)")
+    conn.execute("CREATE INDEX request_logs_model ON request_logs (model, id)")
+    conn.executemany("INSERT INTO request_logs (ts, workspace, trace_id, status, provider, model, doc)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     [(float(i), "default", f"prev-{i % 50}", 200, "vendorA", None if i % 7 else "gpt-4o",
+                       doc(f"prev-{i % 50}", None if i % 7 else "gpt-4o")) for i in range(5000)])
+    conn.close()
+    store = LogStore(path)
+    assert traces(store, trace_id="prev-3") == ["prev-3"] * 100
+    assert len(traces(store, model="gpt-4o", limit=10_000)) == len(range(0, 5000, 7))
+    store.close()
+    assert index_columns(path, "request_logs_trace") == [None, "trace_id"]
+    assert index_columns(path, "request_logs_model") == ["model", "id"]
+
+
+def test_trace_lookups_find_every_run_newest_first_and_page_with_the_cursor(tmp_path):
+    """A trace's rows spread over several runs of 4,096 rows, among random ids, in two workspaces."""
+    path = str(tmp_path / "logs.db")
+    store = LogStore(path)
+    wanted = {10, 4095, 4096, 9000, 12_345}
+    rows = []
+    for i in range(1, 13_000):
+        trace = "the-trace" if i in wanted else secrets.token_hex(16)
+        rows.append((float(i), "other" if i == 9000 else "default", trace, 200, "vendorA", "gpt-4o",
+                     msgspec.json.encode({"trace_id": trace, "n": i})))
+    store.insert(rows)
+
+    def found(workspace: str | None = "default", every: bool = False, **filters) -> list[int]:
+        got, _ = store.query(workspace, LogFilter(trace_id="the-trace", **{"limit": 100, **filters}), every)
+        return [msgspec.json.decode(body)["n"] for _, body in got]
+
+    assert found() == [12_345, 4096, 4095, 10]
+    assert found(every=True) == [12_345, 9000, 4096, 4095, 10]
+    assert found("other") == [9000]
+    page, more = store.query("default", LogFilter(trace_id="the-trace", limit=2))
+    assert more and [row_id for row_id, _ in page] == [12_345, 4096]
+    assert found(after=4096) == [4095, 10]
+    assert found(after=1) == []
+    assert found(status=500) == []
+    conn = sqlite3.connect(path)
+    try:
+        sql, args = store._select(conn, "default", LogFilter(trace_id="the-trace"), False)
+        plan = " ".join(str(row) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+    finally:
+        conn.close()
+    assert "request_logs_trace" in plan  # a seek per run, not a read of the workspace's rows
+    store.close()
+
+
+def test_a_trace_lookup_in_an_empty_store_finds_nothing(tmp_path):
+    store = LogStore(str(tmp_path / "logs.db"))
+    assert store.query("default", LogFilter(trace_id="t")) == ([], False)
+    store.close()
