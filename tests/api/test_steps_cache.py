@@ -12,7 +12,7 @@ import redis
 
 from tests.support.headers import headers_for
 from tests.support.http import post, request, stream_events
-from tests.support.poll import wait_logs
+from tests.support.poll import wait_for, wait_logs
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -186,8 +186,12 @@ def test_metrics_and_logs_carry_the_cache_status(gateway, mock):
     admin = {"x-gateway-api-key": ADMIN_KEY}
     line = wait_logs(gateway, trace, timeout=10)[0]
     assert line["cache_status"] == "HIT" and line["usage_source"] == "none" and line["total_tokens"] == 0
-    metrics = request("GET", gateway.url + "/metrics", headers=admin).text
-    assert 'cache_status="HIT"' in metrics and 'cache_status="MISS"' in metrics
+
+    def counted() -> bool:  # metrics are written about once a second, not with each log batch
+        metrics = request("GET", gateway.url + "/metrics", headers=admin).text
+        return 'cache_status="HIT"' in metrics and 'cache_status="MISS"' in metrics
+
+    assert wait_for(counted, timeout=10)
 
 
 def test_every_worker_shares_one_cache(mock):

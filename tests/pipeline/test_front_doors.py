@@ -18,6 +18,7 @@ from gateway_mock.kit import DEFAULT_REPLY
 from tests.observability.test_logs import wait_logs
 from tests.support.http import post, request
 from tests.support.policies import ADMIN, RATE, rate_limit, tag
+from tests.support.poll import wait_for
 from tests.support.servers import ADMIN_KEY
 
 anthropic = pytest.importorskip("anthropic")
@@ -331,8 +332,12 @@ def test_doors_are_counted_in_metrics_by_endpoint(gateway, mock):
     anthropic_for(gateway, target("vendorA", mock.url)).messages.create(
         model="gpt-4o-mini", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
     openai_for(gateway, target("vendorA", mock.url)).responses.create(model="gpt-4o-mini", input="hi")
-    text = request("GET", f"{gateway.url}/metrics", headers={"x-gateway-api-key": ADMIN_KEY}).body.decode()
-    assert 'endpoint="messages"' in text and 'endpoint="responses"' in text
+
+    def counted() -> bool:  # a worker writes its request metrics about once a second, off the request path
+        text = request("GET", f"{gateway.url}/metrics", headers={"x-gateway-api-key": ADMIN_KEY}).body.decode()
+        return 'endpoint="messages"' in text and 'endpoint="responses"' in text
+
+    assert wait_for(counted, timeout=10)
 
 
 def test_forwarded_stream_keeps_the_provider_bytes(gateway, mock):
