@@ -16,15 +16,12 @@ from typing import Any, Literal
 import msgspec
 
 from gateway.http.errors import InvalidRequest
-from gateway.schema.common import BodyDecoder
+from gateway.schema.common import BodyDecoder, check_metadata
 from gateway.schema.files import EXPIRES_MAX_S, EXPIRES_MIN_S
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 WINDOWS = ("24h", "immediate")
 TERMINAL = frozenset({"failed", "completed", "expired", "cancelled"})
-METADATA_PAIRS = 16
-METADATA_KEY_CHARS = 64
-METADATA_VALUE_CHARS = 512
 
 
 class OutputExpiresAfter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -43,26 +40,6 @@ class CreateBatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 create_batch_decoder = BodyDecoder(CreateBatch)
-
-
-def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, str] | None:
-    """The spec's metadata rules: an object of at most 16 string pairs, keys <= 64 and values <= 512 characters."""
-    if metadata is None:
-        return None
-    if not isinstance(metadata, dict):
-        raise InvalidRequest(f"{field} must be an object of string values", param=field)
-    if len(metadata) > METADATA_PAIRS:
-        raise InvalidRequest(f"{field} may hold at most {METADATA_PAIRS} pairs, got {len(metadata)}", param=field)
-    for key, value in metadata.items():
-        if len(key) > METADATA_KEY_CHARS:
-            raise InvalidRequest(f"{field} key {key[:20]!r}... is longer than {METADATA_KEY_CHARS} characters",
-                                 param=f"{field}.{key[:METADATA_KEY_CHARS]}")
-        if not isinstance(value, str):
-            raise InvalidRequest(f"{field}.{key} must be a string", param=f"{field}.{key}")
-        if len(value) > METADATA_VALUE_CHARS:
-            raise InvalidRequest(f"{field}.{key} is longer than {METADATA_VALUE_CHARS} characters",
-                                 param=f"{field}.{key}")
-    return metadata
 
 
 def parse_create_batch(body: bytes) -> CreateBatch:

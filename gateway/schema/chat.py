@@ -18,6 +18,7 @@ from gateway.schema.common import (
     StreamOptions,
     Temperature,
     TopP,
+    check_metadata,
 )
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
@@ -83,6 +84,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     user: str | None = None
     function_call: str | dict[str, Any] | None = None
     functions: Annotated[list[FunctionDefinition], msgspec.Meta(min_length=1, max_length=128)] | None = None
+    metadata: dict[str, Any] | None = None  # vendorA's stored-completion tags: the spec's metadata limits
 
 
 _decoder = BodyDecoder(ChatRequest)
@@ -128,6 +130,8 @@ def check_response_format(fmt: dict[str, Any]) -> None:
 def parse_chat(body: bytes) -> ChatRequest:
     """Decode and validate a chat body; any violation is a 400 naming the field."""
     req = _decoder.decode(body)
+    if req.metadata is not None:
+        check_metadata(req.metadata)
     if req.response_format is not None:
         check_response_format(req.response_format)
     if req.top_logprobs is not None and not req.logprobs:

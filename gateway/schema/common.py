@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
 from gateway.http.errors import InvalidRequest, mid_sentence
 
 T = TypeVar("T")
+#: the spec's metadata limits (batches, fine-tuning jobs, chat and Responses requests: vendorA's own)
+METADATA_PAIRS = 16
+METADATA_KEY_CHARS = 64
+METADATA_VALUE_CHARS = 512
 
 Penalty = Annotated[float, msgspec.Meta(ge=-2, le=2)]
 Temperature = Annotated[float, msgspec.Meta(ge=0, le=2)]
@@ -101,3 +105,23 @@ class Usage(msgspec.Struct, gc=False, omit_defaults=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+
+
+def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, str] | None:
+    """The spec's metadata rules: an object of at most 16 string pairs, keys <= 64 and values <= 512 characters."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise InvalidRequest(f"{field} must be an object of string values", param=field)
+    if len(metadata) > METADATA_PAIRS:
+        raise InvalidRequest(f"{field} may hold at most {METADATA_PAIRS} pairs, got {len(metadata)}", param=field)
+    for key, value in metadata.items():
+        if len(key) > METADATA_KEY_CHARS:
+            raise InvalidRequest(f"{field} key {key[:20]!r}... is longer than {METADATA_KEY_CHARS} characters",
+                                 param=f"{field}.{key[:METADATA_KEY_CHARS]}")
+        if not isinstance(value, str):
+            raise InvalidRequest(f"{field}.{key} must be a string", param=f"{field}.{key}")
+        if len(value) > METADATA_VALUE_CHARS:
+            raise InvalidRequest(f"{field}.{key} is longer than {METADATA_VALUE_CHARS} characters",
+                                 param=f"{field}.{key}")
+    return metadata

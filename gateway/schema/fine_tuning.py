@@ -17,8 +17,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from gateway.schema.batches import check_metadata
-from gateway.schema.common import BodyDecoder
+from gateway.schema.common import BodyDecoder, check_metadata
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]

@@ -135,6 +135,8 @@ def test_snake_and_camel_spellings_of_gateway_headers(gateway, mock):
         ({**CHAT, "tool_choice": "sometimes"}, "tool_choice"),
         ({**CHAT, "stream_options": {"include_usage": True}}, "stream_options"),
         ({**CHAT, "temperature": "hot"}, "temperature"),
+        ({**CHAT, "metadata": {f"tag{i}": "x" for i in range(17)}}, "metadata"),
+        ({**CHAT, "metadata": {"ticket": "x" * 513}}, "metadata.ticket"),
     ],
 )
 def test_invalid_bodies_get_400_naming_the_field_and_never_reach_upstream(gateway, mock, gw_headers, body, param):

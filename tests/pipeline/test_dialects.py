@@ -109,6 +109,9 @@ def test_a_unified_stream_becomes_the_messages_event_sequence():
       "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
     ({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "x"}},
      "tool_choice.type"),
+    ({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "metadata": {"user_id": 5}},
+     "metadata.user_id"),
+    ({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "metadata": "u-1"}, "metadata"),
 ])
 def test_bad_messages_requests_name_the_field(body, param):
     with pytest.raises(InvalidRequest) as caught:
@@ -122,6 +125,9 @@ def test_bad_messages_requests_name_the_field(body, param):
     ({"model": "m", "input": "x", "text": {"format": {"type": "xml"}}}, "text.format.type"),
     ({"model": "m", "input": "x", "reasoning": {"effort": "max"}}, "reasoning.effort"),
     ({"model": "m", "input": "x", "tools": [{"type": "file_search"}]}, "tools[0].type"),
+    ({"model": "m", "input": "x", "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+    ({"model": "m", "input": "x", "metadata": {"ticket": 42}}, "metadata.ticket"),
+    ({"model": "m", "input": "x", "metadata": {"ticket": "x" * 513}}, "metadata.ticket"),
 ])
 def test_bad_responses_requests_name_the_field(body, param):
     with pytest.raises(InvalidRequest) as caught:

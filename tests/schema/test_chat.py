@@ -1,4 +1,5 @@
-"""The chat body's response_format check: the one rule every provider gets, run when the body is decoded."""
+"""The chat body's response_format and metadata checks: the rules every provider gets, run when the body is
+decoded."""
 
 from __future__ import annotations
 
@@ -55,3 +56,21 @@ def test_a_format_that_is_not_an_object_is_a_400_naming_it():
     with pytest.raises(InvalidRequest) as info:
         parse_chat(chat(response_format="json"))
     assert info.value.param == "response_format"
+
+
+def test_metadata_within_the_limits_decodes():
+    pairs = {f"{i:02d}" + "k" * 62: "v" * 512 for i in range(16)}
+    assert parse_chat(chat(metadata=pairs)).metadata == pairs
+
+
+@pytest.mark.parametrize("metadata,param", [
+    ({f"k{i}": "v" for i in range(17)}, "metadata"),
+    ({"k" * 65: "v"}, "metadata." + "k" * 64),
+    ({"ticket": "x" * 513}, "metadata.ticket"),
+    ({"ticket": 42}, "metadata.ticket"),
+    ([["ticket", "42"]], "metadata"),
+])
+def test_metadata_beyond_the_spec_limits_is_a_400_naming_it(metadata, param):
+    with pytest.raises(InvalidRequest) as caught:
+        parse_chat(chat(metadata=metadata))
+    assert caught.value.status == 400 and caught.value.param == param

@@ -197,6 +197,9 @@ class MessagesDialect(_Dialect):
         for name in ("temperature", "top_p"):
             optional(doc, name, (int, float), "a number")
         optional(doc, "stop_sequences", list, "a list of strings")
+        metadata = optional(doc, "metadata", dict, "an object")
+        if metadata is not None and not isinstance(metadata.get("user_id"), (str, type(None))):
+            raise InvalidRequest("metadata.user_id must be a string", param="metadata.user_id")
         return DoorRequest(doc, model, stream)
 
     def to_chat(self, request: DoorRequest) -> dict[str, Any]:
@@ -222,7 +225,7 @@ class MessagesDialect(_Dialect):
             if chat.get("tool_choice") == "none" and "tools" not in chat:
                 del chat["tool_choice"]
         metadata = doc.get("metadata")
-        if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
+        if metadata and metadata.get("user_id") is not None:
             chat["user"] = metadata["user_id"]
         return stream_with_usage(request, chat)
 

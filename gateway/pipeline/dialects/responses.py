@@ -56,7 +56,7 @@ from gateway.pipeline.dialects.base import (
 )
 from gateway.process_ids import TRACE_IDS
 from gateway.providers.base import RESPONSES, upstream_error
-from gateway.schema.common import Usage
+from gateway.schema.common import Usage, check_metadata
 
 #: how long a translated response stays retrievable and continuable (30 days, as vendorA keeps them)
 STORED_TTL_MS = 30 * 24 * 3600 * 1000
@@ -232,7 +232,7 @@ class ResponsesDialect(_Dialect):
             optional(doc, name, (int, float), "a number")
         optional(doc, "store", bool, "a boolean")
         optional(doc, "previous_response_id", str, "a string")
-        optional(doc, "metadata", dict, "an object")
+        check_metadata(doc.get("metadata"))
         text = optional(doc, "text", dict, "an object")
         if text is not None:
             _format(text.get("format"))
