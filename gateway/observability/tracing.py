@@ -192,8 +192,9 @@ class OtlpExporter:
             self._wake.set()
 
     async def start(self) -> None:
+        # no cookie jar: a collector (or a proxy in front of it) setting cookies gets none back, as upstreams do not
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                                              headers={"user-agent": USER_AGENT})
+                                              headers={"user-agent": USER_AGENT}, cookie_jar=aiohttp.DummyCookieJar())
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-exporter")
 
