@@ -78,6 +78,12 @@ class _DeadlineReadTimeout(ResponseHandler):
         super()._on_read_timeout()
 
 
+#: the private hooks of aiohttp's response protocol the deadline overrides (aiohttp 3.9 to 3.14 have them); an
+#: aiohttp without them keeps its own per-read timer, the same bound at more cost per read
+DEADLINE_HOOKS = ("_reschedule_timeout", "_on_read_timeout", "_drop_timeout")
+_DEADLINE_READS = all(hasattr(ResponseHandler, name) for name in DEADLINE_HOOKS)
+
+
 class UpstreamClient:
     """Sends UpstreamRequests; the caller reads (or streams) and releases the response."""
 
@@ -107,8 +113,9 @@ class UpstreamClient:
             enable_cleanup_closed=True,
             **reuse,
         )
-        protocol: type[ResponseHandler] = _DeadlineReadTimeout
-        connector._factory = functools.partial(protocol, loop=connector._loop)
+        if _DEADLINE_READS and hasattr(connector, "_factory"):
+            protocol: type[ResponseHandler] = _DeadlineReadTimeout
+            connector._factory = functools.partial(protocol, loop=connector._loop)
         return connector
 
     async def start(self) -> None:

@@ -198,3 +198,23 @@ def test_a_cookie_one_answer_sets_never_reaches_another_callers_request(gateway,
         assert upstream.cookies == [None, None, None]
     finally:
         loop_thread.run(_close(upstream))
+
+
+def test_the_installed_aiohttp_has_the_hooks_the_read_deadline_replaces():
+    """The read deadline overrides private hooks of aiohttp's response protocol; an aiohttp without them would
+    silently fall back to its per-read timer (correct, slower under many streams): this says so at once."""
+    from aiohttp.client_proto import ResponseHandler
+
+    from gateway.settings import Settings
+    from gateway.upstream.client import DEADLINE_HOOKS, UpstreamClient, _DeadlineReadTimeout
+
+    assert [name for name in DEADLINE_HOOKS if not hasattr(ResponseHandler, name)] == []
+
+    async def protocol_class() -> type:
+        connector = UpstreamClient(Settings())._connector()
+        try:
+            return type(connector._factory())
+        finally:
+            await connector.close()
+
+    assert asyncio.run(protocol_class()) is _DeadlineReadTimeout
