@@ -14,6 +14,11 @@ All variants and the floor run at once (idle ones cost nothing); ``--rounds`` ro
 order rotating each round. Prints one JSON document (progress on stderr): per target the median req/s, its ratio to
 the floor's, the median server CPU per request (all the server's processes) and the worker RSS after the run.
 
+A setting's value ``@collector`` is the URL of a loopback OTLP/HTTP collector the run starts
+(``bench/otlp_sink.py``), so the cost of trace export shows beside the default build:
+``python bench/ab.py plain=. traced=.,GATEWAY_OTLP_ENDPOINT=@collector``; the report says how many spans it
+received.
+
 Quick run: ``python bench/ab.py compiled=. pure=.,GATEWAY_NO_EXTENSIONS=1 --rounds 1 --duration 1``.
 """
 
@@ -70,10 +75,28 @@ def _health(url: str) -> dict:
         return msgspec.json.decode(resp.read())
 
 
-def start(stack: Stack, variants: list[tuple[str, Path, dict[str, str]]]) -> dict[str, Server]:
+COLLECTOR = "@collector"
+
+
+def start_collector(stack: Stack) -> Server:
+    """The loopback OTLP collector (``bench/otlp_sink.py``)."""
+    sink = Server("collector", [sys.executable, str(BENCH / "otlp_sink.py")], stack.env, stack.tmp)
+    sink.wait_ready(lambda: _answers(sink.url + "/count"))
+    return sink
+
+
+def collected(sink: Server) -> dict:
+    with urllib.request.urlopen(sink.url + "/count", timeout=5) as resp:
+        return msgspec.json.decode(resp.read())
+
+
+def start(stack: Stack, variants: list[tuple[str, Path, dict[str, str]]], collector: Server | None = None
+          ) -> dict[str, Server]:
     servers = {"floor": Server("floor", [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream",
                                          stack.mock.url, "--workers", "1"], stack.env, stack.tmp)}
     for name, checkout, settings in variants:
+        if collector is not None:
+            settings = {key: collector.url if value == COLLECTOR else value for key, value in settings.items()}
         env = {**stack.env, "GATEWAY_ADMIN_KEY": stack.admin_key, "GATEWAY_DATA_DIR": str(stack.tmp / f"data-{name}"),
                "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": "1", **settings}
         servers[name] = Server(name, [sys.executable, "-m", "gateway", "serve"], env, stack.tmp, cwd=checkout)
@@ -111,7 +134,9 @@ def run(args: argparse.Namespace) -> dict:
     gen = pick_loadgen(args.loadgen, args.connections, 1)
     with Stack(log=log) as stack:
         stack.scenario(STREAM_SCENARIO, [{"chunks": STREAM_CHUNKS}])
-        servers = start(stack, args.variants)
+        wants_collector = any(COLLECTOR in settings.values() for _, _, settings in args.variants)
+        collector = start_collector(stack) if wants_collector else None
+        servers = start(stack, args.variants, collector)
         report: dict = {"mode": args.mode, "loadgen": gen.describe(), "connections": args.connections,
                         "rounds": args.rounds, "round_seconds": args.duration, "targets": {}}
         try:
@@ -144,9 +169,14 @@ def run(args: argparse.Namespace) -> dict:
                     "ratio_to_floor": round(median / floor, 3) if floor else None,
                     "cpu_us_per_request": round(statistics.median(cpu[name]), 1), "errors": errors[name],
                     "rss_mb": worker_rss_mb(servers[name].pid)})
+            if collector is not None:
+                time.sleep(1.5)  # the exporters' last batches (they send about once a second)
+                report["collector"] = collected(collector)
         finally:
             for server in servers.values():
                 server.stop()
+            if collector is not None:
+                collector.stop()
     return report
 
 

@@ -142,6 +142,15 @@ def test_ab_runs_each_variant_from_its_checkout_and_says_what_it_loaded() -> Non
     assert targets["floor"]["ratio_to_floor"] == 1.0
 
 
+def test_ab_starts_a_collector_for_a_traced_variant_and_counts_its_spans() -> None:
+    report = run_json([sys.executable, "bench/ab.py", f"traced={ROOT},GATEWAY_OTLP_ENDPOINT=@collector",
+                       "--rounds", "1", "--duration", "1"])
+    traced = report["targets"]["traced"]
+    assert traced["errors"] == 0 and traced["rps"] > 0
+    # a request span and an answering-attempt span per request, all of them taken by the collector
+    assert report["collector"]["requests"] > 0 and report["collector"]["spans"] >= 2 * traced["rps"]
+
+
 def test_ab_refuses_a_variant_that_names_no_checkout() -> None:
     done = subprocess.run([sys.executable, "bench/ab.py", "x=/nowhere"], cwd=ROOT, env=clean_env(),
                           capture_output=True, text=True, timeout=60)
