@@ -92,16 +92,19 @@ def test_background_build_per_record(benchmark, tmp_path):
 
 
 def test_span_build_per_record(benchmark, tmp_path):
-    from gateway.observability.cost import Prices
-    from gateway.observability.entry import Derived
-    from gateway.observability.masking import Masker
-
-    masker = Masker()
+    """The spans of one record from the stats its log row was built with, encoded as the exporter queues them."""
+    recorder = make_recorder(tmp_path, otlp=True)
     rec = make_record()
-    d = Derived(rec, 0.0, masker, Prices())
-    benchmark(request_spans, rec, d, lambda text: text)
+    _, _, stats = recorder.rows.build(rec, 0.0)
+    exporter = recorder.exporter
+
+    def spans() -> None:
+        exporter.add(request_spans(rec, stats, lambda text: text))
+        exporter._queue.clear()
+
+    benchmark(spans)
     if benchmark.stats:
-        print(f"\nspans for one record: {benchmark.stats.stats.median * 1e6:.2f} µs")
+        print(f"\nspans for one record, built and encoded: {benchmark.stats.stats.median * 1e6:.2f} µs")
 
 
 def test_metrics_flush_of_a_batch(benchmark, tmp_path):

@@ -18,8 +18,9 @@ from functools import partial
 from typing import Any
 
 from gateway import _speedups
+from gateway.http.context import client_headers
 from gateway.observability.cost import Prices
-from gateway.observability.entry import Derived, IsoClock
+from gateway.observability.entry import IsoClock
 from gateway.observability.linesink import LineSink
 from gateway.observability.logstore import LogStore
 from gateway.observability.masking import Masker
@@ -172,12 +173,16 @@ class ObservabilityRecorder(Recorder):
                 lines.append(doc)
                 stats.append(stat)  # rows[i] and stats[i] are the same request's
                 if exporter is not None:
-                    d = Derived(rec, offset, self.masker, self.prices)
-                    exporter.add(request_spans(rec, d, partial(self.masker.scrub, secrets=d.secrets)))
+                    exporter.add(request_spans(rec, stat, partial(self._scrub_error, rec)))
             except Exception as exc:  # noqa: BLE001 - one odd record must not lose the batch
                 self.metrics.count(LOGS_DROPPED, ("build_failed",))
                 self._warn("build", exc)
         return rows, lines, stats
+
+    def _scrub_error(self, rec: RequestRecord, text: str) -> str:
+        """A failed request's error text with the clear secrets of its request headers hidden (as its log line)."""
+        _, secrets = self.masker.headers(client_headers(rec.request_headers or ()), rec.sensitive_headers)
+        return self.masker.scrub(text, secrets=secrets)
 
     async def _store(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats]) -> int:
         """Hand a built batch to the stores; returns how many rows could not be stored."""

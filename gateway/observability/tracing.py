@@ -25,6 +25,7 @@ import msgspec
 
 from gateway import USER_AGENT, __version__
 from gateway.http.context import client_headers
+from gateway.observability.entry import timings
 from gateway.observability.metrics import SPANS_DROPPED, SPANS_EXPORTED, Metrics
 from gateway.waiting import wait_event, within
 
@@ -80,10 +81,11 @@ def _nanos(seconds: float) -> str:
     return str(int(seconds * 1_000_000_000))
 
 
-def request_spans(rec: Any, d: Any, scrub: Callable[[str], str]) -> list[dict]:
+def request_spans(rec: Any, stats: Any, scrub: Callable[[str], str]) -> list[dict]:
     """The request span, and a client span for the answering upstream attempt when there was one.
 
-    ``d`` is the record's ``entry.Derived``; ``scrub`` hides secrets in free text (the error message).
+    ``stats`` is what the recorder worked out for the record's log row (``rollups.RequestStats``: its wall-clock
+    start, tokens and cost); ``scrub`` hides secrets in free text (the error message: called only when there is one).
     """
     trace_id, trace_derived = otlp_id(rec.trace_id, 32)
     if trace_id is None:
@@ -93,7 +95,7 @@ def request_spans(rec: Any, d: Any, scrub: Callable[[str], str]) -> list[dict]:
     parent_id, parent_derived = otlp_id(rec.parent_span_id, 16)
     if parent_id is None:
         parent_id = traceparent_parent(client_headers(rec.request_headers or ()).get("traceparent"), trace_id)
-    start = d.wall_start
+    start = stats.ts
     end = start + rec.total_s
     attributes = [
         _attr("gateway.endpoint", rec.endpoint),
@@ -115,10 +117,10 @@ def request_spans(rec: Any, d: Any, scrub: Callable[[str], str]) -> list[dict]:
         attributes.append(_attr("gateway.span_id", rec.span_id))
     if parent_derived:
         attributes.append(_attr("gateway.parent_span_id", rec.parent_span_id))
-    if d.tokens_in or d.tokens_out:
-        attributes.append(_attr("gen_ai.usage.input_tokens", d.tokens_in))
-        attributes.append(_attr("gen_ai.usage.output_tokens", d.tokens_out))
-        attributes.append(_attr("gateway.cost_usd", d.cost))
+    if stats.tokens_in or stats.tokens_out:
+        attributes.append(_attr("gen_ai.usage.input_tokens", stats.tokens_in))
+        attributes.append(_attr("gen_ai.usage.output_tokens", stats.tokens_out))
+        attributes.append(_attr("gateway.cost_usd", stats.cost))
     if rec.ttft_s is not None:
         attributes.append(_attr("gateway.ttft_ms", round(rec.ttft_s * 1000, 3)))
     if rec.metadata:
@@ -143,7 +145,8 @@ def request_spans(rec: Any, d: Any, scrub: Callable[[str], str]) -> list[dict]:
     spans = [span]
     if rec.upstream_started:
         up_start = rec.upstream_started - rec.started + start
-        up_end = up_start + d.upstream_s if d.upstream_s is not None else end
+        upstream_s = timings(rec)[0]
+        up_end = up_start + upstream_s if upstream_s is not None else end
         spans.append({
             "traceId": trace_id,
             "spanId": "%016x" % getrandbits(64),
@@ -159,6 +162,9 @@ def request_spans(rec: Any, d: Any, scrub: Callable[[str], str]) -> list[dict]:
     return spans
 
 
+_BODY_END = b"]}]}]}"
+
+
 class OtlpExporter:
     """Batches spans and POSTs them as OTLP/HTTP JSON from a background task; never waits on behalf of a request."""
 
@@ -171,10 +177,14 @@ class OtlpExporter:
         self.batch_size = batch_size
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self._queue: deque[dict] = deque()
-        self._resource = {"attributes": [_attr("service.name", service_name),
-                                         _attr("service.version", __version__)]}
-        self._scope = {"name": "gateway", "version": __version__}
+        #: spans encoded as they are queued: bytes hold less memory than the span's dicts and are never scanned by
+        #: the garbage collector while they wait; a batch is their join
+        self._queue: deque[bytes] = deque()
+        resource = {"attributes": [_attr("service.name", service_name), _attr("service.version", __version__)]}
+        scope = {"name": "gateway", "version": __version__}
+        #: an export body is this, the spans joined by commas, and ``_BODY_END``
+        self._body_start = (b'{"resourceSpans":[{"resource":' + _encode(resource) + b',"scopeSpans":[{"scope":'
+                            + _encode(scope) + b',"spans":[')
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
@@ -187,7 +197,7 @@ class OtlpExporter:
         if len(queue) + len(spans) > self.max_queue:
             self.metrics.count(SPANS_DROPPED, ("queue_full",), len(spans))
             return
-        queue.extend(spans)
+        queue.extend(map(_encode, spans))
         if len(queue) >= self.batch_size and self._wake is not None:
             self._wake.set()
 
@@ -206,13 +216,12 @@ class OtlpExporter:
             while self._queue and not self._closing:
                 await self._export(self._take())
 
-    def _take(self) -> list[dict]:
+    def _take(self) -> list[bytes]:
         queue = self._queue
         return [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
 
-    async def _export(self, spans: list[dict]) -> None:
-        body = _encode({"resourceSpans": [{"resource": self._resource,
-                                           "scopeSpans": [{"scope": self._scope, "spans": spans}]}]})
+    async def _export(self, spans: list[bytes]) -> None:
+        body = self._body_start + b",".join(spans) + _BODY_END
         try:
             assert self._session is not None
             async with self._session.post(self.url, data=body,
