@@ -1,9 +1,21 @@
-"""Reading a request body from ASGI under the GATEWAY_MAX_BODY_BYTES limit."""
+"""Reading a request body from ASGI under the GATEWAY_MAX_BODY_BYTES limit, decompressing a compressed one.
+
+A body sent with ``Content-Encoding: gzip`` (or ``x-gzip``) or ``deflate`` (zlib-wrapped, as RFC 9110 defines it;
+a raw deflate stream is read too, as some clients send one) is decompressed before anything reads it; the limit
+applies to the bytes received and again to the decompressed body (a small body that inflates past it is a 413, and
+decompression stops there). ``identity`` is no encoding. Any other encoding (``br``, ``zstd``, a list of several)
+is a 415 naming ``content-encoding``; a body that is not what its encoding says is a 400.
+"""
 
 from __future__ import annotations
 
-from gateway.http.errors import InvalidRequest, PayloadTooLarge
+import zlib
+
+from gateway.http.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 from gateway.http.types import Receive, Scope
+
+#: Content-Encoding -> zlib window bits of the decoder (gzip header; zlib header)
+_DECODERS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
 
 
 class ClientDisconnected(Exception):
@@ -11,7 +23,9 @@ class ClientDisconnected(Exception):
 
 
 async def read_request_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole body; 413 as soon as it is known to exceed ``limit`` (Content-Length or bytes read)."""
+    """The whole body, decompressed; 413 as soon as it is known to exceed ``limit`` (Content-Length, bytes read or
+    bytes decompressed)."""
+    encoding = None
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -20,7 +34,15 @@ async def read_request_body(scope: Scope, receive: Receive, limit: int) -> bytes
                 raise InvalidRequest("Content-Length is not an integer", param="content-length") from None
             if declared > limit:
                 raise PayloadTooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
-            break
+        elif name == b"content-encoding":
+            encoding = value
+    body = await _read(receive, limit)
+    if encoding is None:
+        return body
+    return decoded(body, encoding, limit)
+
+
+async def _read(receive: Receive, limit: int) -> bytes:
     message = await receive()
     if message["type"] == "http.disconnect":
         raise ClientDisconnected()
@@ -42,3 +64,34 @@ async def read_request_body(scope: Scope, receive: Receive, limit: int) -> bytes
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
+
+
+def decoded(body: bytes, encoding: bytes, limit: int) -> bytes:
+    """``body`` decoded from its ``Content-Encoding``, at most ``limit`` bytes of it."""
+    name = encoding.strip().lower()
+    if name in (b"", b"identity"):
+        return body
+    wbits = _DECODERS.get(name)
+    if wbits is None:
+        shown = encoding.decode("latin-1")
+        raise UnsupportedMediaType(f"Content-Encoding {shown!r} is not supported: send the body as is, or gzip or "
+                                   "deflate it", param="content-encoding")
+    try:
+        return _inflate(body, wbits, limit)
+    except zlib.error:
+        if name != b"deflate":
+            raise InvalidRequest(f"request body is not valid {name.decode()} data", param="content-encoding") from None
+    try:  # a raw deflate stream, without the zlib header
+        return _inflate(body, -zlib.MAX_WBITS, limit)
+    except zlib.error:
+        raise InvalidRequest("request body is not valid deflate data", param="content-encoding") from None
+
+
+def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    out = inflater.decompress(body, limit + 1)
+    if len(out) > limit:
+        raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes once decompressed")
+    if not inflater.eof:
+        raise zlib.error("truncated")
+    return out

@@ -150,6 +150,14 @@ class PayloadTooLarge(GatewayError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(GatewayError):
+    """415: the body comes in an encoding the gateway does not read."""
+
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_media_type"
+
+
 class ServiceUnavailable(GatewayError):
     """503: the gateway cannot answer this now (a store it needs is busy or unreachable); retrying shortly may work."""
 

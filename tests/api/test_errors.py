@@ -1,7 +1,10 @@
-"""The one error format at the edge: auth, routes, methods, body size, provider identification."""
+"""The one error format at the edge: auth, routes, methods, body size and encoding, provider identification."""
 
 from __future__ import annotations
 
+import gzip
+
+import msgspec
 import pytest
 
 from tests.support.asgi import call, in_process
@@ -97,3 +100,19 @@ def test_config_completed_by_the_bearer_header(gateway, mock):
     headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": '{"provider": "vendorA"}'}
     error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", CHAT, headers), 400)
     assert "api_key" in error["message"]
+
+
+def test_a_gzipped_body_is_served_and_the_upstream_gets_json_and_an_unread_encoding_is_415(gateway, mock,
+                                                                                        gw_headers):
+    base = mock.scenario()
+    body = msgspec.json.encode({**CHAT, "max_tokens": 7})
+    resp = post(f"{gateway.url}/v1/chat/completions", gzip.compress(body),
+                {**gw_headers(base + "/v1"), "content-encoding": "gzip"})
+    assert resp.status == 200, resp.text
+    (sent,) = mock.calls(base)["requests"]
+    assert msgspec.json.decode(sent["body"])["max_tokens"] == 7
+    assert "content-encoding" not in {name.lower() for name in sent["headers"]}
+    error = assert_envelope(post(f"{gateway.url}/v1/chat/completions", body,
+                                 {**gw_headers(base + "/v1"), "content-encoding": "br"}), 415)
+    assert error["param"] == "content-encoding" and "'br'" in error["message"]
+    assert mock.calls(base)["calls"] == 1
