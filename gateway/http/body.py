@@ -4,7 +4,8 @@ A body sent with ``Content-Encoding: gzip`` (or ``x-gzip``) or ``deflate`` (zlib
 a raw deflate stream is read too, as some clients send one) is decompressed before anything reads it; the limit
 applies to the bytes received and again to the decompressed body (a small body that inflates past it is a 413, and
 decompression stops there). ``identity`` is no encoding. Any other encoding (``br``, ``zstd``, a list of several)
-is a 415 naming ``content-encoding``; a body that is not what its encoding says is a 400.
+is a 415 naming ``content-encoding``; a body that is not what its encoding says is a 400. Multipart bodies (files,
+images and audio forms) are read as sent: any encoding there is a 415 (``refuse_encoded``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ async def _read(receive: Receive, limit: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
+
+
+def refuse_encoded(scope: Scope, what: str) -> None:
+    """415 for a body that names a ``Content-Encoding`` (other than ``identity``) where bodies are read as sent
+    (``what``: the multipart uploads and forms)."""
+    for name, value in scope["headers"]:
+        if name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            shown = value.decode("latin-1")
+            raise UnsupportedMediaType(f"Content-Encoding {shown!r} is not supported for {what}: send the body as is",
+                                       param="content-encoding")
 
 
 def decoded(body: bytes, encoding: bytes, limit: int) -> bytes:

@@ -14,7 +14,7 @@ import hashlib
 import tempfile
 from typing import IO, AsyncIterator
 
-from gateway.http.body import ClientDisconnected
+from gateway.http.body import ClientDisconnected, refuse_encoded
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
 from gateway.http.types import Receive, Scope
 from gateway.jobs.filestore import FileWriter
@@ -95,6 +95,7 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
                          spool_dir: str | None = None, spool: bool = False) -> Upload:
     """Read the whole multipart upload (streaming); 400 for a malformed body or no ``file`` part, 413 when too
     large. The caller commits or aborts ``sink``; on an exception here nothing was committed."""
+    refuse_encoded(scope, "multipart uploads")
     content_type = header(scope, b"content-type") or ""
     try:
         boundary = boundary_of(content_type)

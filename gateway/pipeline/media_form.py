@@ -23,6 +23,7 @@ import aiohttp
 import aiohttp.payload
 import msgspec
 
+from gateway.http.body import refuse_encoded
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
 from gateway.http.types import Receive, Scope
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
@@ -136,6 +137,7 @@ async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spoo
                        hashed: bool = False) -> MediaForm:
     """Read the whole multipart body as it streams (400 for a malformed one, 413 when its files are too large);
     ``hashed``: digest each file as it is written."""
+    refuse_encoded(scope, "multipart forms")
     try:
         boundary = boundary_of(header(scope, b"content-type") or "")
     except MultipartError as exc:

@@ -3,6 +3,7 @@ retrieve, content, delete) and files forwarded to the provider; every bad field 
 
 from __future__ import annotations
 
+import gzip
 import io
 
 import pytest
@@ -84,6 +85,20 @@ def test_an_upload_that_is_not_multipart_or_has_no_file_is_refused(gateway):
     body = b'--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--zz--\r\n'
     resp = request("POST", f"{gateway.url}/v1/files", body, headers)
     assert resp.status == 400 and resp.json()["error"]["param"] == "file"
+
+
+def test_a_compressed_upload_is_a_415_naming_content_encoding_and_stores_nothing(gateway):
+    """Multipart bodies are read as sent (only JSON bodies are decompressed)."""
+    body = (b'--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--zz\r\n'
+            b'Content-Disposition: form-data; name="file"; filename="x.jsonl"\r\n\r\n' + JSONL + b"\r\n--zz--\r\n")
+    headers = {"x-gateway-api-key": ADMIN_KEY, "content-type": "multipart/form-data; boundary=zz"}
+    before = request("GET", f"{gateway.url}/v1/files?limit=100", headers={"x-gateway-api-key": ADMIN_KEY}).json()
+    resp = request("POST", f"{gateway.url}/v1/files", gzip.compress(body), {**headers, "content-encoding": "gzip"})
+    assert resp.status == 415, resp.text
+    assert resp.json()["error"]["param"] == "content-encoding"
+    after = request("GET", f"{gateway.url}/v1/files?limit=100", headers={"x-gateway-api-key": ADMIN_KEY}).json()
+    assert after["data"] == before["data"]
+    assert request("POST", f"{gateway.url}/v1/files", body, {**headers, "content-encoding": "identity"}).status == 200
 
 
 def test_a_file_with_an_expiry_policy_carries_expires_at(plain):

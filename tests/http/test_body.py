@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from gateway.http.body import read_request_body
+from gateway.http.body import read_request_body, refuse_encoded
 from gateway.http.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
 JSON = b'{"model": "m", "messages": [{"role": "user", "content": "' + b"hello " * 200 + b'"}]}'
@@ -72,3 +72,16 @@ async def test_a_body_that_inflates_past_the_limit_is_a_413_and_stops_there():
         await read(bomb, "gzip", limit=1_000_000)
     assert "decompressed" in caught.value.message
     assert await read(gzip.compress(JSON), "gzip", limit=len(JSON)) == JSON  # exactly the limit is fine
+
+
+@pytest.mark.parametrize("encoding, refused", [("gzip", True), ("br", True), ("identity", False), (None, False)])
+def test_multipart_bodies_are_read_as_sent_and_any_encoding_is_a_415(encoding, refused):
+    headers = [(b"content-type", b"multipart/form-data; boundary=zz")]
+    if encoding is not None:
+        headers.append((b"content-encoding", encoding.encode()))
+    if not refused:
+        refuse_encoded({"headers": headers}, "multipart forms")
+        return
+    with pytest.raises(UnsupportedMediaType) as caught:
+        refuse_encoded({"headers": headers}, "multipart forms")
+    assert caught.value.param == "content-encoding" and "multipart forms" in caught.value.message
