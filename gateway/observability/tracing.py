@@ -24,12 +24,11 @@ import aiohttp
 import msgspec
 
 from gateway import USER_AGENT, __version__
-from gateway.http.context import client_headers
 from gateway.observability.entry import timings
 from gateway.observability.metrics import SPANS_DROPPED, SPANS_EXPORTED, Metrics
 from gateway.waiting import wait_event, within
 
-_HEX = frozenset("0123456789abcdef")
+_HEX = "0123456789abcdef"
 _encode = msgspec.json.encode
 SPAN_KIND_SERVER = 2
 SPAN_KIND_CLIENT = 3
@@ -38,7 +37,7 @@ STATUS_ERROR = 2
 
 
 def _is_hex(value: str, length: int) -> bool:
-    return len(value) == length and set(value) <= _HEX and value.strip("0") != ""
+    return len(value) == length and not value.strip(_HEX) and value.strip("0") != ""
 
 
 def otlp_id(value: str | None, length: int) -> tuple[str | None, bool]:
@@ -65,6 +64,23 @@ def traces_url(endpoint: str) -> str:
     """``<base>/v1/traces`` for an OTLP/HTTP base URL (a URL already ending in /v1/traces is kept)."""
     base = endpoint.rstrip("/")
     return base if base.endswith("/v1/traces") else base + "/v1/traces"
+
+
+def _traceparent(raw_headers: Any) -> str | None:
+    """The request's ``traceparent`` header (the last one), read from its raw headers."""
+    found = None
+    for name, value in raw_headers or ():
+        if name.lower() == b"traceparent":
+            found = value.decode("latin-1")
+    return found
+
+
+def _str_attr(key: str, value: str) -> dict:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _int_attr(key: str, value: int) -> dict:
+    return {"key": key, "value": {"intValue": str(value)}}
 
 
 def _attr(key: str, value: Any) -> dict:
@@ -94,16 +110,16 @@ def request_spans(rec: Any, stats: Any, scrub: Callable[[str], str]) -> list[dic
     span_id = span_id or "%016x" % getrandbits(64)
     parent_id, parent_derived = otlp_id(rec.parent_span_id, 16)
     if parent_id is None:
-        parent_id = traceparent_parent(client_headers(rec.request_headers or ()).get("traceparent"), trace_id)
+        parent_id = traceparent_parent(_traceparent(rec.request_headers), trace_id)
     start = stats.ts
     end = start + rec.total_s
     attributes = [
-        _attr("gateway.endpoint", rec.endpoint),
-        _attr("http.response.status_code", rec.status),
+        _str_attr("gateway.endpoint", rec.endpoint),
+        _int_attr("http.response.status_code", rec.status),
         _attr("gateway.cache_status", rec.cache_status),
-        _attr("gateway.retries", rec.retries),
-        _attr("gateway.fallbacks", rec.fallbacks),
-        _attr("gateway.stream", rec.stream),
+        _int_attr("gateway.retries", rec.retries),
+        _int_attr("gateway.fallbacks", rec.fallbacks),
+        {"key": "gateway.stream", "value": {"boolValue": bool(rec.stream)}},
     ]
     for key, value in (
         ("gateway.provider", rec.provider), ("gen_ai.request.model", rec.model), ("gateway.workspace", rec.workspace),

@@ -120,6 +120,25 @@ def test_spans_join_the_clients_trace_from_gateway_headers(traced_gateway, colle
     assert "sk-trace-secret-42" not in msgspec.json.encode(spans).decode()
 
 
+def test_a_failed_request_span_says_why_without_the_callers_secret(traced_gateway, collector, mock):
+    """The span's status message is the error text with the clear secrets of the request's headers hidden, as in
+    its log line; attribute values keep their OTLP types."""
+    trace_id = uuid.uuid4().hex
+    base = mock.scenario([{"status": 400, "message": "bad key sk-trace-secret-42 for this model"}])
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1",
+               "authorization": "Bearer sk-trace-secret-42", "content-type": "application/json",
+               "x-gateway-trace-id": trace_id}
+    assert post(f"{traced_gateway.url}/v1/chat/completions", CHAT, headers, timeout=15).status == 400
+    spans = collector.wait_spans(trace_id)
+    (server,) = [s for s in spans if s["kind"] == 2]
+    assert server["status"]["code"] == 2 and "bad key" in server["status"]["message"]
+    assert "sk-trace-secret-42" not in msgspec.json.encode(spans).decode()
+    values = {a["key"]: a["value"] for a in server["attributes"]}
+    assert values["http.response.status_code"] == {"intValue": "400"}
+    assert values["gateway.stream"] == {"boolValue": False} and values["gateway.retries"] == {"intValue": "0"}
+    assert values["gateway.endpoint"] == {"stringValue": "chat"}
+
+
 def test_a_w3c_traceparent_gives_trace_and_parent(traced_gateway, collector, mock):
     trace_id, parent = uuid.uuid4().hex, "a3ce929d0e0e4736"
     resp = send(traced_gateway, mock, traceparent=f"00-{trace_id}-{parent}-01")
