@@ -12,11 +12,14 @@ import uuid
 from pathlib import Path
 
 import asyncpg
+import msgspec
 import pytest
 
 from gateway import settings as settings_module
 from gateway.observability.logstore import LogFilter
+from gateway.observability.logtail import Subscriber, row_matcher
 from gateway.observability.metrics import LOGS_DROPPED, Metrics
+from gateway.observability.pglog import tail as tail_module
 from gateway.observability.pglog.aggregates import shared_report
 from gateway.observability.pglog.migrations import LATEST, migrate
 from gateway.observability.pglog.spool import Spool
@@ -218,3 +221,33 @@ def test_gateway_logs_migrate_applies_the_schema_once_and_names_a_missing_url(pg
     assert again.returncode == 0 and "already up to date" in again.stdout
     missing = migrate_command(None)
     assert missing.returncode == 2 and "GATEWAY_LOG_STORE_URL is not set" in missing.stderr
+
+
+async def test_a_catch_up_past_its_limit_delivers_the_newest_batches_and_counts_the_older_as_skipped(
+        pg_url, monkeypatch):  # noqa: F811
+    """A listener that was down for more batches than a catch-up reads: the newest are delivered, the records of the
+    older ones are counted to every stream as skipped (never silently missed), and none is delivered twice."""
+    store = PgLogStore(pg_url)
+    now = time.time()
+    try:
+        await store.write([record(now - 10, trace="delivered")])
+        tail = tail_module.PgLogTail(store)
+        (first,), _ = await store.batches_after(0, 10)
+        tail._note(first[0])  # the stream had this batch before its connection went
+        for i in range(6):  # two records a batch, while nobody listened
+            await store.write([record(now - 9 + i, trace=f"missed-{i}-a"), record(now - 9 + i, trace=f"missed-{i}-b")])
+        monkeypatch.setattr(tail_module, "MAX_WAITING", 4)
+        flt = LogFilter()
+        sub = Subscriber((None, True, flt), row_matcher(flt, None, True))
+        tail.subscribers.add(sub)
+        await tail._catch_up()
+        data = sub.take()
+        assert data.startswith(b'event: skipped\ndata: {"skipped":4}\n\n')  # the two oldest missed batches
+        logs = [msgspec.json.decode(line[len(b"data: "):]) for line in data.split(b"\n")
+                if line.startswith(b'data: {"id"')]
+        traces = [item["trace_id"] for item in logs]
+        assert traces == [f"missed-{i}-{x}" for i in range(2, 6) for x in "ab"]
+        await tail._catch_up()  # again: nothing new, nothing twice
+        assert sub.take() == b""
+    finally:
+        await store.close()

@@ -271,14 +271,22 @@ class PgLogStore:
                                 batch, low, high)
         return [tuple(row) for row in rows]
 
-    async def batches_after(self, batch: int, limit: int) -> list[tuple[int, float, float, int]]:
-        """The writes stored under a batch number above ``batch``, oldest first, at most ``limit``: (batch, lowest
-        ts, highest ts, rows) each, as their notifications name them (a live tail catching up after its listening
-        connection was down)."""
+    async def batches_after(self, batch: int, limit: int, delivered: list[int] | None = None, counted: int = 0
+                            ) -> tuple[list[tuple[int, float, float, int]], int]:
+        """The newest ``limit`` writes stored under a batch number above ``batch``, oldest first: (batch, lowest ts,
+        highest ts, rows) each, as their notifications name them; and how many rows the older ones beyond
+        ``limit`` hold, leaving out the ``delivered`` batches and those numbered ``counted`` or below (a live tail
+        catching up after its listening connection was down counts those rows as skipped, once)."""
         pool = await self.pool()
         rows = await pool.fetch("SELECT batch, MIN(ts), MAX(ts), COUNT(*) FROM gateway.request_logs WHERE batch > $1"
-                                " GROUP BY batch ORDER BY batch LIMIT $2", batch, limit)
-        return [(row[0], row[1], row[2], row[3]) for row in rows]
+                                " GROUP BY batch ORDER BY batch DESC LIMIT $2", batch, limit)
+        found = [(row[0], row[1], row[2], row[3]) for row in reversed(rows)]
+        older = 0
+        if len(found) == limit:
+            older = await pool.fetchval(
+                "SELECT COUNT(*) FROM gateway.request_logs WHERE batch > $1 AND batch < $2"
+                " AND batch <> ALL($3::bigint[])", max(batch, counted), found[0][0], delivered or [])
+        return found, older
 
     async def read_window(self, res: int, since: int, workspace: str | None, provider: str | None = None,
                           model: str | None = None) -> WindowRows:

@@ -14,7 +14,9 @@ once LISTEN is in place again it reads which batches were stored with a number a
 ``CATCH_UP_MARGIN``: a batch number is taken when its write begins, so one begun a moment earlier may commit later)
 and delivers those it has not, as if notified; a notification for a batch already delivered is skipped. Streams
 therefore miss no record across a lost connection, a restarted database or a failover (the records wait in the
-writers' spools meanwhile, and are notified when written).
+writers' spools meanwhile, and are notified when written). A catch-up reads the newest ``MAX_WAITING`` batches at
+most: the records of older ones are counted to every stream as skipped (an ``event: skipped``), as a burst beyond
+what a read takes is.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class PgLogTail(LogTail):
         #: delivered batch numbers, oldest first (bounded by ``SEEN_BATCHES``), and the newest of them
         self._seen: dict[int, None] = {}
         self._newest_batch = 0
+        #: the newest batch whose records a catch-up past its limit counted as skipped (never counted twice)
+        self._counted_through = 0
 
     async def subscribe(self, subscriber: Subscriber) -> None:
         """Add a subscriber; the first one starts listening, and returns once LISTEN is in place (or after
@@ -97,7 +101,12 @@ class PgLogTail(LogTail):
         """Deliver the batches stored while no connection listened (those the newest delivered does not cover)."""
         if not self._newest_batch:
             return  # nothing was delivered yet: a stream's backlog read covers the time before it
-        found = await self.store.batches_after(max(0, self._newest_batch - CATCH_UP_MARGIN), MAX_WAITING)
+        start = max(0, self._newest_batch - CATCH_UP_MARGIN)
+        delivered = [batch for batch in self._seen if batch > start]
+        found, older = await self.store.batches_after(start, MAX_WAITING, delivered, self._counted_through)
+        if older:  # more were missed than a catch-up reads: the oldest are skipped, and said to be (once)
+            self.fan_out([], older)
+            self._counted_through = found[0][0] - 1
         payloads = [f"{batch} {low!r} {high!r} {count}" for batch, low, high, count in found]
         if payloads:
             await self._deliver(payloads)
