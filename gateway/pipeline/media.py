@@ -24,10 +24,9 @@ import aiohttp
 import msgspec
 
 from gateway.controlplane.keys import KeyRecord
-from gateway.http.body import ClientDisconnected
 from gateway.http.context import RequestContext
 from gateway.http.disconnect import DisconnectWatch
-from gateway.http.errors import GatewayError, InvalidRequest, internal_error
+from gateway.http.errors import InvalidRequest
 from gateway.http.respond import end_stream, send_chunk
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
@@ -117,30 +116,29 @@ class MediaPipeline(Pipeline):
         return form.body(), config
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))
+        """As every pipeline (admit, run, answer); the form's spooled files are closed however it ended."""
         try:
-            try:
-                body, request, node = await self._admit(ex, scope, receive)
-                outcome = await self._attempts(ex, body, request, node, scope.get(FORM_KEY))
-            except ClientDisconnected:
-                ex.record.status = 499
-                ex.record.error = "client disconnected before sending its body"
-                self._finish(ex)
-                return
-            except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
-                await self._fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
-                return
-            if isinstance(outcome, CachedMedia):
-                await self._replay(ex, send, outcome)
-            else:
-                await self._relay(ex, receive, send, outcome)
+            await super().__call__(scope, receive, send)
         finally:
             form = scope.pop(FORM_KEY, None)
             if form is not None:
                 form.close()
 
-    async def _attempts(self, ex: Exchange, body: bytes, request: Any, node: Node, form: MediaForm | None
-                        ) -> RawOutcome | CachedMedia:
+    async def _admit(self, ex: Exchange, scope: Scope, receive: Receive) -> tuple[bytes, Any, Node]:
+        admitted = await super()._admit(ex, scope, receive)
+        ex.form = scope.get(FORM_KEY)
+        return admitted
+
+    async def _respond(self, ex: Exchange, receive: Receive, send: Send,  # type: ignore[override]
+                       outcome: RawOutcome | CachedMedia) -> None:
+        if isinstance(outcome, CachedMedia):
+            await self._replay(ex, send, outcome)
+        else:
+            await self._relay(ex, receive, send, outcome)
+
+    async def _run(self, ex: Exchange, body: bytes, request: Any, node: Node  # type: ignore[override]
+                   ) -> RawOutcome | CachedMedia:
+        form: MediaForm | None = ex.form
         ctx = ex.ctx
         assert ctx is not None
         params_cache: list[dict] = []

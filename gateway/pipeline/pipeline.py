@@ -142,13 +142,15 @@ class Exchange:
     """One request as far as it got: its record, and its context, routing state and steps once made (what the
     error answer and the log line need whatever failed)."""
 
-    __slots__ = ("record", "ctx", "state", "steps")
+    __slots__ = ("record", "ctx", "state", "steps", "form")
 
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self.ctx: RequestContext | None = None
         self.state: RunState | None = None
         self.steps: RequestSteps | None = None
+        #: an images or audio request's multipart form, once read (pipeline/media.py closes it)
+        self.form: Any = None
 
 
 class Pipeline:

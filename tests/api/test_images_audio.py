@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import struct
 import time
 import uuid
+from pathlib import Path
 
 import openai
 import pytest
@@ -409,6 +411,50 @@ def test_a_large_audio_upload_streams_through_disk_not_memory(fresh_gateway, moc
     assert json.loads(answer)["usage"]["seconds"] == round(size / 16_000)
     grew_mb = (peak_rss_kb(fresh_gateway.proc.pid) - before) / 1024
     assert grew_mb < 24, f"peak memory grew by {grew_mb:.0f} MB while a 48 MB audio file went through"
+
+
+def spooled_files_open(server, data_dir: str) -> int:
+    """How many files under the gateway's spool directory its processes hold open (unnamed temporary files read
+    as ``<dir>/#<inode> (deleted)``)."""
+    from tests.support.processes import tree
+
+    spool = str(Path(data_dir) / "tmp")
+    count = 0
+    for pid in tree(server.proc.pid):
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            try:
+                count += os.readlink(fd).startswith(spool)
+            except OSError:
+                continue
+    return count
+
+
+def test_a_forms_spooled_files_are_closed_however_the_request_ends(mock_server, mock, tmp_path):
+    """Answered, failed upstream, or refused before its form was read: the worker holds none of the files it
+    spooled the forms to (six would stay open if the pipeline did not close them)."""
+    server = start_gateway(data_dir=str(tmp_path))
+    try:
+        failing = mock.scenario([{"status": 500}] * 3)
+        for base, status in ((mock.url, 200), (failing, 500)):
+            client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="sk-t", max_retries=0, default_headers={
+                "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1"})
+            for _ in range(3):
+                try:
+                    client.audio.transcriptions.create(model="whisper-1", file=("t.wav", wav(12.0)))
+                    got = 200
+                except openai.APIStatusError as error:
+                    got = error.status_code
+                assert got == status
+        bad = request("POST", f"{server.url}/v1/audio/transcriptions",
+                      b'--zz\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n--zz\r\n'
+                      b'Content-Disposition: form-data; name="file"; filename="t.wav"\r\n\r\n' + wav(12.0)
+                      + b"\r\n--zz--\r\n",
+                      {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "nosuchai", "authorization": "Bearer x",
+                       "content-type": "multipart/form-data; boundary=zz"})
+        assert bad.status == 400
+        assert spooled_files_open(server, str(tmp_path)) == 0
+    finally:
+        server.stop()
 
 
 ROUTE_CALLS = {
