@@ -129,6 +129,12 @@ class LogEntry(msgspec.Struct):
     units: Any = msgspec.UNSET
 
 
+def masked_request_headers(rec: Any, masker: Masker) -> tuple[dict[str, str], list[str]]:
+    """A record's request headers as its log line shows them (masked), and the clear secrets found in them (hidden
+    wherever else they could appear: error text, bodies, a span's status)."""
+    return masker.headers(client_headers(rec.request_headers or ()), rec.sensitive_headers)
+
+
 class Derived:
     """What the background task works out once per record and shares between logs, metrics and traces."""
 
@@ -148,8 +154,7 @@ class Derived:
         if rec.error is not None or rec.request_body is not None or rec.response_body is not None:
             # failed requests and verbose (GATEWAY_LOG_BODIES) logs carry the masked request headers; the clear
             # secrets found in them are scrubbed from the error text and bodies
-            self.headers, self.secrets = masker.headers(client_headers(rec.request_headers or ()),
-                                                        rec.sensitive_headers)
+            self.headers, self.secrets = masked_request_headers(rec, masker)
         else:
             self.headers, self.secrets = msgspec.UNSET, []
 

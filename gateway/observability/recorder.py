@@ -18,9 +18,8 @@ from functools import partial
 from typing import Any
 
 from gateway import _speedups
-from gateway.http.context import client_headers
 from gateway.observability.cost import Prices
-from gateway.observability.entry import IsoClock
+from gateway.observability.entry import IsoClock, masked_request_headers
 from gateway.observability.linesink import LineSink
 from gateway.observability.logstore import LogStore
 from gateway.observability.masking import Masker
@@ -181,7 +180,7 @@ class ObservabilityRecorder(Recorder):
 
     def _scrub_error(self, rec: RequestRecord, text: str) -> str:
         """A failed request's error text with the clear secrets of its request headers hidden (as its log line)."""
-        _, secrets = self.masker.headers(client_headers(rec.request_headers or ()), rec.sensitive_headers)
+        _, secrets = masked_request_headers(rec, self.masker)
         return self.masker.scrub(text, secrets=secrets)
 
     async def _store(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats]) -> int:
