@@ -17,6 +17,8 @@ from gateway.http.types import Receive, Scope
 
 #: Content-Encoding -> zlib window bits of the decoder (gzip header; zlib header)
 _DECODERS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+#: Content-Encoding values that mean the body is as sent
+_AS_SENT = (b"", b"identity")
 
 
 class ClientDisconnected(Exception):
@@ -67,20 +69,18 @@ async def _read(receive: Receive, limit: int) -> bytes:
             return b"".join(parts)
 
 
-def refuse_encoded(scope: Scope, what: str) -> None:
-    """415 for a body that names a ``Content-Encoding`` (other than ``identity``) where bodies are read as sent
-    (``what``: the multipart uploads and forms)."""
-    for name, value in scope["headers"]:
-        if name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
-            shown = value.decode("latin-1")
-            raise UnsupportedMediaType(f"Content-Encoding {shown!r} is not supported for {what}: send the body as is",
-                                       param="content-encoding")
+def refuse_encoded(encoding: str | None, what: str) -> None:
+    """415 for a body whose ``Content-Encoding`` (the header's value, or None) is not ``identity`` where bodies are
+    read as sent (``what``: the multipart uploads and forms)."""
+    if encoding is not None and encoding.strip().lower().encode("latin-1") not in _AS_SENT:
+        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported for {what}: send the body as is",
+                                   param="content-encoding")
 
 
 def decoded(body: bytes, encoding: bytes, limit: int) -> bytes:
     """``body`` decoded from its ``Content-Encoding``, at most ``limit`` bytes of it."""
     name = encoding.strip().lower()
-    if name in (b"", b"identity"):
+    if name in _AS_SENT:
         return body
     wbits = _DECODERS.get(name)
     if wbits is None:

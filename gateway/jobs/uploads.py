@@ -95,7 +95,7 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
                          spool_dir: str | None = None, spool: bool = False) -> Upload:
     """Read the whole multipart upload (streaming); 400 for a malformed body or no ``file`` part, 413 when too
     large. The caller commits or aborts ``sink``; on an exception here nothing was committed."""
-    refuse_encoded(scope, "multipart uploads")
+    refuse_encoded(header(scope, b"content-encoding"), "multipart uploads")
     content_type = header(scope, b"content-type") or ""
     try:
         boundary = boundary_of(content_type)

@@ -137,7 +137,7 @@ async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spoo
                        hashed: bool = False) -> MediaForm:
     """Read the whole multipart body as it streams (400 for a malformed one, 413 when its files are too large);
     ``hashed``: digest each file as it is written."""
-    refuse_encoded(scope, "multipart forms")
+    refuse_encoded(header(scope, b"content-encoding"), "multipart forms")
     try:
         boundary = boundary_of(header(scope, b"content-type") or "")
     except MultipartError as exc:

@@ -76,12 +76,9 @@ async def test_a_body_that_inflates_past_the_limit_is_a_413_and_stops_there():
 
 @pytest.mark.parametrize("encoding, refused", [("gzip", True), ("br", True), ("identity", False), (None, False)])
 def test_multipart_bodies_are_read_as_sent_and_any_encoding_is_a_415(encoding, refused):
-    headers = [(b"content-type", b"multipart/form-data; boundary=zz")]
-    if encoding is not None:
-        headers.append((b"content-encoding", encoding.encode()))
     if not refused:
-        refuse_encoded({"headers": headers}, "multipart forms")
+        refuse_encoded(encoding, "multipart forms")
         return
     with pytest.raises(UnsupportedMediaType) as caught:
-        refuse_encoded({"headers": headers}, "multipart forms")
+        refuse_encoded(encoding, "multipart forms")
     assert caught.value.param == "content-encoding" and "multipart forms" in caught.value.message
