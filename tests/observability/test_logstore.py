@@ -9,8 +9,9 @@ import sqlite3
 import threading
 
 import msgspec
+import pytest
 
-from gateway.observability.logstore import LogFilter, LogStore
+from gateway.observability.logstore import INSERT_CHUNK, LogFilter, LogStore
 
 #: the schema of the releases before the ``model`` column, as they created it
 OLD_SCHEMA = (
@@ -192,4 +193,24 @@ def test_trace_lookups_find_every_run_newest_first_and_page_with_the_cursor(tmp_
 def test_a_trace_lookup_in_an_empty_store_finds_nothing(tmp_path):
     store = LogStore(str(tmp_path / "logs.db"))
     assert store.query("default", LogFilter(trace_id="t")) == ([], False)
+    store.close()
+
+
+def test_a_batch_of_several_statements_lands_whole_in_order_and_a_bad_row_stores_none_of_it(tmp_path):
+    """A batch goes in as multi-row statements of ``INSERT_CHUNK`` rows: one longer than two of them keeps every
+    row's columns, in order; a row of the wrong shape fails the whole batch (one transaction), not half of it."""
+    store = LogStore(str(tmp_path / "logs.db"))
+    count = 2 * INSERT_CHUNK + 3
+    store.insert([(float(i), "default", f"t-{i}", 200 + i % 3, "vendorA", MODELS[i % len(MODELS)], doc(f"t-{i}", None))
+                  for i in range(count)])
+    store.insert([(9999.0, "default", "single", 500, "anthropic", "claude-3-5-haiku", doc("single", None))])
+    assert traces(store, limit=1) == ["single"]
+    assert len(traces(store, limit=count + 10)) == count + 1
+    assert traces(store, model="gpt-4o-mini", limit=count) == [f"t-{i}" for i in range(count - 1, -1, -1) if i % 3 == 1]
+    assert traces(store, trace_id="t-130") == ["t-130"]
+    bad = [(1.0, "default", f"bad-{i}", 200, "vendorA", "gpt-4o", doc(f"bad-{i}", None)) for i in range(10)]
+    bad[7] = bad[7][:-1]
+    with pytest.raises(ValueError):
+        store.insert(bad)
+    assert not [t for t in traces(store, limit=count + 10) if t.startswith("bad-")]
     store.close()
