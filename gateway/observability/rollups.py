@@ -308,12 +308,23 @@ class RollupStore:
 def _merged(conn: sqlite3.Connection, select: str, key: tuple, pair: Hists) -> tuple[bytes, bytes]:
     """The encoded histograms of ``key``: what the table holds plus this batch's counts."""
     old = conn.execute(select, key).fetchone()
-    out = []
-    for i, counts in enumerate(pair):
-        hist = new_hist()
-        for index, n in counts.items():
-            hist[index] += n
-        if old is not None:
-            add_into(hist, *decode_hist(old[i]))
-        out.append(encode_hist(hist))
-    return out[0], out[1]
+    if old is None:
+        return merge_encoded(None, pair[0]), merge_encoded(None, pair[1])
+    return merge_encoded(old[0], pair[0]), merge_encoded(old[1], pair[1])
+
+
+def merge_encoded(blob: bytes | None, counts: dict[int, int]) -> bytes:
+    """An encoded histogram (None: empty) plus a batch's counts per bucket, encoded again. Works on the span of
+    buckets either holds (a few dozen), never the full-length histogram: this runs for every key of every batch."""
+    first, old = decode_hist(blob) if blob is not None else (0, [])
+    if not counts:
+        return _encode((first, old)) if old else _EMPTY
+    low, high = min(counts), max(counts)
+    if old:
+        low, high = min(low, first), max(high, first + len(old) - 1)
+    out = [0] * (high - low + 1)
+    if old:
+        out[first - low:first - low + len(old)] = old
+    for index, n in counts.items():
+        out[index - low] += n
+    return _encode((low, out))

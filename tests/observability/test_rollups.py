@@ -1,5 +1,5 @@
 """The rollup tables behind the aggregates: batches from several writers add up, old slots are pruned, histogram
-buckets cover every latency and a histogram survives its compact encoding."""
+buckets cover every latency and a histogram survives its compact encoding and a batch's merge into it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from gateway.observability.rollups import (
     bucket_value,
     decode_hist,
     encode_hist,
+    merge_encoded,
     new_hist,
     quantile,
 )
@@ -85,6 +86,24 @@ def test_histograms_survive_encoding_and_add_up(a, b):
     add_into(total, *decode_hist(encode_hist(ha)))
     add_into(total, *decode_hist(encode_hist(hb)))
     assert total == [x + y for x, y in zip(ha, hb)]
+
+
+@given(st.dictionaries(st.integers(0, MAX_BUCKET), st.integers(1, 10**6), max_size=40),
+       st.dictionaries(st.integers(0, MAX_BUCKET), st.integers(1, 10**6), max_size=40))
+def test_a_batch_merged_into_a_stored_histogram_encodes_as_the_full_length_sum(stored, batch):
+    """Each batch's counts are merged into the stored histogram over the buckets either holds: the bytes are the
+    ones the full-length histograms, added and encoded, give (empty on either side included)."""
+    full = new_hist()
+    for index, n in stored.items():
+        full[index] += n
+    blob = encode_hist(full)
+    for index, n in batch.items():
+        full[index] += n
+    assert merge_encoded(blob, batch) == encode_hist(full)
+    only_batch = new_hist()
+    for index, n in batch.items():
+        only_batch[index] = n
+    assert merge_encoded(None, batch) == encode_hist(only_batch)
 
 
 def test_quantiles_rank_the_buckets():
