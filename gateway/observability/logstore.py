@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import msgspec
 
@@ -35,13 +35,24 @@ _ROW_VALUES = 7
 #: each statement with the GIL released, so a row per statement made the writer thread take the GIL back from the
 #: event loop once a row (measured under load, one worker: 3.8 futex calls a request in that thread, 1.5 after), and
 #: cost more on its own too (bench/micro/test_logstore_bench.py, a 2-core Intel Xeon VM: 8.5 -> 7.0 us a row).
-#: 128 rows bind 896 values, under every SQLite build's limit (999 before 3.32).
+#: 128 rows bind 896 values, under every SQLite build's limit (999 before 3.32). A batch's rows go in chunks of a
+#: power of two (100 rows: 64 + 32 + 4), so a connection prepares at most eight statements, whatever the batch sizes.
 INSERT_CHUNK = 128
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=INSERT_CHUNK.bit_length())
 def _insert_sql(rows: int) -> str:
     return _INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
+
+
+def _chunks(rows: list[tuple]) -> Iterator[list[tuple]]:
+    """The rows in chunks of ``INSERT_CHUNK`` rows, then of the powers of two below it that the rest holds."""
+    start, size = 0, INSERT_CHUNK
+    while start < len(rows):
+        while size > len(rows) - start:
+            size //= 2
+        yield rows[start:start + size]
+        start += size
 
 
 def _values(rows: list[tuple]) -> list[Any]:
@@ -159,8 +170,7 @@ class LogStore:
             assert conn is not None
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for start in range(0, len(rows), INSERT_CHUNK):
-                    chunk = rows[start:start + INSERT_CHUNK]
+                for chunk in _chunks(rows):
                     conn.execute(_insert_sql(len(chunk)), _values(chunk))
                 conn.execute("COMMIT")
             except BaseException:

@@ -11,6 +11,7 @@ import threading
 import msgspec
 import pytest
 
+from gateway.observability import logstore
 from gateway.observability.logstore import INSERT_CHUNK, LogFilter, LogStore
 
 #: the schema of the releases before the ``model`` column, as they created it
@@ -213,4 +214,21 @@ def test_a_batch_of_several_statements_lands_whole_in_order_and_a_bad_row_stores
     with pytest.raises(ValueError):
         store.insert(bad)
     assert not [t for t in traces(store, limit=count + 10) if t.startswith("bad-")]
+    store.close()
+
+
+def test_batches_of_every_size_use_at_most_eight_statements_and_lose_no_row(tmp_path):
+    """Idle workers write small batches of any size: each size must not become a statement the connection keeps
+    prepared (128 of them, tens of KB each); rows go in power-of-two chunks, eight statements at most."""
+    store = LogStore(str(tmp_path / "logs.db"))
+    logstore._insert_sql.cache_clear()
+    total = 0
+    for size in range(1, INSERT_CHUNK + 3):
+        store.insert([(float(size), "default", f"b{size}-{i}", 200, "vendorA", "gpt-4o", doc("x", None))
+                      for i in range(size)])
+        total += size
+    assert logstore._insert_sql.cache_info().misses <= 8
+    assert [len(chunk) for chunk in logstore._chunks(list(range(100)))] == [64, 32, 4]
+    rows, more = store.query("default", LogFilter(limit=total))
+    assert len(rows) == total and not more
     store.close()
