@@ -16,17 +16,25 @@ def lines_of(prefix: str, count: int) -> list[bytes]:
     return [f'{{"worker":"{prefix}","n":{i},"pad":"{"x" * (40 + i * 37 % 900)}"}}'.encode() for i in range(count)]
 
 
+class _CountingOs:
+    """The ``os`` module as the line sink sees it, counting the size of every write it makes."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
+
+    def write(self, fd: int, data) -> int:
+        self.sizes.append(len(data))
+        return os.write(fd, data)
+
+
 @pytest.fixture
 def writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The size of every write the sinks make."""
+    """The size of every write the sinks make (and no one else's in this process)."""
     sizes: list[int] = []
-    real = os.write
-
-    def counted(fd: int, data) -> int:
-        sizes.append(len(data))
-        return real(fd, data)
-
-    monkeypatch.setattr(linesink.os, "write", counted)
+    monkeypatch.setattr(linesink, "os", _CountingOs(sizes))
     return sizes
 
 
