@@ -4,7 +4,6 @@ multi-row INSERT statements (``INSERT_CHUNK``)."""
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 import threading
 from typing import Any, Iterator
@@ -40,9 +39,8 @@ _ROW_VALUES = 7
 INSERT_CHUNK = 128
 
 
-@functools.lru_cache(maxsize=INSERT_CHUNK.bit_length())
-def _insert_sql(rows: int) -> str:
-    return _INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
+#: chunk size -> its INSERT statement (the sizes ``_chunks`` makes: 1, 2, 4, ... INSERT_CHUNK)
+INSERT_SQL = {1 << k: _INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * ((1 << k) - 1) for k in range(INSERT_CHUNK.bit_length())}
 
 
 def _chunks(rows: list[tuple]) -> Iterator[list[tuple]]:
@@ -171,7 +169,7 @@ class LogStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for chunk in _chunks(rows):
-                    conn.execute(_insert_sql(len(chunk)), _values(chunk))
+                    conn.execute(INSERT_SQL[len(chunk)], _values(chunk))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

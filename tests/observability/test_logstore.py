@@ -221,13 +221,13 @@ def test_batches_of_every_size_use_at_most_eight_statements_and_lose_no_row(tmp_
     """Idle workers write small batches of any size: each size must not become a statement the connection keeps
     prepared (128 of them, tens of KB each); rows go in power-of-two chunks, eight statements at most."""
     store = LogStore(str(tmp_path / "logs.db"))
-    logstore._insert_sql.cache_clear()
     total = 0
     for size in range(1, INSERT_CHUNK + 3):
         store.insert([(float(size), "default", f"b{size}-{i}", 200, "vendorA", "gpt-4o", doc("x", None))
                       for i in range(size)])
+        assert {len(chunk) for chunk in logstore._chunks(list(range(size)))} <= set(logstore.INSERT_SQL)
         total += size
-    assert logstore._insert_sql.cache_info().misses <= 8
+    assert len(logstore.INSERT_SQL) == 8
     assert [len(chunk) for chunk in logstore._chunks(list(range(100)))] == [64, 32, 4]
     rows, more = store.query("default", LogFilter(limit=total))
     assert len(rows) == total and not more
