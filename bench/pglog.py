@@ -6,7 +6,8 @@ private one); each run creates a database of its own and drops it at the end.
 
 - ``write``: one writer as each worker runs it (``PgLogStore.write``: ``COPY`` into staging, insert, rollups summed
   in SQL, ``NOTIFY``), in batches of ``--batch`` (the writer's 2,000) for ``--records``; then ``--writers`` at once
-  (several workers or instances on one database). Records per second, and milliseconds per batch.
+  (several workers or instances on one database). Records per second, and milliseconds per batch. ``--trace-ids
+  random`` writes random trace ids (as clients' W3C ``traceparent`` headers bring) instead of ids in order.
 - ``aggregates``: fills ``--rows`` requests spread over the last ``--span-hours`` through the same write path
   (several workspaces, providers, models, statuses), then times the report of each window, all workspaces and one,
   median and max of ``--repeat`` runs; for scale also the obvious query on the raw rows (the day, per provider and
@@ -47,7 +48,8 @@ PAIRS = [(p, m) for p, models in MODELS.items() for m in models]
 _encode = msgspec.json.encode
 
 
-def records(start: int, count: int, total: int, span_s: float, now: float, rng: random.Random) -> list[tuple]:
+def records(start: int, count: int, total: int, span_s: float, now: float, rng: random.Random,
+            random_traces: bool = False) -> list[tuple]:
     out = []
     token = uuid.uuid4().hex[:16]
     for i in range(start, start + count):
@@ -58,7 +60,7 @@ def records(start: int, count: int, total: int, span_s: float, now: float, rng: 
         latency = rng.lognormvariate(6, 0.8)
         added = rng.uniform(0.3, 1.5)
         tin, tout = rng.randrange(10, 2000), rng.randrange(1, 800)
-        trace = f"{i:032x}"
+        trace = f"{rng.getrandbits(128):032x}" if random_traces else f"{i:032x}"
         doc = _encode({"time": "", "timestamp": ts, "trace_id": trace, "workspace": workspace, "endpoint": "chat",
                        "provider": provider, "model": model, "status": status, "latency_ms": latency,
                        "gateway_latency_ms": added, "prompt_tokens": tin, "completion_tokens": tout,
@@ -68,7 +70,8 @@ def records(start: int, count: int, total: int, span_s: float, now: float, rng: 
     return out
 
 
-async def write_run(url: str, total: int, batch: int, span_s: float, now: float, seed: int) -> float:
+async def write_run(url: str, total: int, batch: int, span_s: float, now: float, seed: int,
+                    random_traces: bool = False) -> float:
     """Write ``total`` records through one store; returns the seconds spent in ``write`` only."""
     store = PgLogStore(url)
     store._last_prune = time.time() + 3600  # no retention pass inside the timing
@@ -76,7 +79,7 @@ async def write_run(url: str, total: int, batch: int, span_s: float, now: float,
     spent = 0.0
     try:
         for first in range(0, total, batch):
-            chunk = records(first, min(batch, total - first), total, span_s, now, rng)
+            chunk = records(first, min(batch, total - first), total, span_s, now, rng, random_traces)
             t0 = time.perf_counter()
             await store.write(chunk)
             spent += time.perf_counter() - t0
@@ -93,13 +96,16 @@ def timed_ms(runs: list[float]) -> dict:
 
 async def bench_write(url: str, args: argparse.Namespace) -> dict:
     now = time.time()
-    one = await write_run(url, args.records, args.batch, 60.0, now, 1)
+    random_traces = args.trace_ids == "random"
+    one = await write_run(url, args.records, args.batch, 60.0, now, 1, random_traces)
     started = time.perf_counter()
     each = args.records // args.writers
-    await asyncio.gather(*(write_run(url, each, args.batch, 60.0, now, 10 + i) for i in range(args.writers)))
+    await asyncio.gather(*(write_run(url, each, args.batch, 60.0, now, 10 + i, random_traces)
+                           for i in range(args.writers)))
     together = time.perf_counter() - started
     return {
         "batch": args.batch,
+        "trace_ids": args.trace_ids,
         "one_writer": {"records": args.records, "records_per_s": round(args.records / one),
                        "ms_per_batch": round(one / (args.records / args.batch) * 1000, 2)},
         f"{args.writers}_writers_at_once": {"records": each * args.writers,
@@ -177,6 +183,8 @@ def main() -> int:
     p.add_argument("--span-hours", type=float, default=23.5)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--raw-repeat", type=int, default=3)
+    p.add_argument("--trace-ids", choices=("gateway", "random"), default="gateway",
+                   help="write: trace ids in order, as the gateway makes them, or random, as clients' traceparents")
     args = p.parse_args()
     out = asyncio.run(main_async(args))
     print(msgspec.json.format(msgspec.json.encode(out), indent=2).decode())
