@@ -3,8 +3,9 @@ medians): batches of 128 rows, as the recorder writes them, into a store already
 retention), with the gateway's own trace ids (a per-worker prefix and a counter) and with random ones, as clients
 that send a W3C ``traceparent`` bring. Indexed by run of rows first, both cost the same (a 2-core AMD EPYC VM: 4.5
 and 4.9 us a row); indexed by trace id alone, as before, random ids cost 14.0 us a row (gateway ids 4.4). A batch as
-multi-row statements instead of a statement per row (``executemany``), a 2-core Intel Xeon VM, two alternated runs
-each: gateway ids 8.5-8.7 -> 6.7-7.3 us a row, random ids 9.8-10.3 -> 8.5-8.7.
+multi-row ``INSERT OR ROLLBACK`` statements instead of a statement per row (``executemany``), a 2-core Intel Xeon VM,
+two alternated runs each: gateway ids 6.0-8.7 -> 5.1-5.7 us a row, random ids 9.1-10.1 -> 6.6-7.0 (multi-row
+statements with the default conflict clause: 6.7-7.3 and 8.5-8.7, each writing a statement journal file).
 """
 
 from __future__ import annotations

@@ -27,13 +27,18 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS request_logs_model ON request_logs (model, id)",
 )
 #: a row: (ts, workspace, trace_id, status, provider, model, doc)
-_INSERT = ("INSERT INTO request_logs (ts, workspace, trace_id, status, provider, model, doc)"
+#: OR ROLLBACK: a row that breaks a constraint ends the batch's transaction at once. With the default (ABORT) SQLite
+#: keeps a statement journal for a statement that writes several rows, so that it can undo the statement alone: a
+#: temporary file created, written with every page the statement changes, and deleted, for each multi-row INSERT
+#: (seen with strace: one per batch). The batch is all or nothing anyway.
+_INSERT = ("INSERT OR ROLLBACK INTO request_logs (ts, workspace, trace_id, status, provider, model, doc)"
            " VALUES (?, ?, ?, ?, ?, ?, ?)")
 _ROW_VALUES = 7
 #: rows per INSERT statement. A batch goes in as a few multi-row statements, not one statement per row: SQLite runs
 #: each statement with the GIL released, so a row per statement made the writer thread take the GIL back from the
 #: event loop once a row (measured under load, one worker: 3.8 futex calls a request in that thread, 1.5 after), and
-#: cost more on its own too (bench/micro/test_logstore_bench.py, a 2-core Intel Xeon VM: 8.5 -> 7.0 us a row).
+#: cost more on its own too (bench/micro/test_logstore_bench.py, a 2-core Intel Xeon VM, alternated runs: 6.0-8.7 ->
+#: 5.1-5.7 us a row).
 #: 128 rows bind 896 values, under every SQLite build's limit (999 before 3.32). A batch's rows go in chunks of a
 #: power of two (100 rows: 64 + 32 + 4), so a connection prepares at most eight statements, whatever the batch sizes.
 INSERT_CHUNK = 128
@@ -172,7 +177,8 @@ class LogStore:
                     conn.execute(INSERT_SQL[len(chunk)], _values(chunk))
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # a constraint broken has rolled it back already
+                    conn.execute("ROLLBACK")
                 raise
             self._since_prune += len(rows)
             if self._since_prune >= min(1000, self.retention_rows):

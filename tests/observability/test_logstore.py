@@ -214,6 +214,13 @@ def test_a_batch_of_several_statements_lands_whole_in_order_and_a_bad_row_stores
     with pytest.raises(ValueError):
         store.insert(bad)
     assert not [t for t in traces(store, limit=count + 10) if t.startswith("bad-")]
+    no_doc = [(1.0, "default", f"nodoc-{i}", 200, "vendorA", "gpt-4o", doc("n", None)) for i in range(200)]
+    no_doc[150] = (*no_doc[150][:-1], None)  # breaks NOT NULL in the second statement of the batch
+    with pytest.raises(sqlite3.IntegrityError):
+        store.insert(no_doc)
+    assert not [t for t in traces(store, limit=count + 10) if t.startswith("nodoc-")]
+    store.insert([(2.0, "default", "after", 200, "vendorA", "gpt-4o", doc("after", None))])  # the store goes on
+    assert traces(store, limit=1) == ["after"]
     store.close()
 
 
