@@ -203,7 +203,9 @@ def largest_limits_hold(gateway, mock, key: str) -> None:
                                    "alert_threshold": 999_999_999.5}, headers),
            create(gateway, USAGE, {**every, "type": "tokens", "credit_limit": 10**15}, headers),
            create(gateway, USAGE, {**every, "type": "requests", "credit_limit": 10**15}, headers),
-           create(gateway, RATE, {**every, "type": "tokens", "unit": "rpm", "value": 10**15}, headers),
+           # a day's window: an amount larger than a rate limit fits an empty window (cut to the limit, by design),
+           # so a minute's window that rolled over between the chats below would let a huge request through
+           create(gateway, RATE, {**every, "type": "tokens", "unit": "rpd", "value": 10**15}, headers),
            create(gateway, RATE, {**every, "type": "requests", "unit": "rpd", "value": 10**15}, headers)]
     chat_to = {**chat_headers(mock.scenario([{}]), "bounds"), "x-gateway-api-key": key}
     for model, max_tokens in (("gpt-4o-mini", 16), ("unpriced-model", 10**12)):
