@@ -307,9 +307,7 @@ class RollupStore:
 
 def _merged(conn: sqlite3.Connection, select: str, key: tuple, pair: Hists) -> tuple[bytes, bytes]:
     """The encoded histograms of ``key``: what the table holds plus this batch's counts."""
-    old = conn.execute(select, key).fetchone()
-    if old is None:
-        return merge_encoded(None, pair[0]), merge_encoded(None, pair[1])
+    old = conn.execute(select, key).fetchone() or (None, None)
     return merge_encoded(old[0], pair[0]), merge_encoded(old[1], pair[1])
 
 
@@ -317,8 +315,8 @@ def merge_encoded(blob: bytes | None, counts: dict[int, int]) -> bytes:
     """An encoded histogram (None: empty) plus a batch's counts per bucket, encoded again. Works on the span of
     buckets either holds (a few dozen), never the full-length histogram: this runs for every key of every batch."""
     first, old = decode_hist(blob) if blob is not None else (0, [])
-    if not counts:
-        return _encode((first, old)) if old else _EMPTY
+    if not counts:  # nothing to add: the stored bytes as they are (this module encoded them)
+        return blob if blob is not None and old else _EMPTY
     low, high = min(counts), max(counts)
     if old:
         low, high = min(low, first), max(high, first + len(old) - 1)
