@@ -37,6 +37,7 @@ from gateway.bounded_cache import BoundedCache
 from gateway.config.inherit import Inheritance
 from gateway.http.errors import ConfigError, InvalidRequest, mid_sentence
 from gateway.providers.registry import is_known, provider_names
+from gateway.schema.common import is_not_utf8
 from gateway.schema.config import Config, Guardrail, Hook, HookOutcome, Strategy
 from gateway.upstream.ssrf import check_base_url
 
@@ -180,6 +181,8 @@ def decode_config(raw: str | bytes) -> Config:
     except msgspec.ValidationError as exc:
         raise _from_msgspec(exc) from None
     except msgspec.DecodeError as exc:
+        if is_not_utf8(exc):
+            raise ConfigError.at("config", "not valid UTF-8 (JSON text must be UTF-8 encoded)") from None
         detail = str(exc)
         raise ConfigError(f"invalid config: not valid JSON ({mid_sentence(detail)})",
                           param="config") from None

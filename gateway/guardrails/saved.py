@@ -31,6 +31,7 @@ from gateway.controlplane.secrets import SecretBox
 from gateway.guardrails.checks import ParamError, build_check
 from gateway.guardrails.checks.base import Params, decode_params
 from gateway.http.errors import InvalidRequest
+from gateway.schema.common import is_not_utf8
 from gateway.schema.config import HookOutcome
 
 KIND = "guardrail"
@@ -104,6 +105,8 @@ def _decode(raw: bytes | str | dict[str, Any], shape: type[Params]) -> Any:
         try:
             doc = msgspec.json.decode(raw)
         except msgspec.DecodeError as exc:
+            if is_not_utf8(exc):
+                raise InvalidRequest("invalid guardrail: the body is not valid UTF-8", param="body") from None
             raise InvalidRequest(f"invalid guardrail: the body is not valid JSON ({exc})", param="body") from None
         except RecursionError:
             raise InvalidRequest("invalid guardrail: the body nests too deeply to decode", param="body") from None

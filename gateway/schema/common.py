@@ -35,8 +35,16 @@ def field_path(msgspec_path: str) -> str:
     return path.replace("[...]", "")
 
 
+def is_not_utf8(exc: BaseException) -> bool:
+    """Whether a decoder failed because its input is not UTF-8: msgspec before 0.23 raises ``UnicodeDecodeError``,
+    0.23 and later a ``DecodeError`` saying "Invalid UTF-8 encoded string"."""
+    return isinstance(exc, UnicodeDecodeError) or (isinstance(exc, msgspec.DecodeError) and "UTF-8" in str(exc))
+
+
 def validation_error(exc: msgspec.MsgspecError, what: str = "body") -> InvalidRequest:
     """A 400 naming the field msgspec complained about."""
+    if is_not_utf8(exc):
+        return not_utf8(what)
     text = str(exc)
     match = _AT.match(text)
     message = match.group("msg") if match else text

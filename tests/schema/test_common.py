@@ -5,6 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from gateway.http.errors import InvalidRequest
+from gateway.schema.common import BodyDecoder, not_utf8, validation_error
 from tests.support.http import post
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -62,3 +64,38 @@ def test_seed_inside_the_range_is_forwarded(gateway, mock, gw_headers, seed):
     base = mock.scenario()
     assert post(f"{gateway.url}/v1/chat/completions", {**CHAT, "seed": seed}, gw_headers(base + "/v1")).status == 200
     assert msgspec.json.decode(mock.calls(base)["requests"][0]["body"])["seed"] == seed
+
+
+@pytest.mark.parametrize("endpoint, body", [
+    ("messages", b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"caf\xe9"}]}'),
+    ("responses", b'{"model":"m","input":"caf\xe9"}'),
+])
+def test_a_door_body_that_is_not_utf8_is_a_400_naming_the_body(gateway, mock, gw_headers, endpoint, body):
+    base = mock.scenario()
+    resp = post(f"{gateway.url}/v1/{endpoint}", body, gw_headers(base + "/v1"))
+    assert resp.status == 400, resp.text
+    assert "not valid UTF-8" in resp.json()["error"]["message"]
+    assert mock.calls(base)["calls"] == 0
+
+
+@pytest.mark.parametrize("error", [
+    # msgspec before 0.23 raised the codec's own error for text that is not UTF-8; 0.23 and later a DecodeError
+    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    msgspec.DecodeError("Invalid UTF-8 encoded string"),
+])
+def test_both_msgspec_spellings_of_bad_utf8_give_the_documented_message(error):
+    class _Raising:
+        def decode(self, body: bytes) -> None:
+            raise error
+
+    decoder = BodyDecoder(dict)
+    decoder._decoder = _Raising()  # type: ignore[assignment]
+    with pytest.raises(InvalidRequest) as caught:
+        decoder.decode(b'{"a": 1}')
+    assert caught.value.message == not_utf8().message
+    if isinstance(error, msgspec.DecodeError):
+        assert validation_error(error).message == not_utf8().message
+
+
+def test_other_decode_errors_still_say_not_valid_json():
+    assert "not valid JSON" in validation_error(msgspec.DecodeError("Input data was truncated")).message

@@ -16,7 +16,7 @@ import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import DialectError, GatewayError, InvalidRequest
-from gateway.schema.common import Usage, unreadable
+from gateway.schema.common import Usage, is_not_utf8, not_utf8, unreadable
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -41,10 +41,12 @@ def decode_object(body: bytes) -> dict[str, Any]:
     """The body as a JSON object; anything else is a 400."""
     try:
         doc = _decode(body)
-    except msgspec.DecodeError as exc:
-        raise InvalidRequest(f"the request body is not valid JSON: {exc}", param="body") from None
     except (UnicodeDecodeError, RecursionError) as exc:
         raise unreadable(exc) from None
+    except msgspec.DecodeError as exc:
+        if is_not_utf8(exc):
+            raise not_utf8() from None
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}", param="body") from None
     if not isinstance(doc, dict):
         raise InvalidRequest("the request body must be a JSON object", param="body")
     return doc
