@@ -67,7 +67,7 @@ def header_names(value: str, field: str) -> tuple[str, ...]:
     if text.startswith("["):
         try:
             items = _json_decode(text)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             raise InvalidRequest(f"{field} is not a valid JSON array of header names", param=field) from None
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
             raise InvalidRequest(f"{field} must be an array of header names", param=field)
@@ -155,6 +155,8 @@ def _set_metadata(ctx: RequestContext, value: str) -> None:
         doc = _json_decode(value)
     except msgspec.DecodeError:
         raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata") from None
+    except RecursionError:  # JSON nested deeper than the decoder follows
+        raise InvalidRequest("x-gateway-metadata is nested too deeply", param="x-gateway-metadata") from None
     if not isinstance(doc, dict):
         raise InvalidRequest("x-gateway-metadata must be a JSON object", param="x-gateway-metadata")
     ctx.metadata = doc

@@ -49,6 +49,15 @@ def test_bad_values_name_the_header(pair):
     assert info.value.param == pair[0]
 
 
+@pytest.mark.parametrize(("name", "deep"), [
+    ("x-gateway-metadata", '{"a":' * 5000 + "1" + "}" * 5000), ("x-gateway-metadata", "[" * 5000 + "]" * 5000),
+    ("x-gateway-forward-headers", "[" * 5000 + "]" * 5000), ("x-gateway-sensitive-headers", "[" * 5000 + "]" * 5000)])
+def test_json_nested_past_the_decoders_depth_is_a_400_naming_the_header(name, deep):
+    with pytest.raises(InvalidRequest) as info:
+        ctx((name, deep))
+    assert info.value.param == name and info.value.status == 400
+
+
 def test_sensitive_headers_are_never_forwarded_even_when_listed():
     c = ctx(("x-gateway-forward-headers", "x-a, x-b, host, content-length"),
             ("x-gateway-sensitive-headers", "X-B"), ("x-a", "1"), ("x-b", "2"), ("host", "h"),
