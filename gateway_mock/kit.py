@@ -19,6 +19,8 @@ requests (default 1; the last step repeats forever). A step may hold:
   ``id`` / ``object``, a choice with ``content_filter_offsets`` and no ``delta``) before ``[DONE]``.
 - ``no_usage`` (bool): vendorA chat and completions answer without ``usage`` and ignore
   ``stream_options.include_usage`` (as some vendorA-compatible servers do).
+- ``spaced_json`` (bool): write JSON answers and SSE events as Python's ``json`` module does, with a space after
+  every ``:`` and ``,`` (as most Python servers do).
 
 ``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,
 aborted}]}`` (the last
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import re
 from typing import Any, Awaitable, Callable
 
@@ -60,6 +63,7 @@ class Step(msgspec.Struct, omit_defaults=True):
     tool_name: str | None = None
     filter_annotations: bool = False
     no_usage: bool = False
+    spaced_json: bool = False
 
 
 class Scenario(msgspec.Struct):
@@ -166,8 +170,16 @@ async def respond(send: Send, status: int, body: bytes, content_type: bytes = b"
     await send({"type": "http.response.body", "body": body})
 
 
+def encode_json(doc: Any) -> bytes:
+    """A JSON document as the current request's step writes them (compact, or ``spaced_json``)."""
+    req = _current.get()
+    if req is not None and req.step.spaced_json:
+        return json.dumps(msgspec.to_builtins(doc), ensure_ascii=False).encode()
+    return _encode(doc)
+
+
 async def respond_json(send: Send, status: int, doc: Any, headers: list | None = None) -> None:
-    await respond(send, status, _encode(doc), b"application/json", headers)
+    await respond(send, status, encode_json(doc), b"application/json", headers)
 
 
 async def start_stream(send: Send, content_type: bytes = b"text/event-stream") -> None:
@@ -197,7 +209,7 @@ async def end_stream(send: Send, data: bytes = b"") -> None:
 
 def sse(doc: Any, event: str | None = None) -> bytes:
     head = f"event: {event}\n".encode() if event else b""
-    return head + b"data: " + _encode(doc) + b"\n\n"
+    return head + b"data: " + encode_json(doc) + b"\n\n"
 
 
 def retry_headers(step: Step) -> list[tuple[bytes, bytes]]:

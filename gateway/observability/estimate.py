@@ -8,12 +8,15 @@ text a token (about right for English with vendorA's tokenisers; code and other 
 - prompt: the characters of the request's text (message contents and text parts, names, tool-call arguments, the
   tool definitions as JSON; a completion's prompt strings, or one token per item of a token-array prompt) / 4,
   plus 3 tokens per message for the chat framing;
-- completion: the characters of text the answer carried (``content``, ``text``, ``arguments`` and
-  ``reasoning_content`` values, as JSON-escaped bytes) / 4. For a stream, the pipeline keeps (a reference to) every
-  chunk it relayed to the client, whichever path relayed it, up to HEAD_BYTES, and only counts the bytes and events
-  relayed past them: the text of the kept head is counted exactly (here, off the request path, and only for a
-  stream without the provider's usage), and the rest is its bytes minus each event's envelope, measured on the
-  head's content event with the smallest envelope.
+- completion: the characters of text the answer carried, read from its decoded JSON (so any whitespace and any
+  escaping count the same): the string values of ``content``, ``text``, ``arguments``, ``reasoning_content``,
+  ``refusal``, ``thinking`` and ``partial_json`` (anthropic's tool input as it streams), and a string ``delta`` (the
+  Responses API's delta events; its other ``response.*`` events repeat text already counted and are skipped) / 4.
+  For a stream, the pipeline keeps (a reference to) every chunk it relayed to the client, whichever path and
+  dialect relayed it, up to HEAD_BYTES, and only counts the bytes and events relayed past them: the events of the
+  kept head are decoded and their text counted exactly (here, off the request path, and only for a stream without
+  the provider's usage), and the rest is its bytes minus each event's envelope, measured on the head's content
+  event with the smallest envelope.
 
 Each count is rounded up; a side with no text counts 0.
 """
@@ -31,35 +34,55 @@ CHARS_PER_TOKEN = 4
 #: holds thousands of streams at once); past them it only counts bytes and events
 HEAD_BYTES = 8 * 1024
 MESSAGE_OVERHEAD_TOKENS = 3
-_TEXT_KEYS = (b'"content":"', b'"text":"', b'"arguments":"', b'"reasoning_content":"')
+#: the keys whose string values are text the model wrote (see the module docstring)
+_TEXT_KEYS = frozenset({"content", "text", "arguments", "reasoning_content", "refusal", "thinking", "partial_json"})
+#: how deep the text is looked for (a chunk's tool-call arguments sit at depth 5; a hostile upstream's event
+#: nested thousands deep is not walked)
+_MAX_DEPTH = 12
 _encode = msgspec.json.encode
+_decode = msgspec.json.decode
 
 
 def text_chars(data: bytes) -> int:
-    """The length of the text values (content, text, arguments, reasoning_content) in JSON bytes."""
+    """The characters of text (see the module docstring) in one JSON document (0 when it does not decode)."""
+    try:
+        doc = _decode(data)
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return 0
+    return doc_text_chars(doc)
+
+
+def doc_text_chars(doc: Any, depth: int = 0) -> int:
+    """The characters of text in a decoded JSON document: an answer, a unified chunk or a dialect's event."""
+    if depth > _MAX_DEPTH:
+        return 0
+    if isinstance(doc, list):
+        return sum(doc_text_chars(item, depth + 1) for item in doc)
+    if not isinstance(doc, dict):
+        return 0
+    kind = doc.get("type")
+    if isinstance(kind, str) and kind.startswith("response."):  # a Responses event: only its deltas are new text
+        delta = doc.get("delta")
+        return len(delta) if isinstance(delta, str) else 0
     total = 0
-    for key in _TEXT_KEYS:
-        at = data.find(key)
-        while at >= 0:
-            start = at + len(key)
-            end = data.find(b'"', start)
-            while end > 0 and _escaped(data, end):
-                end = data.find(b'"', end + 1)
-            if end < 0:
-                break
-            total += end - start
-            at = data.find(key, end)
+    for key, value in doc.items():
+        if isinstance(value, str):
+            if key in _TEXT_KEYS or key == "delta":
+                total += len(value)
+        elif isinstance(value, (dict, list)):
+            total += doc_text_chars(value, depth + 1)
     return total
 
 
-def _escaped(data: bytes, quote: int) -> bool:
-    """Whether the quote at ``quote`` is escaped (an odd run of backslashes before it)."""
-    run = 0
-    at = quote - 1
-    while at >= 0 and data[at] == 92:
-        run += 1
-        at -= 1
-    return run % 2 == 1
+def event_text_chars(event: bytes) -> int:
+    """The characters of text in one SSE event (its ``data:`` lines, decoded; ``[DONE]`` and non-JSON count 0)."""
+    lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+    if not lines:
+        return 0
+    data = lines[0] if len(lines) == 1 else b"\n".join(lines)
+    if not data or data == b"[DONE]":
+        return 0
+    return text_chars(data)
 
 
 def tokens_for(chars: int) -> int:
@@ -119,9 +142,9 @@ def relayed_text_chars(head: bytes | None, rest_bytes: int = 0, rest_events: int
     if not head:
         return 0
     exact, envelope = 0, -1
-    for event in head.split(b"\n\n"):
+    for event in head.replace(b"\r\n", b"\n").split(b"\n\n"):
         if event:
-            chars = text_chars(event)
+            chars = event_text_chars(event)
             exact += chars
             if chars and (envelope < 0 or len(event) + 2 - chars < envelope):
                 envelope = len(event) + 2 - chars  # with its blank-line terminator

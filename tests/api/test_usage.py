@@ -215,3 +215,56 @@ def test_a_stream_left_after_some_events_counts_the_text_of_every_event_relayed(
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     # the events read, and at most the two or three more already on their way when the client closed
     assert tokens_for(len(text)) <= item["completion_tokens"] <= tokens_for(len(text)) + 3, (text, item)
+
+
+def _left_after(gateway, path: str, body: dict, headers: dict, texts_of, leave_after: int) -> str:
+    """Stream ``body`` to ``path`` and leave after ``leave_after`` events that carried text; the text read."""
+    conn, target = _conn(f"{gateway.url}{path}", 30)
+    conn.request("POST", target, body=msgspec.json.encode({**body, "stream": True}), headers=headers)
+    resp = conn.getresponse()
+    assert resp.status == 200
+    text, seen = "", 0
+    for _ in range(600):
+        line = resp.readline()
+        if line.startswith(b"data: "):
+            piece = texts_of(msgspec.json.decode(line[6:]))
+            if piece:
+                text += piece
+                seen += 1
+                if seen == leave_after:
+                    break
+    conn.sock.close()
+    conn.close()
+    assert seen == leave_after, text
+    return text
+
+
+def _chat_text(doc: dict) -> str:
+    return doc["choices"][0]["delta"].get("content") or "" if doc.get("choices") else ""
+
+
+def _responses_text(doc: dict) -> str:
+    return doc["delta"] if doc.get("type") == "response.output_text.delta" else ""
+
+
+SPACED_DOORS = [
+    ("/v1/chat/completions", "vendorA", CHAT, _chat_text),
+    ("/v1/responses", "vendorA", {"model": "gpt-4o-mini", "input": "Say hello to the usage counter"},
+     _responses_text),
+]
+
+
+@pytest.mark.parametrize("path, provider, body, texts_of", SPACED_DOORS, ids=["chat", "responses-forwarded"])
+@pytest.mark.parametrize("leave_after", [2, 4, 8])
+def test_a_stream_left_from_an_upstream_writing_spaced_json_counts_its_text(gateway, mock, path, provider, body,
+                                                                           texts_of, leave_after):
+    """An upstream whose JSON has a space after each colon (most Python servers) has its relayed text counted too:
+    the estimate reads the events' decoded JSON, not byte patterns."""
+    base, trace = mock.scenario([{"chunks": 40, "chunk_delay_ms": 150, "spaced_json": True}]), new_trace()
+    headers = provider_headers(provider, base, trace)
+    text = _left_after(gateway, path, body, headers, texts_of, leave_after)
+    item = wait_logs(gateway, trace, timeout=8)[0]
+    assert item["status"] == 499 and item["usage_source"] == "estimated", item
+    assert item["completion_tokens"] > 0, item
+    # the events read, and at most the two or three more already on their way when the client closed
+    assert tokens_for(len(text)) <= item["completion_tokens"] <= tokens_for(len(text)) + 3, (text, item)

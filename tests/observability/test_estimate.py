@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 import pytest
 from hypothesis import given
@@ -29,14 +31,50 @@ def chunk(content: str | None = None, role: bool = False, finish: str | None = N
 
 
 @given(st.text(max_size=60))
-def test_text_chars_measures_any_string_value_as_encoded(text):
+def test_text_chars_measures_any_string_value_as_decoded(text):
     encoded = _enc(text)
-    assert text_chars(b'{"content":' + encoded + b',"other":"not counted"}') == len(encoded) - 2
+    assert text_chars(b'{"content":' + encoded + b',"other":"not counted"}') == len(text)
+    assert text_chars(b'{"content" :  ' + encoded + b', "other": "not counted"}') == len(text)
 
 
 def test_text_chars_reads_every_text_key():
-    data = b'{"text":"abc"}{"arguments":"{\\"a\\": 1}"}{"reasoning_content":"xy"}{"content":null}'
-    assert text_chars(data) == 3 + len('{\\"a\\": 1}') + 2
+    data = _enc({"choices": [{"message": {"content": None, "refusal": "no", "reasoning_content": "xy",
+                                          "tool_calls": [{"function": {"name": "f", "arguments": '{"a": 1}'}}]}},
+                             {"text": "abc"}]})
+    assert text_chars(data) == 2 + 2 + len('{"a": 1}') + 3
+    assert text_chars(b"not json") == 0
+
+
+def spaced(doc: dict) -> bytes:
+    """JSON as Python's json module writes it: a space after every colon and comma."""
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("encode", [_enc, spaced], ids=["compact", "spaced"])
+def test_every_dialects_events_are_counted_whatever_their_whitespace(encode):
+    """Unified chunks, anthropic's events (text, tool input, thinking) and the Responses API's deltas; the
+    Responses events that repeat earlier text (a part's or item's ``done``, ``response.completed``) count nothing."""
+    def event(doc: dict, name: str | None = None) -> bytes:
+        return (f"event: {name}\n".encode() if name else b"") + b"data: " + encode(doc) + b"\r\n\r\n"
+
+    head = b"".join([
+        event({"choices": [{"index": 0, "delta": {"content": "Hello"}}]}),
+        event({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"a"'}}]}}]}),
+        event({"type": "message_start", "message": {"content": [], "usage": {"output_tokens": 1}}}, "message_start"),
+        event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " there"}}),
+        event({"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": '{"b": 1}'}}),
+        event({"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+        event({"type": "response.output_text.delta", "delta": " again"}),
+        event({"type": "response.output_text.done", "text": "Hello there again"}),
+        event({"type": "response.completed", "response": {"output": [{"content": [{"text": "all of it"}]}]}}),
+        b"data: [DONE]\n\n",
+    ])
+    assert relayed_text_chars(head) == len("Hello" '{"a"' " there" '{"b": 1}' "hmm" " again")
+
+
+def test_an_event_nested_too_deep_or_not_json_counts_nothing_and_does_not_fail():
+    deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
+    assert relayed_text_chars(b"data: " + deep + b"\n\ndata: {oops\n\n" + chunk("abc")) == 3
 
 
 def test_prompt_tokens_of_chat_and_completions():
