@@ -20,8 +20,9 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 # the gateway wheel (with gateway/_speedups/*.so and the provider mock, gateway_mock/) plus the wheels of its
-# dependencies (redis with hiredis included)
-RUN pip wheel --no-cache-dir --wheel-dir /wheels "." \
+# dependencies (redis with hiredis included), at the versions the test suite last passed with (constraints.txt, which
+# also pins the build backend and Cython)
+RUN PIP_CONSTRAINT=/src/constraints.txt pip wheel --no-cache-dir --wheel-dir /wheels "." \
     && python -c "import glob, sys, zipfile; \
         wheel = glob.glob('/wheels/gateway-*.whl')[0]; names = zipfile.ZipFile(wheel).namelist(); \
         built = any(n.startswith('gateway/_speedups/') and n.endswith('.so') for n in names); \
