@@ -16,7 +16,11 @@ MAX_HEADER_BYTES = 16 * 1024
 
 
 class MultipartError(ValueError):
-    """The body is not well-formed multipart/form-data."""
+    """The body is not well-formed multipart/form-data; ``param`` names the form field concerned, when known."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class PartStart:
@@ -88,7 +92,9 @@ def header_params(text: str) -> dict[str, str]:
 
 def _part_start(raw: bytes) -> PartStart:
     name = filename = content_type = None
-    for line in raw.decode("utf-8", "replace").split("\r\n"):
+    lines = raw.decode("utf-8", "replace").split("\r\n")
+    text = "".join(lines)
+    for line in lines:
         key, sep, value = line.partition(":")
         if not sep:
             continue
@@ -104,7 +110,29 @@ def _part_start(raw: bytes) -> PartStart:
             content_type = value.strip()
     if name is None:
         raise MultipartError("a part has no Content-Disposition name")
+    _refuse_line_breaks(text, name, filename, content_type)
     return PartStart(name, filename, content_type)
+
+
+def _refuse_line_breaks(text: str, name: str, filename: str | None, content_type: str | None) -> None:
+    """A part's header lines end with CRLF: a bare CR or LF (or a NUL) left inside one would end a header line
+    wherever the part is sent on, so such a part is refused, naming the field."""
+    if "\r" not in text and "\n" not in text and "\0" not in text:
+        return
+    shown = repr(name) if _clean(name) else "a part"
+    if filename is not None and not _clean(filename):
+        what = f"the filename of {shown}"
+    elif content_type is not None and not _clean(content_type):
+        what = f"the Content-Type of {shown}"
+    elif not _clean(name):
+        what = "a part's name"
+    else:
+        what = f"the headers of {shown}"
+    raise MultipartError(f"{what} holds a CR, LF or NUL character", param=name if _clean(name) else None)
+
+
+def _clean(value: str) -> bool:
+    return "\r" not in value and "\n" not in value and "\0" not in value
 
 
 _PREAMBLE, _AFTER_DELIMITER, _HEADERS, _DATA, _DONE = range(5)

@@ -135,7 +135,7 @@ async def multipart_events(receive: Receive, parser: MultipartParser, param: str
         try:
             events = parser.feed(chunk) if chunk else []
         except MultipartError as exc:
-            raise InvalidRequest(f"malformed multipart body: {exc}", param=param) from None
+            raise InvalidRequest(f"malformed multipart body: {exc}", param=exc.param or param) from None
         for event in events:
             yield event
     try:

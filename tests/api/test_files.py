@@ -132,6 +132,26 @@ def test_a_bad_provider_upload_is_refused_before_it_is_sent(openai_client, mock)
     assert mock.calls(base)["calls"] == 0
 
 
+@pytest.mark.parametrize("bad", ['filename="a\nb.jsonl"',
+                                 'filename="a.jsonl"\r\nContent-Type: text/plain\rX-Injected: 1'],
+                         ids=["lf-in-filename", "cr-in-content-type"])
+@pytest.mark.parametrize("to_provider", [True, False], ids=["provider", "gateway"])
+def test_a_line_break_in_the_file_parts_headers_is_a_400_and_nothing_is_sent(gateway, mock, bad, to_provider):
+    base = mock.scenario()
+    headers = {"x-gateway-api-key": ADMIN_KEY, "content-type": "multipart/form-data; boundary=zz"}
+    if to_provider:
+        headers.update({"x-gateway-provider": "vendorA", "authorization": "Bearer sk-t",
+                        "x-gateway-custom-host": base + "/v1"})
+    body = (b'--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+            + f'--zz\r\nContent-Disposition: form-data; name="file"; {bad}\r\n\r\n'.encode() + JSONL
+            + b"\r\n--zz--\r\n")
+    resp = request("POST", gateway.url + "/v1/files", body=body, headers=headers)
+    assert resp.status == 400, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == "file" and "CR, LF or NUL" in error["message"]
+    assert mock.calls(base)["calls"] == 0
+
+
 def test_a_provider_file_id_without_provider_headers_is_unknown(plain):
     with pytest.raises(NotFoundError) as caught:
         plain.files.retrieve("file-abc123")

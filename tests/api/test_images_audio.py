@@ -123,6 +123,28 @@ def test_an_edit_without_an_image_or_prompt_is_a_400_naming_it(gateway):
     assert json_body.status == 400 and json_body.json()["error"]["param"] == "content-type"
 
 
+@pytest.mark.parametrize(("path", "part", "fields"), [
+    ("/v1/images/edits", "image", b'--zz\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nhat\r\n'),
+    ("/v1/images/variations", "image", b""),
+    ("/v1/audio/transcriptions", "file", b'--zz\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'),
+    ("/v1/audio/translations", "file", b'--zz\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'),
+])
+@pytest.mark.parametrize("bad", ['filename="a\nb.png"', 'filename="a.png"\r\nContent-Type: image/png\rX-Injected: 1'],
+                         ids=["lf-in-filename", "cr-in-content-type"])
+def test_a_line_break_in_a_parts_headers_is_a_400_naming_the_field_and_nothing_is_sent(gateway, mock, path, part,
+                                                                                          fields, bad):
+    base = mock.scenario()
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk-t",
+               "x-gateway-custom-host": base + "/v1", "content-type": "multipart/form-data; boundary=zz"}
+    file_part = (f'--zz\r\nContent-Disposition: form-data; name="{part}"; {bad}\r\n\r\n'.encode() + PNG +
+                 b"\r\n--zz--\r\n")
+    resp = request("POST", gateway.url + path, body=fields + file_part, headers=headers)
+    assert resp.status == 400, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == part and "CR, LF or NUL" in error["message"]
+    assert mock.calls(base)["calls"] == 0
+
+
 @pytest.mark.parametrize("provider", ["deepseek", "anthropic", "cohere"])
 def test_a_provider_without_images_is_a_400_naming_it(openai_client, provider):
     client = openai_client(provider=provider)

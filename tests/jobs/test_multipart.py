@@ -79,6 +79,26 @@ def test_malformed_bodies_are_refused(raw, what):
         parse(raw)
 
 
+def _headers_body(headers: bytes) -> bytes:
+    b = BOUNDARY.encode()
+    return b"--" + b + b"\r\n" + headers + b"\r\n\r\nx\r\n--" + b + b"--\r\n"
+
+
+@pytest.mark.parametrize("headers, param, what", [
+    (b'Content-Disposition: form-data; name="file"; filename="a\nb.png"', "file", "filename"),
+    (b'Content-Disposition: form-data; name="file"; filename="a\rb.png"', "file", "filename"),
+    (b'Content-Disposition: form-data; name="file"; filename="a\x00.png"', "file", "filename"),
+    (b'Content-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\rX-Evil: 1',
+     "image", "Content-Type"),
+    (b'Content-Disposition: form-data; name="image"; filename="a.png"\r\nX-Other: a\nb', "image", "headers"),
+    (b'Content-Disposition: form-data; name="a\nb"', None, "name"),
+])
+def test_a_bare_cr_lf_or_nul_in_a_part_header_is_refused_naming_the_field(headers, param, what):
+    with pytest.raises(MultipartError, match=what) as caught:
+        parse(_headers_body(headers))
+    assert caught.value.param == param
+
+
 def test_boundary_comes_from_the_content_type_quoted_or_not():
     assert boundary_of(f"multipart/form-data; boundary={BOUNDARY}") == BOUNDARY
     assert boundary_of('multipart/form-data; charset=utf-8; boundary="a b;c"') == "a b;c"
