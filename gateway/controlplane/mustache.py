@@ -9,6 +9,12 @@ section tag is not done), so a template renders to the same characters whichever
 Required variables: every variable interpolated outside any section (``{{name}}`` at the top level) must be given:
 ``render`` raises ``MissingVariable`` naming the first one missing. Section names and the variables inside
 sections are optional (missing renders nothing), as in mustache.
+
+Bounds: sections nest at most ``MAX_SECTION_DEPTH`` deep (a deeper template is a ``TemplateError`` when it is
+compiled, so it is refused when it is created); a render (every text field of a prompt together, one
+``RenderBudget``) visits at most ``MAX_RENDER_STEPS`` tags and literals and produces at most
+``MAX_RENDERED_CHARS`` characters, else ``RenderLimit``. Nested sections over lists multiply: five sections over a
+25-item list are ten million steps, which would hold the worker's event loop for seconds.
 """
 
 from __future__ import annotations
@@ -23,9 +29,39 @@ _NAME = re.compile(r"^(\.|[^\s{}#^/!&>=.][^\s{}]*)$")
 _encode = msgspec.json.encode
 _MISSING = object()
 
+#: how deep sections may nest in a template
+MAX_SECTION_DEPTH = 16
+#: tags and literals one render may visit (about 50 ms of work)
+MAX_RENDER_STEPS = 200_000
+#: characters one render may produce
+MAX_RENDERED_CHARS = 8 * 1024 * 1024
+
 
 class TemplateError(ValueError):
     """The template text is not valid mustache (of the supported subset)."""
+
+
+class RenderLimit(ValueError):
+    """A render would do more work or produce more text than the limits allow; the message names the limit."""
+
+
+class RenderBudget:
+    """What is left of one render's limits; share one between the renders that make up one answer."""
+
+    __slots__ = ("steps", "chars")
+
+    def __init__(self, steps: int = MAX_RENDER_STEPS, chars: int = MAX_RENDERED_CHARS) -> None:
+        self.steps = steps
+        self.chars = chars
+
+    def spend(self, steps: int, chars: int) -> None:
+        self.steps -= steps
+        self.chars -= chars
+        if self.steps < 0:
+            raise RenderLimit(f"rendering takes more than {MAX_RENDER_STEPS} steps (the limit): nested sections "
+                              "over long lists multiply")
+        if self.chars < 0:
+            raise RenderLimit(f"the rendered text exceeds the limit of {MAX_RENDERED_CHARS} characters")
 
 
 class MissingVariable(KeyError):
@@ -65,6 +101,9 @@ def compile_template(text: str) -> list[Node]:
         if not _NAME.match(name):
             raise TemplateError(f"invalid tag {match.group(0)!r} at character {match.start()}")
         if sigil in ("#", "^"):
+            if len(stack) >= MAX_SECTION_DEPTH:
+                raise TemplateError(f"sections nest deeper than {MAX_SECTION_DEPTH} (the limit) at character "
+                                    f"{match.start()}")
             children: list[Node] = []
             out.append(("section", _path(name), sigil == "^", children))
             stack.append((name, out, match.start()))
@@ -140,37 +179,43 @@ def _falsy(value: Any) -> bool:
         isinstance(value, list) and not value)
 
 
-def _render(nodes: Sequence[Node], stack: list[Any], out: list[str]) -> None:
+def _render(nodes: Sequence[Node], stack: list[Any], out: list[str], budget: RenderBudget) -> None:
     for node in nodes:
         if type(node) is str:
+            budget.spend(1, len(node))
             out.append(node)
             continue
         if node[0] == "var":
             value = _lookup(stack, node[1])
             if value is _MISSING and node[2]:
                 raise MissingVariable(".".join(node[1]))
-            out.append(_text(value))
+            text = _text(value)
+            budget.spend(1, len(text))
+            out.append(text)
             continue
+        budget.spend(1, 0)
         _, path, inverted, children = node
         value = _lookup(stack, path)
         if inverted:
             if _falsy(value):
-                _render(children, stack, out)
+                _render(children, stack, out, budget)
         elif _falsy(value):
             continue
         elif isinstance(value, list):
             for item in value:
+                budget.spend(1, 0)  # an item with nothing to render is work too
                 stack.append(item)
-                _render(children, stack, out)
+                _render(children, stack, out, budget)
                 stack.pop()
         else:
             stack.append(value)
-            _render(children, stack, out)
+            _render(children, stack, out, budget)
             stack.pop()
 
 
-def render(nodes: Sequence[Node], variables: Mapping[str, Any]) -> str:
-    """The template's text with ``variables``; MissingVariable names a required variable that is not given."""
+def render(nodes: Sequence[Node], variables: Mapping[str, Any], budget: RenderBudget | None = None) -> str:
+    """The template's text with ``variables``; MissingVariable names a required variable that is not given,
+    RenderLimit a limit the render would pass (``budget``: what is left of them, shared between renders)."""
     out: list[str] = []
-    _render(nodes, [variables], out)
+    _render(nodes, [variables], out, budget if budget is not None else RenderBudget())
     return "".join(out)

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from gateway.controlplane.mustache import MissingVariable, TemplateError, compile_template, render, required_variables
+from gateway.controlplane.mustache import (
+    MissingVariable,
+    RenderBudget,
+    RenderLimit,
+    TemplateError,
+    compile_template,
+    render,
+    required_variables,
+)
 from gateway.controlplane.records import Entity, store_unavailable
 from gateway.http.errors import InvalidRequest, NotFound
 from gateway.schema.chat import ChatRequest, FunctionDefinition, Message, Tool, parse_chat
@@ -128,11 +136,16 @@ class Template:
         self.required = required
 
     def messages(self, variables: dict[str, Any]) -> list[Any]:
+        """The template's messages rendered with ``variables``, all within one render's limits."""
+        budget = RenderBudget()
         try:
-            return [_render_value(part, variables) for part in self.parts]
+            return [_render_value(part, variables, budget) for part in self.parts]
         except MissingVariable as missing:
             raise InvalidRequest(f"missing variable '{missing.name}': the template needs it",
                                  param=f"variables.{missing.name}") from None
+        except RenderLimit as exc:
+            raise InvalidRequest(f"the prompt cannot be rendered with these variables: {exc}",
+                                 param="variables") from None
 
 
 _TEXT_KEYS = frozenset({"content", "text", "name", "url"})
@@ -164,13 +177,13 @@ def _required(part: Any) -> list[str]:
     return []
 
 
-def _render_value(part: Any, variables: dict[str, Any]) -> Any:
+def _render_value(part: Any, variables: dict[str, Any], budget: RenderBudget) -> Any:
     if isinstance(part, tuple):
-        return render(part[1], variables)
+        return render(part[1], variables, budget)
     if isinstance(part, dict):
-        return {k: _render_value(v, variables) for k, v in part.items()}
+        return {k: _render_value(v, variables, budget) for k, v in part.items()}
     if isinstance(part, list):
-        return [_render_value(v, variables) for v in part]
+        return [_render_value(v, variables, budget) for v in part]
     return part
 
 

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from gateway.app import GatewayApp
+from gateway.controlplane.mustache import MAX_RENDER_STEPS, MAX_RENDERED_CHARS, MAX_SECTION_DEPTH
 from gateway.runtime import Runtime
 from gateway.settings import load
 from gateway.state.memory import MemoryStateStore
@@ -132,6 +133,39 @@ def test_invalid_templates_are_400s_naming_the_field(gateway, change, param):
     resp = api(gateway, "POST", "/v1/prompts", {**TEMPLATE, **change})
     assert resp.status == 400, resp.text
     assert resp.json()["error"]["param"] == param
+
+
+def test_a_template_nested_past_the_limit_is_refused_at_create_and_update(gateway, workspace):
+    admin, _, prompt = workspace
+    deep = "{{#a}}" * 3000 + "x" + "{{/a}}" * 3000
+    resp = api(gateway, "POST", "/v1/prompts", {**TEMPLATE, "messages": [{"role": "user", "content": deep}]})
+    assert resp.status == 400 and resp.json()["error"]["param"] == "messages[0].content", resp.text
+    assert f"deeper than {MAX_SECTION_DEPTH} (the limit)" in resp.json()["error"]["message"]
+    over = MAX_SECTION_DEPTH + 1
+    update = {"messages": [{"role": "user", "content": [{"type": "text", "text": "{{#a}}" * over + "{{/a}}" * over}]}]}
+    resp = api(gateway, "PUT", f"/v1/prompts/{prompt['id']}", update, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == "messages[0].content[0].text", resp.text
+
+
+@pytest.mark.parametrize("route", ["render", "completions"])
+def test_a_render_past_its_work_or_size_limit_is_a_400_naming_the_limit(gateway, mock, route):
+    admin = create_key(gateway)
+    base = mock.scenario()
+    nested = {"role": "user", "content": "{{#a}}" * 5 + "{{.}}" + "{{/a}}" * 5}
+    big = {"role": "user", "content": "{{#b}}{{text}}{{/b}}"}
+    created = api(gateway, "POST", "/v1/prompts", {**TEMPLATE, "messages": [nested, big]}, admin["key"]).json()
+    headers = {"x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1", "authorization": "Bearer sk-t"}
+    fits = run(gateway, admin["key"], created["id"], {"variables": {"a": [1, 2], "b": [1], "text": "t"}},
+               render=route == "render", **headers)
+    assert fits.status == 200, fits.text
+    for variables, limit in [({"a": list(range(25))}, f"{MAX_RENDER_STEPS} steps"),
+                             ({"b": list(range(50)), "text": "z" * (MAX_RENDERED_CHARS // 40)},
+                              f"{MAX_RENDERED_CHARS} characters")]:
+        resp = run(gateway, admin["key"], created["id"], {"variables": variables}, render=route == "render", **headers)
+        assert resp.status == 400, resp.text[:300]
+        error = resp.json()["error"]
+        assert error["param"] == "variables" and limit in error["message"] and "limit" in error["message"]
+    assert mock.calls(base)["calls"] == (1 if route == "completions" else 0)
 
 
 def test_completions_run_the_rendered_template_through_the_templates_slug(gateway, mock, workspace):

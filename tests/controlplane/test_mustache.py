@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.controlplane import mustache
 from gateway.controlplane.mustache import MissingVariable, TemplateError, compile_template, render, required_variables
 
 
@@ -77,3 +78,38 @@ def test_an_unclosed_tag_is_named_with_its_position():
     with pytest.raises(TemplateError) as refused:
         compile_template("Hello {{name}}, from {{place")
     assert str(refused.value) == "tag '{{place' opened at character 21 is never closed (no '}}')"
+
+
+# --- bounds: nesting depth at compile, work and size at render ---------------------------------------------------
+
+
+def test_sections_nested_past_the_limit_are_refused_when_compiled():
+    depth = mustache.MAX_SECTION_DEPTH
+    assert fill("{{#a}}" * depth + "x" + "{{/a}}" * depth, a=True) == "x"
+    for deeper in (depth + 1, 3000):
+        with pytest.raises(TemplateError, match=f"deeper than {depth}"):
+            compile_template("{{#a}}" * deeper + "x" + "{{/a}}" * deeper)
+
+
+@pytest.mark.parametrize("template, variables", [
+    ("{{#a}}" * 5 + "x" + "{{/a}}" * 5, {"a": list(range(25))}),  # ten million steps
+    ("{{#a}}{{#a}}{{/a}}{{/a}}", {"a": [0] * 1_000_000}),  # items with nothing to render still count
+])
+def test_a_render_that_would_take_too_many_steps_stops_at_the_limit(template, variables):
+    with pytest.raises(mustache.RenderLimit, match=f"{mustache.MAX_RENDER_STEPS} steps"):
+        render(compile_template(template), variables)
+
+
+def test_a_render_that_would_produce_too_much_text_stops_at_the_limit():
+    big = "y" * (mustache.MAX_RENDERED_CHARS // 3)
+    assert len(render(compile_template("{{#a}}{{big}}{{/a}}"), {"a": [1, 2], "big": big})) == 2 * len(big)
+    with pytest.raises(mustache.RenderLimit, match=f"{mustache.MAX_RENDERED_CHARS} characters"):
+        render(compile_template("{{#a}}{{big}}{{/a}}"), {"a": [1, 2, 3, 4], "big": big})
+
+
+def test_one_budget_covers_every_render_it_is_given_to():
+    budget = mustache.RenderBudget(steps=10, chars=1000)
+    nodes = compile_template("{{#a}}x{{/a}}")
+    assert render(nodes, {"a": [1, 2, 3]}, budget) == "xxx"
+    with pytest.raises(mustache.RenderLimit):
+        render(nodes, {"a": [1, 2, 3]}, budget)
