@@ -59,6 +59,21 @@ async def error(req: MockRequest, send: Send) -> None:
     await respond_json(send, status, doc, retry_headers(step))
 
 
+#: the most completion tokens a model takes (vendorA answers 400 above it); models not listed take any
+_MAX_COMPLETION_TOKENS = {"gpt-4o": 16_384, "gpt-4o-mini": 16_384, "gpt-4-turbo": 4_096, "gpt-3.5-turbo": 4_096}
+
+
+def _too_many_tokens(doc: dict) -> str | None:
+    """vendorA's 400 message for a ``max_tokens`` / ``max_completion_tokens`` above the model's maximum."""
+    model = str(doc.get("model") or "")
+    limit = _MAX_COMPLETION_TOKENS.get(model) or _MAX_COMPLETION_TOKENS.get(model[:-11])  # a dated snapshot
+    asked = doc.get("max_completion_tokens") or doc.get("max_tokens")
+    if limit is None or not isinstance(asked, int) or asked <= limit:
+        return None
+    return (f"max_tokens is too large: {asked}. This model supports at most {limit} completion tokens, whereas you "
+            f"provided {asked}.")
+
+
 def _usage(prompt: str, completion: str) -> dict:
     p, c = count_tokens(prompt), count_tokens(completion)
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
@@ -66,6 +81,11 @@ def _usage(prompt: str, completion: str) -> dict:
 
 async def chat(req: MockRequest, send: Send) -> None:
     doc = req.json()
+    too_many = _too_many_tokens(doc)
+    if too_many is not None:
+        await respond_json(send, 400, {"error": {"message": too_many, "type": "invalid_request_error",
+                                                 "param": "max_tokens", "code": "invalid_value"}})
+        return
     model = doc.get("model", "mock-model")
     step = req.step
     reply = req.reply_text()

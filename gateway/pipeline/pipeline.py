@@ -142,7 +142,7 @@ class Exchange:
     """One request as far as it got: its record, and its context, routing state and steps once made (what the
     error answer and the log line need whatever failed)."""
 
-    __slots__ = ("record", "ctx", "state", "steps", "form")
+    __slots__ = ("record", "ctx", "state", "steps", "form", "headers")
 
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
@@ -151,6 +151,8 @@ class Exchange:
         self.steps: RequestSteps | None = None
         #: an images or audio request's multipart form, once read (pipeline/media.py closes it)
         self.form: Any = None
+        #: response headers the run adds to the answer (a front door's ``x-gateway-max-tokens-capped``)
+        self.headers: RawHeaders | None = None
 
 
 class Pipeline:
@@ -267,6 +269,8 @@ class Pipeline:
             headers.extend(ex.steps.response_headers())
         if outcome.dropped is not None:
             headers.append((DROPPED_HEADER, outcome.dropped))
+        if ex.headers is not None:
+            headers.extend(ex.headers)
         if isinstance(outcome, JsonOutcome):
             record.status = outcome.status
             usage = outcome.usage

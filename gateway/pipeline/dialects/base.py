@@ -26,7 +26,7 @@ class DoorRequest:
     """A dialect request: the decoded ``doc`` of the client's body, what the pipeline reads (``model``,
     ``stream``) and, made once on the first translated attempt, the unified chat body (``chat``)."""
 
-    __slots__ = ("doc", "model", "stream", "chat", "extra")
+    __slots__ = ("doc", "model", "stream", "chat", "extra", "capped")
 
     def __init__(self, doc: dict[str, Any], model: str | None, stream: bool) -> None:
         self.doc = doc
@@ -35,6 +35,9 @@ class DoorRequest:
         self.chat: tuple[bytes, Any] | None = None
         #: what a dialect keeps per request (the Responses API's earlier turns)
         self.extra: Any = None
+        #: the translation cut the output limit to the model's maximum: ``b"<asked>-><maximum>"`` (the value of
+        #: ``x-gateway-max-tokens-capped`` on a translated answer)
+        self.capped: bytes | None = None
 
 
 def decode_object(body: bytes) -> dict[str, Any]:

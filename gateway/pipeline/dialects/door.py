@@ -39,6 +39,8 @@ _encode = msgspec.json.encode
 _GATEWAY_KEY = b"x-gateway-api-key"
 #: a count_tokens answer worked out by the gateway, not the provider
 ESTIMATE_HEADER = (b"x-gateway-token-count", b"estimate")
+#: a translated answer whose output limit was cut to the model's maximum: ``<asked>-><maximum>``
+CAPPED_HEADER = b"x-gateway-max-tokens-capped"
 
 
 def door_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -127,6 +129,8 @@ class DoorPipeline(Pipeline):
             state.attempts = 1
             outcome = await attempt(node)
         native = id(outcome) in attempt.native
+        if request.capped is not None and not native:  # the translation cut max_tokens to the model's maximum
+            ex.headers = [(CAPPED_HEADER, request.capped)]
         if steps is not None and not native:
             dropped = outcome.dropped
             outcome = await steps.answered(outcome)

@@ -22,10 +22,14 @@ Facts relied on (anthropic's API reference "Messages", "Streaming messages", "Co
   rate_limit_error, 500 api_error, 504 timeout_error, 529 overloaded_error.
 - count_tokens takes the request without ``max_tokens`` / ``stream`` and answers ``{"input_tokens": n}``.
 
-Translation choices: ``top_k`` and ``thinking`` are not sent to providers reached through unified chat (chat has no
-field for either); ``metadata.user_id`` becomes ``user``; a tool_result's blocks become the tool message's text; a
-server tool (a ``type`` other than ``custom``) is a 400 naming it. ``finish_reason`` stop / length / tool_calls /
-content_filter become end_turn / max_tokens / tool_use / refusal.
+Translation choices: a mid-conversation system message (``role: system`` among ``messages``, anthropic's
+``mid-conversation-system`` beta; text blocks only) becomes a unified system message in place, which vendorA-wire
+targets take as it is and cloudA, cloudC and anthropic adapters fold into their system prompt; ``max_tokens`` above
+the model's known maximum (``gateway/providers/output_limits.py``) is cut to it and the answer says so in
+``x-gateway-max-tokens-capped``. ``top_k`` and ``thinking`` are not sent to providers reached through unified chat
+(chat has no field for either); ``metadata.user_id`` becomes ``user``; a tool_result's blocks become the tool
+message's text; a server tool (a ``type`` other than ``custom``) is a 400 naming it. ``finish_reason`` stop /
+length / tool_calls / content_filter become end_turn / max_tokens / tool_use / refusal.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from gateway.pipeline.dialects.base import (
 )
 from gateway.providers.anthropic.response import ERROR_STATUS, stream_error
 from gateway.providers.base import MESSAGES, MESSAGES_COUNT
+from gateway.providers.output_limits import max_output_tokens
 from gateway.schema.common import Usage
 
 #: gateway statuses that anthropic has no type for fall back to these
@@ -90,13 +95,33 @@ def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
+def _system_turn(message: dict[str, Any], i: int, messages: list[Any], out: list[dict[str, Any]]) -> None:
+    """A mid-conversation system message (``role: system`` among the turns) as a unified system message in place;
+    one with ``clear_at: next_user_message`` is left out once a later user turn exists, as anthropic does."""
+    where = f"messages[{i}]"
+    if message.get("clear_at") == "next_user_message" and any(
+            isinstance(later, dict) and later.get("role") == "user" for later in messages[i + 1:]):
+        return
+    content = message.get("content")
+    if isinstance(content, list):
+        for j, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind != "text":
+                raise InvalidRequest(f"{where}.content[{j}].type {kind!r} is not supported in a system message: "
+                                     "this target is reached through translation", param=f"{where}.content[{j}].type")
+    text = _text(content, f"{where}.content")
+    if text:
+        out.append({"role": "system", "content": text})
+
+
 def _turn(message: Any, i: int, out: list[dict[str, Any]]) -> None:
     where = f"messages[{i}]"
     if not isinstance(message, dict):
         raise InvalidRequest(f"{where} must be an object", param=where)
     role = message.get("role")
     if role not in ("user", "assistant"):
-        raise InvalidRequest(f"{where}.role must be 'user' or 'assistant'", param=f"{where}.role")
+        raise InvalidRequest(f"{where}.role must be 'user' or 'assistant' (or 'system' after the first turn)",
+                             param=f"{where}.role")
     content = message.get("content")
     if isinstance(content, str):
         out.append({"role": role, "content": content})
@@ -208,11 +233,20 @@ class MessagesDialect(_Dialect):
         system = doc.get("system")
         if system:
             out.append({"role": "system", "content": _text(system, "system")})
-        for i, message in enumerate(doc["messages"]):
-            _turn(message, i, out)
+        messages = doc["messages"]
+        for i, message in enumerate(messages):
+            if i and isinstance(message, dict) and message.get("role") == "system":  # never first, as anthropic
+                _system_turn(message, i, messages, out)
+            else:
+                _turn(message, i, out)
         chat: dict[str, Any] = {"model": request.model, "messages": out}
-        if doc.get("max_tokens") is not None:
-            chat["max_tokens"] = doc["max_tokens"]
+        max_tokens = doc.get("max_tokens")
+        if max_tokens is not None:
+            limit = max_output_tokens(request.model)
+            if limit is not None and max_tokens > limit:
+                request.capped = f"{max_tokens}->{limit}".encode()
+                max_tokens = limit
+            chat["max_tokens"] = max_tokens
         for name in ("temperature", "top_p"):
             if doc.get(name) is not None:
                 chat[name] = doc[name]
