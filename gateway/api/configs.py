@@ -82,7 +82,7 @@ class ConfigRoutes(RecordRoutes[configs.SavedConfig, configs.ConfigBody]):
     async def updated(self, record: configs.SavedConfig, workspace: str,
                       body: configs.ConfigBody) -> configs.SavedConfig:
         box = self.records.box
-        changes = configs.update_fields(body, self.parser.parse, lambda: self._stored_secrets(record))
+        changes = configs.update_fields(body, self.parser.parse, lambda: self._stored_secrets(record), record.config)
         if "config" in changes:
             await self._check_references(changes["config"], workspace)
         else:

@@ -22,7 +22,9 @@ Beyond the schema's types and unknown-key checks, a config obeys:
 - ``strategy`` is required with ``targets`` only when the node (counting what it inherits) has neither
   ``provider`` nor ``virtual_key``; such targets then run as ``single`` (the first target answers);
 - unknown keys are rejected everywhere except inside ``cb_config``, where they are ignored;
-- targets nest at most MAX_TARGET_DEPTH (32) levels.
+- targets nest at most MAX_TARGET_DEPTH (32) levels;
+- no string that goes into an upstream request's head (``header_values.HEADER_FIELDS``: keys, organisation and
+  project, cloud credentials, hosts, regions, deployments) holds CR, LF or NUL.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from gateway.bounded_cache import BoundedCache
 from gateway.config.inherit import Inheritance
 from gateway.http.errors import ConfigError, InvalidRequest, mid_sentence
 from gateway.providers.registry import is_known, provider_names
+from gateway.schema import header_values
 from gateway.schema.common import is_not_utf8
 from gateway.schema.config import Config, Guardrail, Hook, HookOutcome, Strategy
+from gateway.schema.header_values import field_with_breaks
 from gateway.upstream.ssrf import check_base_url
 
 RETRY_ATTEMPTS_MAX = 10
@@ -340,6 +344,9 @@ def _check_provider(n: Config, base: str) -> None:
 
 
 def _check_keys(checks: ConfigChecks, n: Config, base: str) -> None:
+    broken = field_with_breaks(n)
+    if broken is not None:
+        raise ConfigError.at(_join(base, broken), header_values.MESSAGE)
     if n.provider is not None or n.custom_host is not None:
         _check_provider(n, base)
     if n.request_timeout is not None and (not _is_int(n.request_timeout) or n.request_timeout <= 0):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway.controlplane import sealing
+from gateway.controlplane import sealing, secret_hosts
 from gateway.controlplane.records import Entity, Repository
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import ConfigError, InvalidRequest
@@ -90,14 +90,16 @@ def create_fields(body: ConfigBody, parse: ParseConfig) -> dict[str, Any]:
     return {"name": check_name(body.name), "config": check_config(unmasked(body.config, dict), parse)}
 
 
-def update_fields(body: ConfigBody, parse: ParseConfig, stored: Callable[[], dict[Path, Any]]) -> dict[str, Any]:
+def update_fields(body: ConfigBody, parse: ParseConfig, stored: Callable[[], dict[Path, Any]],
+                  previous: msgspec.Raw | None = None) -> dict[str, Any]:
     """The fields an update changes (a config is validated like at creation; a masked value in it keeps the secret
-    ``stored()`` gives at the same path)."""
+    ``stored()`` gives at the same path, unless the target holding it now calls another host than in ``previous``,
+    the stored config's text)."""
     changes: dict[str, Any] = {}
     if body.name is not UNSET:
         changes["name"] = check_name(body.name)
     if body.config is not UNSET:
-        changes["config"] = check_config(unmasked(body.config, stored), parse)
+        changes["config"] = check_config(unmasked(body.config, stored, previous), parse)
     if not changes:
         raise InvalidRequest("nothing to update: send name and/or config", param="config")
     return changes
@@ -115,12 +117,16 @@ def _context(workspace: str, id: str) -> str:
     return f"{KIND}/{workspace}/{id}"
 
 
-def unmasked(raw: msgspec.Raw, secrets: Callable[[], dict[Path, Any]]) -> msgspec.Raw:
+def unmasked(raw: msgspec.Raw, secrets: Callable[[], dict[Path, Any]],
+             previous: msgspec.Raw | None = None) -> msgspec.Raw:
     """``raw`` with each masked secret value replaced by the secret stored at its path (whose mask it is; ``secrets``
-    opens them, asked only when a mask is there); a masked value without one is a 400 naming the path. The text is
-    returned as given when it holds no mask."""
+    opens them, asked only when a mask is there); a masked value without one is a 400 naming the path, and so is
+    one whose target calls another host than in ``previous`` (``secret_hosts.moved_from``). The text is returned as
+    given when it holds no mask."""
     doc = msgspec.json.decode(bytes(raw))
-    if not sealing.restore_masked(doc, secrets, path_text):
+    before = None if previous is None else msgspec.json.decode(bytes(previous))
+    moved = None if before is None else (lambda path: secret_hosts.moved_from(before, doc, path))
+    if not sealing.restore_masked(doc, secrets, path_text, moved):
         return raw
     return msgspec.Raw(msgspec.json.encode(doc))
 

@@ -18,10 +18,13 @@ from typing import Any
 import msgspec
 
 from gateway.controlplane.records import Entity
+from gateway.controlplane.secret_hosts import check_slug_move
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.providers.registry import is_known, provider_names
+from gateway.schema import header_values
 from gateway.schema.config import Config, Deployment
+from gateway.schema.header_values import field_with_breaks
 
 KIND = "provider"
 Unset = msgspec.UnsetType
@@ -125,6 +128,9 @@ def _check(fields: dict[str, Any]) -> None:
         from gateway.upstream.ssrf import check_base_url
 
         check_base_url(host, "custom_host")
+    broken = field_with_breaks(fields)
+    if broken is not None:
+        raise InvalidRequest(f"{broken} {header_values.MESSAGE}", param=broken)
     kind = fields.get("cloudB_deployment_type")
     if kind is not None and kind not in ("serverless", "managed"):
         raise InvalidRequest("cloudB_deployment_type must be serverless or managed", param="cloudB_deployment_type")
@@ -158,9 +164,11 @@ def secrets_of(box: SecretBox, record: ProviderSlug) -> dict[str, Any]:
 
 
 def updated(box: SecretBox, record: ProviderSlug, changes: dict[str, Any]) -> ProviderSlug:
-    """``record`` with ``changes`` applied: a given key replaces, a key sent as null is removed, others stay."""
-    current: dict[str, Any] = {"provider": record.provider, "name": record.name, **record.settings,
-                               **secrets_of(box, record)}
+    """``record`` with ``changes`` applied: a given key replaces, a key sent as null is removed, others stay. A
+    change of host (``secret_hosts.HOST_FIELDS``) must send the stored secrets again or remove them (400)."""
+    secrets = secrets_of(box, record)
+    current: dict[str, Any] = {"provider": record.provider, "name": record.name, **record.settings, **secrets}
+    check_slug_move(current, changes, secrets)
     for key, value in changes.items():
         if value is None:
             current.pop(key, None)

@@ -90,9 +90,11 @@ def looks_masked(value: Any) -> bool:
     return isinstance(value, str) and (value == MASK or _MASKED.match(value) is not None)
 
 
-def restore_masked(doc: Any, stored: Callable[[], dict[Path, Any]], where: Callable[[Path], str]) -> bool:
+def restore_masked(doc: Any, stored: Callable[[], dict[Path, Any]], where: Callable[[Path], str],
+                   moved: Callable[[Path], bool] | None = None) -> bool:
     """Replace each masked secret value of ``doc`` by the secret stored at its path (whose mask it is; ``stored``
-    opens them, asked only when a mask is there); a masked value without one is a 400 naming ``where(path)``.
+    opens them, asked only when a mask is there); a masked value without one is a 400 naming ``where(path)``, and
+    so is one whose secret would go to another host (``moved(path)``: the update changed where it is sent).
     True when something was replaced."""
     masked = [(path, value) for path, value in secrets_in(doc).items() if looks_masked(value)]
     if not masked:
@@ -103,6 +105,12 @@ def restore_masked(doc: Any, stored: Callable[[], dict[Path, Any]], where: Calla
             raise InvalidRequest(
                 f"{where(path)} is a masked value with no stored secret at that place: send the secret itself "
                 "(a masked value sent back unchanged keeps the secret stored at the same place)",
+                param=where(path),
+            )
+        if moved is not None and moved(path):
+            raise InvalidRequest(
+                f"{where(path)} is a masked value, but this update sends it to another host than the one it was "
+                "saved for: send the secret itself again (a stored secret never follows a change of host)",
                 param=where(path),
             )
         put(doc, path, secrets[path])

@@ -225,3 +225,61 @@ def test_a_config_naming_an_unknown_or_foreign_guardrail_is_refused_as_a_request
                    {"name": "x", "workspace_id": other["workspace_id"], "config": {**target(base),
                                                                                  "input_guardrails": [foreign]}})
     assert other_ws.status == 201, other_ws.text
+
+
+HOST = "http://placeholder.invalid"
+
+
+@pytest.mark.parametrize("config, param", [
+    ({"provider": "vendorA", "custom_host": HOST, "api_key": "sk-a\r\nx-injected: 1"}, "config.api_key"),
+    ({"provider": "vendorA", "custom_host": HOST, "api_key": "sk", "vendorA_organization": "org\n"},
+     "config.vendorA_organization"),
+    ({"provider": "vendorA", "custom_host": HOST, "api_key": "sk", "vendorA_project": "p\x00"},
+     "config.vendorA_project"),
+    ({"strategy": {"mode": "fallback"}, "targets": [
+        {"provider": "vendorA", "custom_host": HOST, "api_key": "sk"},
+        {"provider": "cloudA", "custom_host": HOST, "cloudA_access_key_id": "AKID\r",
+         "cloudA_secret_access_key": "s"}]},
+     "config.targets[1].cloudA_access_key_id"),
+])
+def test_a_line_break_or_nul_in_a_header_bound_value_is_refused_at_create_and_update(gateway, mock, config, param):
+    admin = create_key(gateway)
+    base = mock.scenario()
+    config = msgspec.json.decode(msgspec.json.encode(config).replace(HOST.encode(), base.encode()))
+    resp = api(gateway, "POST", "/v1/configs", {"name": "broken", "config": config}, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == param, resp.text
+    assert "CR, LF or NUL" in resp.json()["error"]["message"]
+    record = save(gateway, admin, target(mock.scenario()))
+    resp = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": config}, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == param, resp.text
+    # and the same config sent with a request is the same 400, before any upstream call
+    resp = chat(gateway, admin["key"], **{"x-gateway-config": msgspec.json.encode(config).decode()})
+    assert resp.status == 400 and resp.json()["error"]["param"] == param.removeprefix("config."), resp.text
+    assert mock.calls(base)["calls"] == 0
+
+
+def test_a_saved_config_moved_to_another_host_never_takes_its_stored_key_there(gateway, mock):
+    admin = create_key(gateway)
+    old_base, other_base, new_base = mock.scenario(), mock.scenario(), mock.scenario()
+    config = {"strategy": {"mode": "fallback"}, "targets": [target(old_base), target(other_base)]}
+    record = save(gateway, admin, config)
+    shown = api(gateway, "GET", f"/v1/configs/{record['id']}", key=admin["key"]).json()["config"]
+    # the config read back, its first target pointed elsewhere: the masked key may not follow it
+    moved = {**shown, "targets": [{**shown["targets"][0], "custom_host": new_base + "/v1"}, shown["targets"][1]]}
+    refused = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": moved}, admin["key"])
+    assert refused.status == 400 and refused.json()["error"]["param"] == "config.targets[0].api_key", refused.text
+    # a root custom_host the targets inherit moves every key under it
+    inherited = {**shown, "custom_host": new_base + "/v1",
+                 "targets": [{k: v for k, v in t.items() if k != "custom_host"} for t in shown["targets"]]}
+    refused = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": inherited}, admin["key"])
+    assert refused.status == 400 and refused.json()["error"]["param"].endswith("].api_key"), refused.text
+    assert chat(gateway, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+    assert mock.calls(old_base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-saved"
+    # the same move with the key sent again is fine; the untouched target keeps its masked key
+    fresh = {**moved, "targets": [{**moved["targets"][0], "api_key": "sk-fresh"}, moved["targets"][1]]}
+    accepted = api(gateway, "PUT", f"/v1/configs/{record['id']}", {"config": fresh}, admin["key"])
+    assert accepted.status == 200, accepted.text
+    assert chat(gateway, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
+    sent = mock.calls(new_base)["requests"]
+    assert len(sent) == 1 and sent[0]["headers"]["authorization"] == "Bearer sk-fresh"
+    assert "sk-saved" not in str(sent[0])

@@ -120,13 +120,14 @@ def test_updates_change_requests_at_once_and_null_removes_a_key(gateway, mock):
     old_base, new_base = mock.scenario(), mock.scenario()
     make_slug(gateway, admin, old_base, "moving")
     assert chat(gateway, admin["key"], **{"x-gateway-provider": "@moving"}).status == 200
-    resp = api(gateway, "PUT", "/v1/providers/moving", {"custom_host": new_base + "/v1", "name": "moved"},
-               admin["key"])
+    new_secret = "sk-new-host-secret-0123456789wxyz"
+    resp = api(gateway, "PUT", "/v1/providers/moving", {"custom_host": new_base + "/v1", "name": "moved",
+                                                         "api_key": new_secret}, admin["key"])
     assert resp.status == 200
-    assert resp.json()["custom_host"] == new_base + "/v1" and resp.json()["api_key"] == "sk-****cdef"
+    assert resp.json()["custom_host"] == new_base + "/v1" and resp.json()["api_key"] == "sk-****wxyz"
     assert chat(gateway, admin["key"], **{"x-gateway-provider": "@moving"}).status == 200
     assert mock.calls(new_base)["calls"] == 1
-    assert sent_authorization(mock, new_base) == f"Bearer {SECRET}"  # the secret stayed
+    assert sent_authorization(mock, new_base) == f"Bearer {new_secret}"  # the key sent with the move
     removed = api(gateway, "PUT", "/v1/providers/moving", {"api_key": None}, admin["key"]).json()
     assert "api_key" not in removed
     # without its key, the slug takes the request's bearer token
@@ -182,3 +183,67 @@ def test_secrets_are_encrypted_at_rest_and_survive_a_restart(mock):
         assert error["code"] == "record_unusable" and error["param"] == "provider"
     finally:
         server.stop()
+
+
+BREAKS = ["\r", "\n", "\x00", "\r\nx-injected: 1"]
+
+
+@pytest.mark.parametrize("field", ["api_key", "vendorA_organization", "vendorA_project", "cloudA_session_token",
+                                   "cloudB_api_version"])
+@pytest.mark.parametrize("brk", BREAKS)
+def test_a_line_break_or_nul_in_a_header_bound_field_is_refused_at_create_and_update(gateway, mock, field, brk):
+    admin = create_key(gateway)
+    body = {"slug": "broken", "provider": "vendorA", field: f"value{brk}tail"}
+    resp = api(gateway, "POST", "/v1/providers", body, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == field, resp.text
+    assert "CR, LF or NUL" in resp.json()["error"]["message"]
+    assert api(gateway, "GET", "/v1/providers/broken", key=admin["key"]).status == 404
+    make_slug(gateway, admin, mock.scenario(), "fine")
+    resp = api(gateway, "PUT", "/v1/providers/fine", {field: f"value{brk}"}, admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == field, resp.text
+    # nothing was stored: the workspace's models list and the slug still work
+    assert api(gateway, "GET", "/v1/models", key=admin["key"]).status == 200
+    assert api(gateway, "GET", "/v1/providers/fine", key=admin["key"]).json()["api_key"] == "sk-****cdef"
+
+
+def test_a_line_break_in_a_deployment_is_named_by_its_index(gateway):
+    admin = create_key(gateway)
+    deployments = [{"deployment_id": "d1", "alias": "a", "api_version": "v"},
+                   {"deployment_id": "d2", "alias": "b\nc", "api_version": "v"}]
+    resp = api(gateway, "POST", "/v1/providers", {"slug": "dep", "provider": "cloudB", "deployments": deployments},
+               admin["key"])
+    assert resp.status == 400 and resp.json()["error"]["param"] == "deployments[1].alias", resp.text
+
+
+@pytest.mark.parametrize("move", [
+    {"custom_host": "NEW/v1"},
+    {"custom_host": None},
+    {"provider": "groq"},
+])
+def test_a_slug_moved_to_another_host_never_takes_its_stored_key_there(gateway, mock, move):
+    admin = create_key(gateway)
+    old_base, new_base = mock.scenario(), mock.scenario()
+    make_slug(gateway, admin, old_base, "moving")
+    change = {k: (v.replace("NEW", new_base) if isinstance(v, str) else v) for k, v in move.items()}
+    field = next(iter(change))
+    refused = api(gateway, "PUT", "/v1/providers/moving", change, admin["key"])
+    assert refused.status == 400 and refused.json()["error"]["param"] == field, refused.text
+    assert "api_key" in refused.json()["error"]["message"]
+    # nothing changed: the slug still calls its own host with its own key
+    shown = api(gateway, "GET", "/v1/providers/moving", key=admin["key"]).json()
+    assert shown["custom_host"] == old_base + "/v1" and shown["provider"] == "vendorA"
+    assert chat(gateway, admin["key"], **{"x-gateway-provider": "@moving"}).status == 200
+    assert sent_authorization(mock, old_base) == f"Bearer {SECRET}"
+    # moving while removing the key: the new host never sees the old key
+    moved = api(gateway, "PUT", "/v1/providers/moving", {"custom_host": new_base + "/v1", "api_key": None},
+                admin["key"])
+    assert moved.status == 200 and "api_key" not in moved.json(), moved.text
+    assert chat(gateway, admin["key"], **{"x-gateway-provider": "@moving", "authorization": "Bearer sk-caller"}
+                ).status == 200
+    sent = mock.calls(new_base)["requests"]
+    assert len(sent) == 1 and SECRET not in str(sent[0]["headers"])
+    assert sent[0]["headers"]["authorization"] == "Bearer sk-caller"
+    # a change that is not a move (a name, the same host again) keeps the key
+    same = api(gateway, "PUT", "/v1/providers/moving", {"name": "renamed", "custom_host": new_base + "/v1"},
+               admin["key"])
+    assert same.status == 200, same.text
