@@ -60,7 +60,12 @@ class ResponseRoutes:
         ]
 
     async def _stored(self, workspace: str | None, response_id: str) -> dict[str, Any] | None:
-        data = await self.jobs.store.get(_stored_key(workspace, response_id))
+        """The response the gateway stored in ``workspace`` under this id; None for any other id (one of a form
+        the gateway never makes is not looked up: it could name another workspace's key)."""
+        key = _stored_key(workspace, response_id)
+        if key is None:
+            return None
+        data = await self.jobs.store.get(key)
         if data is None:
             return None
         kept: dict[str, Any] = msgspec.json.decode(data)
@@ -69,8 +74,9 @@ class ResponseRoutes:
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await self.jobs.caller(scope)
         response_id = _response_id(scope)
-        if await self._stored(caller.workspace, response_id) is not None:
-            await self.jobs.store.delete(_stored_key(caller.workspace, response_id))
+        key = _stored_key(caller.workspace, response_id)
+        if key is not None and await self._stored(caller.workspace, response_id) is not None:
+            await self.jobs.store.delete(key)
             await send_json(send, 200, msgspec.json.encode({"id": response_id, "object": "response",
                                                             "deleted": True}))
             return
@@ -132,8 +138,9 @@ def _page(items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:
             "last_id": data[-1]["id"] if data else None, "has_more": len(items) > limit}
 
 
-def _stored_key(workspace: str | None, response_id: str) -> str:
-    """The state-store key of a response the gateway stored (the door's module loads on its first use)."""
-    from gateway.pipeline.dialects.responses import stored_key
+def _stored_key(workspace: str | None, response_id: str) -> str | None:
+    """The state-store key of a response the gateway stored, None for an id of another form (the door's module
+    loads on its first use)."""
+    from gateway.pipeline.dialects.responses import is_stored_id, stored_key
 
-    return stored_key(workspace, response_id)
+    return stored_key(workspace, response_id) if is_stored_id(response_id) else None

@@ -27,6 +27,7 @@ from gateway.controlplane.records import (
     DEFAULT_WORKSPACE,
     Entity,
     Repository,
+    check_workspace_id,
     now_iso,
     store_unavailable,
 )
@@ -232,6 +233,7 @@ class ApiKeys:
         the role and every scope (``check_grant``)."""
         if not name or len(name) > 255:
             raise InvalidRequest("name must be 1..255 characters", param="name")
+        workspace = check_workspace_id(workspace)
         role = check_role(role)
         granted = check_scopes(scopes, role)
         check_grant(granter, role, granted, param="scopes", role_param="role", root=root)

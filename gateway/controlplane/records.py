@@ -11,17 +11,21 @@ stored under ``<workspace>/<id>`` and a second workspace may use the same name.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 import msgspec
 
-from gateway.http.errors import Conflict, NotFound, ServiceUnavailable
+from gateway.http.errors import Conflict, InvalidRequest, NotFound, ServiceUnavailable
 from gateway.state.base import StateStore, StateStoreError
 
 DEFAULT_ORGANISATION = "default"
 DEFAULT_WORKSPACE = "default"
+#: what a workspace id may hold, checked where a workspace is first named (a key's creation): it goes into storage
+#: keys beside record ids (``<workspace>/<id>``, ``<workspace>:<id>``), so none of the separators they use
+WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class Entity(msgspec.Struct, kw_only=True):
@@ -37,6 +41,15 @@ class Entity(msgspec.Struct, kw_only=True):
 E = TypeVar("E", bound=Entity)
 
 _encode = msgspec.json.encode
+
+
+def check_workspace_id(workspace: str, param: str = "workspace_id") -> str:
+    """``workspace`` when it is a valid workspace id (1..64 letters, digits, ``.``, ``_`` or ``-``, starting with a
+    letter or digit); else a 400 naming ``param``."""
+    if not WORKSPACE_ID.fullmatch(workspace):
+        raise InvalidRequest(f"{param} must be 1..64 letters, digits, '.', '_' or '-' (starting with a letter or "
+                             f"digit), got {workspace!r}", param=param)
+    return workspace
 
 
 def now_iso() -> str:

@@ -3,10 +3,14 @@ response and input-item list shapes, paging and order; bad query values refused 
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from openai import NotFoundError
 
+from gateway.controlplane.keys import DEFAULT_SCOPES, SECRET_KIND, ApiKey, Principal, key_hash, new_secret
+from tests.support.asgi import call, in_process
 from tests.support.http import post, request
+from tests.support.redis_servers import delete_prefix, random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY
 
 RESPONSE_FIELDS = {"id", "object", "created_at", "metadata", "temperature", "top_p", "model", "instructions",
@@ -95,3 +99,75 @@ def test_unknown_responses_are_404s_and_a_provider_is_needed(openai_client, mock
     with pytest.raises(NotFoundError) as caught:
         openai_client(mock.url + "/v1", provider="anthropic").responses.retrieve("resp_x")
     assert "anthropic" in caught.value.message
+
+
+# --- workspaces whose ids share a prefix: team and team:blue --------------------------------------------------
+
+
+async def _legacy_key(app, workspace: str) -> str:
+    """A member key of ``workspace`` written as a gateway made it before workspace ids were checked (``team:blue``
+    is refused at creation now; keys made earlier keep working)."""
+    keys = app.runtime.api_keys
+    secret = new_secret()
+    record = await keys.repo.create(ApiKey(name="legacy", role="member", scopes=list(DEFAULT_SCOPES["member"]),
+                                           workspace_id=workspace, key_hash=key_hash(secret)))
+    principal = Principal(record.id, workspace, record.organisation_id, "member", tuple(record.scopes))
+    await keys.store.record_put(SECRET_KIND, record.key_hash, workspace, msgspec.json.encode(principal))
+    return secret
+
+
+@pytest.fixture(params=["embedded", "redis"])
+async def shared_app(request, tmp_path):
+    env = {}
+    if request.param == "redis":
+        env = {"GATEWAY_REDIS_URL": test_redis_url(), "GATEWAY_REDIS_KEY_PREFIX": random_prefix()}
+    async with in_process(env, str(tmp_path)) as app:
+        yield app
+        if request.param == "redis":
+            await delete_prefix(app.runtime.store._client, app.runtime.store.prefix)
+
+
+async def test_a_workspace_never_reaches_a_stored_response_of_a_workspace_whose_id_extends_its_own(shared_app, mock):
+    app = shared_app
+    created = await call(app, "POST", "/v1/api-keys", {"name": "team", "workspace_id": "team"},
+                         {"x-gateway-api-key": ADMIN_KEY})
+    assert created.status == 201, created.text
+    team = created.json()["key"]
+    blue = await _legacy_key(app, "team:blue")
+    bases = {team: mock.scenario(), blue: mock.scenario()}
+
+    def headers(key: str) -> dict[str, str]:
+        config = {"provider": "anthropic", "api_key": "sk-ant", "custom_host": bases[key] + "/v1"}
+        return {"x-gateway-api-key": key, "x-gateway-config": msgspec.json.encode(config).decode(),
+                "content-type": "application/json"}
+
+    body = {"model": "claude-3-5-sonnet-20240620", "input": "a secret of team:blue"}
+    stored = await call(app, "POST", "/v1/responses", body, headers(blue))
+    assert stored.status == 200, stored.text
+    response_id = stored.json()["id"]
+    assert (await call(app, "GET", f"/v1/responses/{response_id}", b"", headers(blue))).status == 200
+
+    crafted = f"blue:{response_id}"  # team's key + "blue:" + id was team:blue's storage key
+    for method, path in (("GET", f"/v1/responses/{crafted}"), ("GET", f"/v1/responses/{crafted}/input_items"),
+                         ("DELETE", f"/v1/responses/{crafted}")):
+        answer = await call(app, method, path, b"", headers(team))
+        assert answer.status == 404, (method, path, answer.text)
+        assert "a secret" not in answer.text and "deleted" not in answer.text
+    follow = await call(app, "POST", "/v1/responses", {**body, "input": "go on", "previous_response_id": crafted},
+                        headers(team))
+    assert follow.status == 404 and follow.json()["error"]["param"] == "previous_response_id", follow.text
+    assert mock.calls(bases[team])["calls"] == 0  # nothing of team:blue's went anywhere on team's behalf
+    # team:blue's response is still there, whole
+    items = await call(app, "GET", f"/v1/responses/{response_id}/input_items", b"", headers(blue))
+    assert items.status == 200 and "a secret of team:blue" in items.text
+    # and team's own id space does not hold it either
+    assert (await call(app, "GET", f"/v1/responses/{response_id}", b"", headers(team))).status == 404
+
+
+@pytest.mark.parametrize("workspace", ["team:blue", "a/b", "-", "x" * 65, "tab\there", "{tag}", "ümlaut"])
+async def test_a_key_in_a_workspace_id_outside_the_rule_is_a_400_naming_workspace_id(tmp_path, workspace):
+    async with in_process(data_dir=str(tmp_path)) as app:
+        answer = await call(app, "POST", "/v1/api-keys", {"name": "k", "workspace_id": workspace},
+                            {"x-gateway-api-key": ADMIN_KEY})
+        assert answer.status == 400, answer.text
+        assert answer.json()["error"]["param"] == "workspace_id" and "workspace_id" in answer.json()["error"]["message"]

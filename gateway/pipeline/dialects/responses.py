@@ -31,11 +31,14 @@ openai-python SDK's response types and stream accumulator):
 
 Conversation state: a translated response with ``store`` (default true) is kept in the state store under the
 caller's workspace for ``STORED_TTL_MS``; ``previous_response_id`` sends its input and output before the new input.
-A forwarded response is stored by its provider (retrieve is forwarded).
+A forwarded response is stored by its provider (retrieve is forwarded). Only ids of the form the gateway makes
+(``is_stored_id``: ``resp_`` and letters, digits, ``_`` or ``-``, never a ``:``) are looked up in the store, so the
+key ``<workspace>:<id>`` splits one way only and no id names a key of another workspace.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -64,7 +67,19 @@ STORED_PREFIX = "responses:stored:"
 _EFFORTS = ("minimal", "low", "medium", "high")
 
 
+#: the ids the gateway gives the responses it stores: no ``:``, so ``<workspace>:<id>`` is unambiguous
+_STORED_ID = re.compile(r"resp_[A-Za-z0-9_-]{1,64}")
+
+
+def is_stored_id(response_id: object) -> bool:
+    """Whether ``response_id`` has the form of an id the gateway stores (anything else is never looked up)."""
+    return isinstance(response_id, str) and _STORED_ID.fullmatch(response_id) is not None
+
+
 def stored_key(workspace: str | None, response_id: str) -> str:
+    """The state-store key of a stored response; ``response_id`` must pass ``is_stored_id`` (ValueError)."""
+    if not is_stored_id(response_id):
+        raise ValueError(f"not a stored response id: {response_id!r}")
     return f"{STORED_PREFIX}{workspace or '-'}:{response_id}"
 
 
@@ -246,7 +261,7 @@ class ResponsesDialect(_Dialect):
         previous = request.doc.get("previous_response_id")
         if previous is None or store is None:
             return
-        data = await store.get(stored_key(ctx.workspace, previous))
+        data = await store.get(stored_key(ctx.workspace, previous)) if is_stored_id(previous) else None
         # not stored here: a response of a provider serving the Responses API, which continues it when forwarded;
         # translating such a request is a 404 (to_chat)
         request.extra = decode_object(data) if data is not None else {"unknown": previous}
@@ -303,6 +318,8 @@ class ResponsesDialect(_Dialect):
         if store is None or request.doc.get("store") is False:
             return
         response = decode_object(answer)
+        if not is_stored_id(response.get("id")):
+            return
         chat = list((request.extra or {}).get("chat") or [])
         chat.extend(input_messages(request.doc["input"]))
         for item in response.get("output") or ():
