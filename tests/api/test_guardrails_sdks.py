@@ -1,5 +1,5 @@
-"""The guardrails doc's examples of reading ``hook_results`` from the openai SDK and langchain-openai (a 446 and a 246),
-run as written against the real gateway."""
+"""The guardrails doc's examples of reading ``hook_results`` from the openai SDK, langchain-openai and the anthropic SDK
+(a 446 and a 246, on chat and the front doors), run as written against the real gateway."""
 
 from __future__ import annotations
 
@@ -58,3 +58,13 @@ def test_the_langchain_example_reads_hook_results_of_446_and_246(gateway, mock):
     assert names["status"] == 246 and names["reply"].content
     check_flagged(names["flagged"])
     assert [status for status, _ in names["answers"]] == [446, 246]
+
+
+def test_the_anthropic_sdk_example_reads_hook_results_on_the_messages_and_responses_doors(gateway, mock):
+    """A deny on a front door keeps its verdicts: anthropic's error shape on /v1/messages, the usual envelope on
+    /v1/responses, both with ``hook_results``."""
+    names = run_example("hook_results with the anthropic SDK", gateway, mock)
+    check_denied(names["denied"])
+    assert names["status"] == 246
+    check_flagged(names["flagged"])
+    check_denied(names["denied_response"])

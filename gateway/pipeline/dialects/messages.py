@@ -71,6 +71,15 @@ def error_type(status: int) -> str:
     return "invalid_request_error" if status < 500 else "api_error"
 
 
+def error_doc(error: GatewayError) -> dict[str, Any]:
+    """An error in anthropic's shape, with the gateway's top-level members beside ``error`` as on chat (a guardrail
+    deny's ``hook_results``, the failing ``provider``)."""
+    doc: dict[str, Any] = {"type": "error", "error": {"type": error_type(error.status), "message": error.message}}
+    if error.extra:
+        doc.update(error.extra)
+    return doc
+
+
 def _text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
@@ -308,11 +317,10 @@ class MessagesDialect(_Dialect):
         return None
 
     def stream_error(self, error: GatewayError) -> bytes:
-        return _event("error", {"type": "error", "error": {"type": error_type(error.status),
-                                                           "message": error.message}})
+        return _event("error", error_doc(error))
 
     def error_body(self, error: GatewayError) -> bytes:
-        return encode({"type": "error", "error": {"type": error_type(error.status), "message": error.message}})
+        return encode(error_doc(error))
 
 
 class CountTokensDialect(MessagesDialect):
@@ -412,5 +420,4 @@ class MessageEvents(DialectEvents):
         out.append(_event("message_stop", {"type": "message_stop"}))
 
     def error(self, error: GatewayError) -> bytes:
-        return _event("error", {"type": "error", "error": {"type": error_type(error.status),
-                                                           "message": error.message}})
+        return _event("error", error_doc(error))
