@@ -24,6 +24,7 @@ from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
+from gateway.http.body import BODY_TIMEOUT_STATE
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import Deferred, RouteTable
@@ -124,7 +125,7 @@ class GatewayApp:
                 await send_error(send, internal_error(exc), [CACHE_DISABLED])
             return
         if kind == "lifespan":
-            await self._lifespan(receive, send)
+            await self._lifespan(scope, receive, send)
 
     def _route(self, scope: Scope) -> tuple[ASGIApp | None, dict[str, str] | None, list[str]]:
         """``(handler, path_params, allowed_methods)`` of a path that is no exact route; a path with trailing
@@ -146,7 +147,7 @@ class GatewayApp:
         else:
             await send_error(send, NotFound(f"no route for {scope['method']} {path}"), [CACHE_DISABLED])
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -157,6 +158,7 @@ class GatewayApp:
                         self.runtime = Runtime(settings)
                         self._mount(self.runtime)
                     await self.runtime.start()
+                    _share_with_requests(scope, self.runtime)
                     # what start-up made lives as long as the worker: the collector need not scan it again
                     gc.collect()
                     gc.freeze()
@@ -176,6 +178,14 @@ class GatewayApp:
 
 
 app = GatewayApp()
+
+
+def _share_with_requests(scope: Scope, runtime: Runtime) -> None:
+    """Put what every request's body reader needs in the lifespan state, which the server copies into each
+    request's ``scope["state"]`` (the body timeout: gateway/http/body.py)."""
+    state = scope.get("state")
+    if state is not None:
+        state[BODY_TIMEOUT_STATE] = runtime.settings.body_timeout_ms / 1000
 
 
 def _doors(parts: PipelineParts, store: Any) -> dict[str, Callable[[], ASGIApp]]:
