@@ -47,6 +47,8 @@ from gateway.state.base import Admission, BudgetItem, StateStore, StateStoreErro
 
 log = logging.getLogger("gateway.policies")
 BYTES_PER_TOKEN = 4
+#: on a spent budget's 429: tells SDKs that honour it (vendorA's) not to retry a request only a reset can admit
+SHOULD_NOT_RETRY = (b"x-should-retry", b"false")
 _RETRY_LOAD_S = 1.0
 
 
@@ -261,7 +263,8 @@ def amount_of(policy: CompiledPolicy, estimate: Estimate) -> int:
 def refusal(policy: CompiledPolicy, admission: Admission, estimate: int, end_ms: int | None,
             now_ms: int) -> GatewayError:
     """The 429 naming the policy, with ``Retry-After`` when its window or period ends; a usage limit's says what is
-    used, what the request's estimate is (``estimate``, in the counter's units) and what remains."""
+    used, what the request's estimate is (``estimate``, in the counter's units) and what remains, and carries
+    ``x-should-retry: false`` (a rate limit's does not: its window admits again soon)."""
     headers = None
     if end_ms is not None:
         headers = [(b"retry-after", str(periods.seconds_until(end_ms, now_ms)).encode())]
@@ -282,4 +285,5 @@ def refusal(policy: CompiledPolicy, admission: Admission, estimate: int, end_ms:
     when = f"until the period resets at {periods.iso(end_ms)}" if end_ms is not None else "(the limit is cumulative)"
     message = (f"usage limit policy {policy.title} exceeded: {used} of {limit} {unit} used, {left} remaining, and "
                f"{asked}; requests are refused {when}")
-    return UsageLimitExceeded(message, headers=headers)
+    # nothing changes before the period resets: the vendorA SDKs read this header and do not retry
+    return UsageLimitExceeded(message, headers=[*(headers or ()), SHOULD_NOT_RETRY])

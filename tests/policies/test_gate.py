@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import msgspec
+import openai
 import pytest
 
 from gateway.api.config_checks import config_checks
@@ -127,6 +129,38 @@ def test_a_periodic_budget_says_when_it_resets(gateway, mock):
     reset = get(gateway, USAGE, policy_id)["next_usage_reset_at"]
     assert reset in refused.json()["error"]["message"]
     assert int(refused.headers["retry-after"]) <= 7 * 86400
+
+
+def test_a_spent_budget_tells_the_openai_sdk_not_to_retry_while_a_rate_limit_keeps_retry_after(gateway, mock):
+    """The openai SDK (max_retries=2) would wait a budget's Retry-After and retry for nothing: the budget's 429 says
+    ``x-should-retry: false``, so the SDK raises at once after one request; a rate limit's 429 does not say it."""
+    run_tag = tag()
+    usage_limit(gateway, run_tag, "requests", 1, periodic_reset="weekly")
+    base = mock.scenario()
+    headers = chat_headers(base, run_tag)
+    sent: list[str] = []
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-test", max_retries=2, timeout=30,
+                           default_headers={k: v for k, v in headers.items() if k != "authorization"},
+                           http_client=httpx.Client(event_hooks={"request": [lambda r: sent.append(str(r.url))]}))
+    messages = [{"role": "user", "content": "hi"}]
+    client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # spends the budget
+    started = time.monotonic()
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    assert len(sent) == 2, sent  # one request each: the refused one was not retried
+    assert time.monotonic() - started < 20  # not the Retry-After of days (the SDK would back off instead)
+    refused = caught.value.response
+    assert refused.headers["x-should-retry"] == "false" and int(refused.headers["retry-after"]) > 0
+    assert caught.value.code == "usage_limit_exceeded"
+    assert mock.calls(base)["calls"] == 1
+
+    rate_tag = tag()
+    rate_limit(gateway, rate_tag, 1)
+    rate_headers = chat_headers(mock.scenario(), rate_tag)
+    answers = [chat(gateway.url, rate_headers) for _ in range(3)]  # a midnight between them admits one more
+    limited = next(r for r in answers if r.status == 429)
+    assert int(limited.headers["retry-after"]) > 0
+    assert "x-should-retry" not in limited.headers
 
 
 def settled_usage(gateway, policy_id: str, expected: float) -> dict:
