@@ -6,8 +6,9 @@ It runs in the recorder's background task, never on the request path. The rule o
 text a token (about right for English with vendorA's tokenisers; code and other languages differ):
 
 - prompt: the characters of the request's text (message contents and text parts, names, tool-call arguments, the
-  tool definitions as JSON; a completion's prompt strings, or one token per item of a token-array prompt) / 4,
-  plus 3 tokens per message for the chat framing;
+  tool definitions as JSON; a completion's prompt strings, or one token per item of a token-array prompt; a front
+  door's turns or input, ``system`` or ``instructions`` and tools) / 4, plus 3 tokens per message for the chat
+  framing;
 - completion: the characters of text the answer carried, read from its decoded JSON (so any whitespace and any
   escaping count the same): the string values of ``content``, ``text``, ``arguments``, ``reasoning_content``,
   ``refusal``, ``thinking`` and ``partial_json`` (anthropic's tool input as it streams), and a string ``delta`` (the
@@ -93,6 +94,9 @@ def prompt_tokens(request: Any) -> int:
     """Estimated prompt tokens of a decoded chat or completion request (0 for anything else)."""
     if request is None:
         return 0
+    doc = getattr(request, "doc", None)
+    if isinstance(doc, dict):  # a front door's request, as the client sent it (Messages or Responses API)
+        return _door_prompt_tokens(doc)
     messages = getattr(request, "messages", None)
     if messages is not None:
         chars = 0
@@ -128,6 +132,22 @@ def prompt_tokens(request: Any) -> int:
                 count += 1
         return count
     return 0
+
+
+def _door_prompt_tokens(doc: dict[str, Any]) -> int:
+    """Estimated prompt tokens of a Messages or Responses API body: the text of its turns (or input string), its
+    ``system`` / ``instructions``, the tools as JSON, plus the framing of each turn."""
+    turns = doc.get("messages")
+    if turns is None:
+        turns = doc.get("input")
+    chars = len(turns) if isinstance(turns, str) else doc_text_chars(turns)
+    for key in ("system", "instructions"):
+        value = doc.get(key)
+        chars += len(value) if isinstance(value, str) else doc_text_chars(value)
+    tools = doc.get("tools")
+    if tools:
+        chars += len(_encode(tools))
+    return tokens_for(chars) + MESSAGE_OVERHEAD_TOKENS * (len(turns) if isinstance(turns, list) else 1)
 
 
 def relayed_text_chars(head: bytes | None, rest_bytes: int = 0, rest_events: int = 0) -> int:

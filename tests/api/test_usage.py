@@ -247,14 +247,22 @@ def _responses_text(doc: dict) -> str:
     return doc["delta"] if doc.get("type") == "response.output_text.delta" else ""
 
 
+def _messages_text(doc: dict) -> str:
+    return doc["delta"].get("text", "") if doc.get("type") == "content_block_delta" else ""
+
+
 SPACED_DOORS = [
     ("/v1/chat/completions", "vendorA", CHAT, _chat_text),
     ("/v1/responses", "vendorA", {"model": "gpt-4o-mini", "input": "Say hello to the usage counter"},
      _responses_text),
+    ("/v1/messages", "anthropic", {"model": "claude-3-5-sonnet-20240620", "max_tokens": 256,
+                                   "messages": [{"role": "user", "content": "Say hello to the usage counter"}]},
+     _messages_text),
 ]
 
 
-@pytest.mark.parametrize("path, provider, body, texts_of", SPACED_DOORS, ids=["chat", "responses-forwarded"])
+@pytest.mark.parametrize("path, provider, body, texts_of", SPACED_DOORS,
+                         ids=["chat", "responses-forwarded", "messages-forwarded"])
 @pytest.mark.parametrize("leave_after", [2, 4, 8])
 def test_a_stream_left_from_an_upstream_writing_spaced_json_counts_its_text(gateway, mock, path, provider, body,
                                                                            texts_of, leave_after):
@@ -265,6 +273,6 @@ def test_a_stream_left_from_an_upstream_writing_spaced_json_counts_its_text(gate
     text = _left_after(gateway, path, body, headers, texts_of, leave_after)
     item = wait_logs(gateway, trace, timeout=8)[0]
     assert item["status"] == 499 and item["usage_source"] == "estimated", item
-    assert item["completion_tokens"] > 0, item
+    assert item["completion_tokens"] > 0 and item["prompt_tokens"] > 0, item
     # the events read, and at most the two or three more already on their way when the client closed
     assert tokens_for(len(text)) <= item["completion_tokens"] <= tokens_for(len(text)) + 3, (text, item)

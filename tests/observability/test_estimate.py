@@ -17,6 +17,7 @@ from gateway.observability.estimate import (
     text_chars,
     tokens_for,
 )
+from gateway.pipeline.dialects.base import DoorRequest
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
 
@@ -130,3 +131,12 @@ def test_a_head_whose_first_events_carry_no_text_still_counts_the_text_after_the
 def test_estimate_adds_up():
     usage = estimate(parse_completion(_enc({"model": "m", "prompt": "abcd" * 5})), 41)
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (5, 11, 16)
+
+
+def test_a_front_door_requests_prompt_is_estimated_from_its_own_body():
+    messages = DoorRequest({"model": "m", "max_tokens": 5, "system": "x" * 8, "messages": [
+        {"role": "user", "content": "y" * 8}, {"role": "user", "content": [{"type": "text", "text": "z" * 8}]}]},
+        "m", True)
+    assert prompt_tokens(messages) == tokens_for(24) + 2 * MESSAGE_OVERHEAD_TOKENS
+    responses = DoorRequest({"model": "m", "instructions": "x" * 4, "input": "y" * 12}, "m", True)
+    assert prompt_tokens(responses) == tokens_for(16) + MESSAGE_OVERHEAD_TOKENS

@@ -302,11 +302,12 @@ class MessagesDialect(_Dialect):
 
     def native_event(self, name: bytes | None, data: bytes, stream: NativeStream) -> GatewayError | None:
         if name == b"message_start":
+            # an opening count (output_tokens 1): the usage only with message_delta's, so a stream that ends before
+            # it (the client left) is estimated from what was relayed
             found = usage_of((decode_object(data).get("message") or {}).get("usage"), "input_tokens",
                              "output_tokens")
             if found is not None:
                 stream.parts["input"] = found.prompt_tokens
-                stream.usage = found
         elif name == b"message_delta":
             found = usage_of(decode_object(data).get("usage"), "input_tokens", "output_tokens")
             if found is not None:
