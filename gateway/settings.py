@@ -110,6 +110,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "connect timeout per upstream attempt (504 when it runs out)")] = 10_000
     upstream_read_timeout_ms: Annotated[int, setting("longest silence while reading an upstream answer (504)")] = (
         600_000)
+    max_upstream_body_bytes: Annotated[int, setting(
+        "largest upstream answer the gateway reads whole (JSON answers, error bodies, model lists, token exchanges), "
+        "counted decompressed; a larger one is a 502 and its connection is dropped (streams and media are relayed, "
+        "not bounded)", gt=0)] = 128 * 1024 * 1024
     request_timeout_ms: Annotated[int | None, setting("default request_timeout for every request (408)",
                                                       aliases=("REQUEST_TIMEOUT",))] = None
     pool_size_per_host: Annotated[int, setting("upstream connections per worker and upstream host (0: no limit)")] = 0

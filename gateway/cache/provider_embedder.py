@@ -31,7 +31,8 @@ from gateway.routing.execute import Router, RunState
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.error_text import scrubbed, sent_secrets
 
 log = logging.getLogger("gateway.cache")
 
@@ -111,11 +112,13 @@ class ProviderEmbedder:
                 call_body = _encode(rewrite(_decode(body), config))
                 call_request = self._parse(call_body)
             call = UpstreamCall(EMBEDDINGS, config, call_body, call_request, False, ctx, provider)
-            response = await runtime.client.open(await adapter.build_request(call), False)
+            upstream = await adapter.build_request(call)
+            response = await runtime.client.open(upstream, False)
             try:
-                data = await read_response_body(response)
+                data = await runtime.client.read_body(response)
                 if not 200 <= response.status < 300:
-                    raise adapter.parse_error(call, response.status, response.headers, data)
+                    error = adapter.parse_error(call, response.status, response.headers, data)
+                    raise scrubbed(error, sent_secrets(upstream, config))
                 return adapter.parse_response(call, response.status, response.headers, data).body
             finally:
                 response.release()

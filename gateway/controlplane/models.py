@@ -25,7 +25,8 @@ from gateway.http.errors import GatewayError
 from gateway.providers.base import upstream_error
 from gateway.providers.registry import VENDOR_A_COMPATIBLE
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.error_text import scrubbed, sent_secrets
 from gateway.upstream.request import UpstreamRequest
 
 TTL_S = 60.0
@@ -115,11 +116,11 @@ class ModelCatalog:
             async with asyncio.timeout(TIMEOUT_S):
                 response = await self.client.open(request)
                 try:
-                    body = await read_response_body(response)
+                    body = await self.client.read_body(response)
                 finally:
                     response.release()
         if not 200 <= response.status < 300:
-            raise upstream_error(config.provider or "", response.status, body)
+            raise scrubbed(upstream_error(config.provider or "", response.status, body), sent_secrets(request, config))
         try:
             items = _listing.decode(body).data
         except msgspec.DecodeError:

@@ -27,7 +27,8 @@ from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
 from gateway.providers.registry import ProviderRegistry
 from gateway.routing.plan import Node
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.error_text import scrubbed, sent_secrets
 
 _decode = msgspec.json.decode
 log = logging.getLogger("gateway.jobs")
@@ -99,11 +100,12 @@ class Forwarder:
         response = await self.client.open(request, stream=True)
         if not 200 <= response.status < 300:
             try:
-                data = await read_response_body(response)
+                data = await self.client.read_body(response)
             finally:
                 response.release()
             call = UpstreamCall(resource, config, b"", None, False, ctx, adapter.name)
-            error = adapter.parse_error(call, response.status, response.headers, data)
+            error = scrubbed(adapter.parse_error(call, response.status, response.headers, data),
+                             sent_secrets(request, config))
             error.headers = (error.headers or []) + gateway_headers(ctx, adapter.name)
             raise error
         return adapter, response
@@ -114,7 +116,7 @@ class Forwarder:
         """Forward and answer the provider's JSON object with the gateway's response headers."""
         adapter, response = await self.open(ctx, resource, method, path, query, body, content_type, target)
         try:
-            data = await read_response_body(response)
+            data = await self.client.read_body(response)
         finally:
             response.release()
         try:

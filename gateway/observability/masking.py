@@ -4,7 +4,9 @@ The values of credential headers (``authorization``, ``x-api-key``, ``api-key``,
 ``x-gateway-sensitive-headers`` and of those in ``ORGANISATION_HEADERS_TO_MASK`` are replaced by
 ``sha256:<first 16 hex of their SHA-256>`` (an ``authorization`` value keeps its scheme: ``Bearer sha256:...``), and
 any clear occurrence of those values in an error message or a logged body is replaced by the same hash. Gateway
-headers (``x-gateway-*``, among them the gateway key and cloud credentials) are never logged.
+headers (``x-gateway-*``, among them the gateway key and cloud credentials) are never logged. The credentials the
+gateway itself sends upstream are hashed the same way in an upstream's error before it goes anywhere
+(``gateway/upstream/error_text.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ ALWAYS_MASKED = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie"}
 )
 _SCHEMES = ("bearer ", "basic ", "token ")
-_MIN_SECRET = 6  # shorter values are not searched for in free text (too many false hits)
+#: shorter values are not searched for in free text (too many false hits)
+MIN_SECRET = 6
 
 
 def hash_value(value: str) -> str:
@@ -66,13 +69,13 @@ class Masker:
 
     def scrub(self, text: str, secrets: list[str]) -> str:
         for secret in secrets:
-            if len(secret) >= _MIN_SECRET and secret in text:
+            if len(secret) >= MIN_SECRET and secret in text:
                 text = text.replace(secret, self.hash(secret))
         return text
 
     def scrub_bytes(self, data: bytes, secrets: list[str]) -> bytes:
         for secret in secrets:
             raw = secret.encode("utf-8", "surrogateescape")
-            if len(raw) >= _MIN_SECRET and raw in data:
+            if len(raw) >= MIN_SECRET and raw in data:
                 data = data.replace(raw, self.hash(secret).encode())
         return data

@@ -34,6 +34,9 @@ SPAN_KIND_SERVER = 2
 SPAN_KIND_CLIENT = 3
 STATUS_OK = 1
 STATUS_ERROR = 2
+#: the most of an export's answer the exporter reads (the status is all it needs; the read lets the connection be
+#: reused); a longer answer is dropped with its connection
+EXPORT_ANSWER_MAX_BYTES = 64 * 1024
 
 
 def _is_hex(value: str, length: int) -> bool:
@@ -242,7 +245,7 @@ class OtlpExporter:
             assert self._session is not None
             async with self._session.post(self.url, data=body,
                                           headers={"content-type": "application/json"}) as response:
-                await response.read()
+                await _drain(response)
                 ok = 200 <= response.status < 300
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             ok = False
@@ -280,3 +283,14 @@ class OtlpExporter:
             await asyncio.shield(self._task)
         while self._queue:
             await self._export(self._take())
+
+
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    """Read an export's answer to its end (so the connection can be reused), or close the connection once it passes
+    EXPORT_ANSWER_MAX_BYTES (a collector that answers endlessly holds nothing of the exporter's memory)."""
+    size = 0
+    while chunk := await response.content.readany():
+        size += len(chunk)
+        if size > EXPORT_ANSWER_MAX_BYTES:
+            response.close()
+            return

@@ -26,7 +26,7 @@ import msgspec
 from gateway.controlplane.keys import KeyRecord
 from gateway.http.context import RequestContext
 from gateway.http.disconnect import DisconnectWatch
-from gateway.http.errors import InvalidRequest
+from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.respond import end_stream, send_chunk
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
@@ -40,7 +40,7 @@ from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite
 from gateway.routing.plan import Node
 from gateway.schema.config import Config
-from gateway.upstream.client import read_response_body
+from gateway.upstream.error_text import scrubbed, sent_secrets
 from gateway.upstream.request import UpstreamRequest
 
 if TYPE_CHECKING:  # a type only: the guardrails load when a request first needs them
@@ -328,20 +328,25 @@ class MediaAttempt(Attempt):
             upstream.headers = forwarded
         record.provider = provider
         record.upstream_started = time.perf_counter()
-        response = await self.parts.client.open(upstream, stream=True)
-        if not 200 <= response.status < 300:
+        client = self.parts.client
+        response = await client.open(upstream, stream=True)
+        try:
+            if not 200 <= response.status < 300:
+                try:
+                    data = await client.read_body(response)
+                finally:
+                    response.release()
+                raise adapter.parse_error(call, response.status, response.headers, data)
+            if adapter.relays_media:
+                return RawOutcome(response, provider, call.model)
             try:
-                data = await read_response_body(response)
+                data = await client.read_body(response)
             finally:
                 response.release()
-            raise adapter.parse_error(call, response.status, response.headers, data)
-        if adapter.relays_media:
-            return RawOutcome(response, provider, call.model)
-        try:
-            data = await read_response_body(response)
-        finally:
-            response.release()
-        result = adapter.parse_response(call, response.status, response.headers, data)
+            result = adapter.parse_response(call, response.status, response.headers, data)
+        except GatewayError as error:
+            scrubbed(error, sent_secrets(upstream, config))
+            raise
         return RawOutcome(response, provider, result.model or call.model, result.body)
 
 

@@ -10,6 +10,8 @@ import aiohttp
 
 from gateway.http.errors import GatewayError, UpstreamTimeout, UpstreamUnreachable
 from gateway.upstream.client import failure_text
+from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.request import UpstreamRequest
 
 
 class JsonOutcome:
@@ -30,12 +32,15 @@ class JsonOutcome:
 
 class StreamOutcome:
     """A stream to relay: the upstream ``response`` and its ``transformer``, the ``first`` events already read, and
-    the status to start the stream with, and the fields the answering target dropped (``x-gateway-dropped-params``)."""
+    the status to start the stream with, and the fields the answering target dropped (``x-gateway-dropped-params``);
+    the request ``sent`` to the ``target`` (whose credentials an in-band error met later has masked)."""
 
-    __slots__ = ("response", "transformer", "first", "provider", "model", "ended", "status", "dropped")
+    __slots__ = ("response", "transformer", "first", "provider", "model", "ended", "status", "dropped", "sent",
+                 "target")
 
     def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
-                 model: str | None, ended: bool, status: int = 200, dropped: bytes | None = None) -> None:
+                 model: str | None, ended: bool, status: int = 200, dropped: bytes | None = None,
+                 sent: UpstreamRequest | None = None, target: Any = None) -> None:
         self.response = response
         self.transformer = transformer
         self.first = first
@@ -45,6 +50,12 @@ class StreamOutcome:
         self.ended = ended
         self.status = status
         self.dropped = dropped
+        self.sent = sent
+        self.target = target
+
+    def mask(self, error: GatewayError) -> GatewayError:
+        """``error`` met while reading the stream, with the credentials the request carried masked."""
+        return scrubbed(error, sent_secrets(self.sent, self.target)) if self.sent is not None else error
 
 
 def held_error(transformer: Any) -> GatewayError | None:

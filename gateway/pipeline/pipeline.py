@@ -40,7 +40,8 @@ from gateway.routing.execute import Router, RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.error_text import scrubbed, sent_secrets
 from gateway.upstream.request import UpstreamRequest
 
 if TYPE_CHECKING:  # made on first use: a worker whose configs cache nothing and run no guardrails never imports it
@@ -401,7 +402,8 @@ class Attempt:
     async def _exchange(self, adapter: ProviderAdapter, call: UpstreamCall, upstream_request: UpstreamRequest,
                         reader: AnswerReader, dropped: bytes | None = None) -> JsonOutcome | StreamOutcome:
         """Send ``upstream_request`` (with the headers the config forwards) and read its answer with ``reader``: a
-        non-2xx answer raises the provider's error; a JSON answer is read whole, a stream up to its first events."""
+        non-2xx answer raises the provider's error; a JSON answer is read whole, a stream up to its first events.
+        An error on the way has the credentials the request carried masked (an upstream may echo them)."""
         config = call.target
         provider = call.provider
         record = self.record
@@ -412,19 +414,25 @@ class Attempt:
             upstream_request.headers = forwarded
         record.provider = provider
         record.upstream_started = time.perf_counter()
-        response = await self.parts.client.open(upstream_request, stream)
+        client = self.parts.client
+        response = await client.open(upstream_request, stream)
         try:
             if not 200 <= response.status < 300:
-                data = await read_response_body(response)
+                data = await client.read_body(response)
                 raise adapter.parse_error(call, response.status, response.headers, data)
             if not stream:
-                data = await read_response_body(response)
+                data = await client.read_body(response)
                 record.upstream_s = time.perf_counter() - record.upstream_started
                 return reader.json(adapter, call, response, data, dropped)
             transformer = reader.transformer(adapter, call)
             first, ended = await _first_events(response, transformer, provider)
             record.ttft_s = time.perf_counter() - record.started
-            return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped)
+            return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped,
+                                 sent=upstream_request, target=config)
+        except GatewayError as error:
+            response.close()
+            scrubbed(error, sent_secrets(upstream_request, config))
+            raise
         except BaseException:
             response.close()
             raise

@@ -85,6 +85,7 @@ class StreamRelay:
             if held is not None:
                 raise held
         except GatewayError as error:
+            outcome.mask(error)
             record.status = error.status
             record.error = error.message
             await end_stream(send, tail + self.error_event(error) + self.done)

@@ -11,7 +11,7 @@ import msgspec
 
 from gateway.cache.stream import StreamAssembler
 from gateway.guardrails import HookResults, attach_hook_results_to_event
-from gateway.http.errors import BadUpstreamResponse
+from gateway.http.errors import BadUpstreamResponse, GatewayError
 from gateway.pipeline.outcome import StreamOutcome, held_error, stream_broke
 
 #: the most a held stream may hold before it fails (502)
@@ -111,6 +111,9 @@ async def read_whole(outcome: StreamOutcome) -> list[bytes]:
         held = held_error(transformer)
         if held is not None:
             raise held
+    except GatewayError as error:
+        outcome.mask(error)
+        raise
     except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         raise stream_broke(exc, outcome.provider) from None
     finally:

@@ -27,6 +27,7 @@ from gateway.providers.fields import FieldTable
 from gateway.schema.common import Usage
 from gateway.schema.config import Config
 from gateway.upstream.client import UpstreamClient
+from gateway.upstream.error_text import CUT_MARK, bounded, bounded_field
 from gateway.upstream.request import UpstreamRequest
 
 # endpoint names
@@ -221,9 +222,9 @@ def relayed_headers(headers: Any) -> list[tuple[bytes, bytes]] | None:
 
 
 def snippet(body: bytes, limit: int = 200) -> str:
-    """The start of a body, for messages that say what an upstream sent."""
+    """The start of a body, for messages that say what an upstream sent (saying how much was left out)."""
     text = body[:limit].decode("utf-8", "replace")
-    return text + ("…" if len(body) > limit else "")
+    return text + (f"{CUT_MARK}{len(body) - limit} bytes]" if len(body) > limit else "")
 
 
 def upstream_error(
@@ -259,11 +260,11 @@ def upstream_error(
     if status < 400 or status > 599:
         status = 502
     return UpstreamError(
-        message,
+        bounded(message),
         status=status,
-        type=type_ or "upstream_error",
-        code=None if code is None else str(code),
-        param=param,
+        type=bounded_field(type_) or "upstream_error",
+        code=None if code is None else bounded_field(str(code)),
+        param=bounded_field(param),
         extra={"provider": provider},
         headers=relayed_headers(headers),
     )

@@ -18,6 +18,10 @@ the gateway's resolver) to non-public addresses are refused; a name the gateway 
 proxy. The proxy resolves the name again itself, so a proxied connection is not pinned to the checked address:
 egress rules on the proxy cover that gap.
 
+An answer read whole (``read_body``: JSON answers, error bodies, model lists, token exchanges) is bounded as it is
+read, counted after decompression, by GATEWAY_MAX_UPSTREAM_BODY_BYTES: past it the connection is dropped and the
+answer is a 502 naming the limit. Streams and media are relayed read by read and never held whole.
+
 Messages say what happened in plain words (never a library's exception class names).
 """
 
@@ -34,7 +38,7 @@ from yarl import URL
 
 from gateway import USER_AGENT
 from gateway.bounded_cache import BoundedCache
-from gateway.http.errors import Forbidden, UpstreamTimeout, UpstreamUnreachable, mid_sentence
+from gateway.http.errors import BadUpstreamResponse, Forbidden, UpstreamTimeout, UpstreamUnreachable, mid_sentence
 from gateway.settings import Settings
 from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.request import UpstreamRequest
@@ -101,6 +105,8 @@ class UpstreamClient:
         self._timeout = aiohttp.ClientTimeout(total=read_s, sock_connect=connect_s)
         self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
         self._urls: BoundedCache[str, tuple[URL, str, int, Proxy | None]] = BoundedCache(8192)
+        #: the largest answer ``read_body`` reads whole (GATEWAY_MAX_UPSTREAM_BODY_BYTES)
+        self.max_answer_bytes = settings.max_upstream_body_bytes
 
     def _connector(self, fresh: bool = False) -> aiohttp.TCPConnector:
         """The pooled connector, or (``fresh``) one whose connections are closed after each use."""
@@ -175,6 +181,10 @@ class UpstreamClient:
         except aiohttp.ClientError as exc:
             raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from exc
 
+    async def read_body(self, resp: aiohttp.ClientResponse, host: str = "") -> bytes:
+        """The whole body of ``resp``, bounded by GATEWAY_MAX_UPSTREAM_BODY_BYTES (see ``read_response_body``)."""
+        return await read_response_body(resp, self.max_answer_bytes, host)
+
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(connector=self._connector(fresh=True), timeout=self._timeout,
@@ -233,11 +243,32 @@ def os_reason(error: BaseException | None) -> str:
     return mid_sentence(_ADDRESS.sub("", text).strip())
 
 
-async def read_response_body(resp: aiohttp.ClientResponse, host: str = "") -> bytes:
-    """The whole upstream body, with read failures mapped to 504/502."""
+async def read_response_body(resp: aiohttp.ClientResponse, limit: int, host: str = "") -> bytes:
+    """The whole upstream body, at most ``limit`` bytes once decompressed, with read failures mapped to 504/502.
+
+    The body is read as aiohttp hands it over (decompressed, a buffer's worth at a time, the socket paused while
+    nothing reads) and counted as it comes: the read that passes ``limit`` closes the connection (it never goes
+    back to the pool) and answers 502, so no more than ``limit`` bytes and one read are ever held.
+    """
+    content = resp.content
+    chunks: list[bytes] = []
+    size = 0
     try:
-        return await resp.read()
+        while chunk := await content.readany():
+            size += len(chunk)
+            if size > limit:
+                resp.close()
+                raise answer_too_large(host or resp.url.host or "", limit)
+            chunks.append(chunk)
     except (TimeoutError, aiohttp.SocketTimeoutError):
         raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
     except aiohttp.ClientError as exc:
         raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def answer_too_large(host: str, limit: int) -> BadUpstreamResponse:
+    """The 502 for an upstream answer larger than GATEWAY_MAX_UPSTREAM_BODY_BYTES."""
+    return BadUpstreamResponse(
+        f"upstream {host} sent an answer larger than {limit} bytes (GATEWAY_MAX_UPSTREAM_BODY_BYTES); "
+        "the gateway stopped reading it and dropped the connection", code="upstream_answer_too_large")

@@ -1,11 +1,14 @@
-"""The upstream client through the real gateway: a stale pooled connection is retried once on a new one, and
-failures read as what happened (a read timeout says read; no library class names)."""
+"""The upstream client through the real gateway: a stale pooled connection is retried once on a new one,
+failures read as what happened (a read timeout says read; no library class names), and an answer read whole is
+bounded as it is read, decompressed (a gzip bomb is a 502, its connection dropped, the worker never inflates it)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import socket
+import struct
+import zlib
 from typing import Self
 
 import msgspec
@@ -13,7 +16,10 @@ import pytest
 
 from gateway.upstream.client import os_reason
 from tests.support.headers import headers_for
+from tests.support.hostile import HostileUpstream, response
 from tests.support.http import post, stream_events
+from tests.support.poll import wait_for
+from tests.support.processes import peak_rss_kb
 from tests.support.proxy import ForwardProxy
 from tests.support.servers import start_gateway
 
@@ -218,3 +224,80 @@ def test_the_installed_aiohttp_has_the_hooks_the_read_deadline_replaces():
             await connector.close()
 
     assert asyncio.run(protocol_class()) is _DeadlineReadTimeout
+
+
+# --- answers read whole are bounded (GATEWAY_MAX_UPSTREAM_BODY_BYTES) -----------------------------------------
+
+LIMIT = 1024 * 1024  # the bounded gateway's GATEWAY_MAX_UPSTREAM_BODY_BYTES
+GIB = 1 << 30
+
+
+def gzip_bomb(inflated: int = GIB) -> bytes:
+    """A gzip member of about 1 MB that inflates to ``inflated`` zero bytes (a multiple of 1 MiB): one MiB of zeros
+    compressed with a full flush gives a block that stands for any further MiB, so the member is made by zlib once
+    and repeated, with the real CRC and length in its trailer."""
+    mib = bytes(1 << 20)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = packer.compress(mib) + packer.flush(zlib.Z_FULL_FLUSH)
+    block = packer.compress(mib) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(inflated >> 20):
+        crc = zlib.crc32(mib, crc)
+    final = packer.flush()[:-8]  # the last (empty) block; its trailer is for the two MiB packed so far
+    return first + block * ((inflated >> 20) - 1) + final + struct.pack("<II", crc, inflated & 0xFFFFFFFF)
+
+
+def test_the_gzip_bomb_is_what_it_claims():
+    bomb = gzip_bomb(64 << 20)
+    assert len(bomb) < 100_000 and len(zlib.decompress(bomb, 31)) == 64 << 20
+
+
+@pytest.fixture(scope="module")
+def bounded_gateway(mock_server):
+    server = start_gateway({"GATEWAY_MAX_UPSTREAM_BODY_BYTES": str(LIMIT)})
+    yield server
+    server.stop()
+
+
+def _refused(resp) -> None:
+    assert resp.status == 502, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "upstream_answer_too_large"
+    assert str(LIMIT) in error["message"] and "GATEWAY_MAX_UPSTREAM_BODY_BYTES" in error["message"]
+
+
+def test_a_gzip_bomb_is_a_502_naming_the_limit_and_the_worker_never_inflates_it(bounded_gateway, mock):
+    bomb = gzip_bomb()
+    assert len(bomb) < 1_100_000
+    answer = response(200, bomb, content_encoding="gzip")
+    with HostileUpstream(lambda head, body: answer) as upstream:
+        _refused(post(f"{bounded_gateway.url}/v1/chat/completions", CHAT, headers_for(upstream.url + "/v1")))
+        wait_for(lambda: upstream.dropped == 1)  # the connection was closed, not pooled
+    # the worker never held the GiB (nor a good part of it), and it still serves
+    assert peak_rss_kb(bounded_gateway.proc.pid) < 400 * 1024
+    ok = post(f"{bounded_gateway.url}/v1/chat/completions", CHAT, headers_for(mock.scenario() + "/v1"))
+    assert ok.status == 200, ok.text
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_an_answer_or_error_body_over_the_limit_is_a_502_and_its_connection_is_dropped(bounded_gateway, status):
+    huge = response(status, b'{"error": {"message": "' + b"x" * (2 * LIMIT) + b'"}}')
+    with HostileUpstream(lambda head, body: huge) as upstream:
+        for _ in range(2):
+            _refused(post(f"{bounded_gateway.url}/v1/chat/completions", CHAT, headers_for(upstream.url + "/v1")))
+        wait_for(lambda: upstream.dropped == 2)
+        assert (upstream.requests, upstream.connections) == (2, 2)  # never back in the pool
+
+
+def test_an_answer_just_under_the_limit_is_read_whole_compressed_or_not(bounded_gateway):
+    content = "y" * (LIMIT - len(ANSWER) - 64)
+    doc = msgspec.json.decode(ANSWER)
+    doc["choices"][0]["message"]["content"] = content
+    plain = msgspec.json.encode(doc)
+    assert len(plain) < LIMIT
+    for answer in (response(200, plain), response(200, zlib.compress(plain, wbits=31), content_encoding="gzip")):
+        with HostileUpstream(lambda head, body, answer=answer: answer) as upstream:
+            resp = post(f"{bounded_gateway.url}/v1/chat/completions", CHAT, headers_for(upstream.url + "/v1"))
+            assert resp.status == 200, resp.text[:300]
+            assert resp.json()["choices"][0]["message"]["content"] == content
+            assert upstream.dropped == 0

@@ -52,7 +52,7 @@ from typing import Any
 import msgspec
 
 from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.providers.base import malformed, upstream_error
+from gateway.providers.base import malformed, snippet, upstream_error
 from gateway.providers.fields import FieldTable, above_one, is_true, present
 from gateway.providers.structured_output import PERMISSIVE_OBJECT, OutputTool, output_tool
 from gateway.schema.chat import ChatRequest
@@ -503,6 +503,6 @@ def exception_error(provider: str, exception_type: str, payload: bytes) -> Gatew
     try:
         doc = _aws_error.decode(payload) if payload else _AwsError()
     except (msgspec.DecodeError, msgspec.ValidationError):
-        doc = _AwsError(message=payload[:200].decode("utf-8", "replace"))
+        doc = _AwsError(message=snippet(payload))
     message = doc.message or doc.Message or f"{provider} stream failed with {error_type}"
     return upstream_error(provider, ERROR_STATUSES.get(error_type, 500), b"", message=message, type_=error_type)

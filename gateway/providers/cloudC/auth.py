@@ -35,7 +35,8 @@ from gateway.http.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from gateway.upstream.client import UpstreamClient, read_response_body
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.error_text import bounded, scrubbed, sent_secrets
 from gateway.upstream.request import UpstreamRequest
 from gateway.upstream.ssrf import check_url
 
@@ -184,14 +185,15 @@ class TokenCache:
             await self._client.check(uri)
         except Forbidden as exc:
             raise Forbidden(f"{FIELD}.token_uri refused: {exc.message}", param=f"{FIELD}.token_uri") from None
-        form = urlencode({"grant_type": GRANT_TYPE, "assertion": account.assertion()})
+        assertion = account.assertion()
+        form = urlencode({"grant_type": GRANT_TYPE, "assertion": assertion})
         request = UpstreamRequest(uri, {"content-type": "application/x-www-form-urlencoded"}, form.encode())
         self.exchanges += 1
         try:
             async with asyncio.timeout(TOKEN_TIMEOUT_S):
                 response = await self._client.open(request)
                 try:
-                    body = await read_response_body(response)
+                    body = await self._client.read_body(response)
                     status = response.status
                 finally:
                     response.release()
@@ -209,12 +211,13 @@ class TokenCache:
             detail = ""
             if answer is not None and answer.error is not None:
                 detail = f": {answer.error}" + (f" ({answer.error_description})" if answer.error_description else "")
-            raise UpstreamError(
+            refused = UpstreamError(
                 f"{PROVIDER} token endpoint {uri} refused the service account {account.client_email} "
-                f"(HTTP {status}){detail}",
+                f"(HTTP {status}){bounded(detail)}",
                 status=401, type="authentication_error", code="token_exchange_failed", param=FIELD,
                 extra={"provider": PROVIDER},
             )
+            raise scrubbed(refused, sent_secrets(request, None, assertion))
         if status != 200 or answer is None or not answer.access_token:
             raise BadUpstreamResponse(
                 f"{PROVIDER} token endpoint {uri} answered HTTP {status} without an access_token",
