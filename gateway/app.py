@@ -153,6 +153,7 @@ class GatewayApp:
             if message["type"] == "lifespan.startup":
                 try:
                     if self.runtime is None:
+                        settings_module.keep_files_private()  # also when served by another command than ours
                         settings = settings_module.for_worker()
                         _speedups.configure(settings.no_extensions)
                         self.runtime = Runtime(settings)

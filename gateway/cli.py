@@ -36,6 +36,7 @@ def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    settings_module.keep_files_private()  # the workers inherit it
     flags = {info.name: getattr(args, info.name) for info in settings_module.FIELDS
              if not info.secret and getattr(args, info.name) is not None}
     try:
@@ -85,6 +86,7 @@ def cmd_mock(args: argparse.Namespace) -> int:
 
 def _with_settings(run: Callable[[argparse.Namespace, Settings], int], args: argparse.Namespace) -> int:
     """``run`` with the settings read from the environment; a bad one is exit 2 with a message naming it."""
+    settings_module.keep_files_private()
     try:
         settings = settings_module.load()
     except ValueError as exc:

@@ -366,9 +366,22 @@ def for_worker() -> Settings:
     return load()
 
 
+#: the file-creation mask of a gateway process: everything it creates (the data directory and what is in it: the
+#: SQLite files with their -wal and -shm files, uploads, spools, metrics, log files) is its owner's only, files 0600
+#: and folders 0700
+PRIVATE_UMASK = 0o077
+
+
+def keep_files_private() -> None:
+    """Create every file and folder from now on owner-only (``PRIVATE_UMASK``): the data directory holds request
+    logs, uploaded files and sealed secrets. Called first by every command and worker that writes there."""
+    os.umask(PRIVATE_UMASK)
+
+
 def data_path(settings: Settings, *parts: str) -> Path:
+    """A path in the data directory, which is created (owner-only) when missing."""
     path = Path(settings.data_dir).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path.joinpath(*parts)
 
 

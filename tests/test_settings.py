@@ -1,8 +1,10 @@
 """Settings: every GATEWAY_* variable decoded the documented way, bad values named, the docs' table generated; the
-guardrail pool and state-store settings and their bounds."""
+guardrail pool and state-store settings and their bounds; everything a gateway creates in its data directory is the
+owner's only."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from gateway.settings import FIELDS, SECRETS, Settings, load
+from tests.support.http import post
+from tests.support.poll import wait_logs
+from tests.support.servers import ADMIN_KEY, start_gateway
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,3 +136,54 @@ def test_bad_state_settings_are_refused_naming_the_variable(env, var):
     with pytest.raises(ValueError) as info:
         load(env)
     assert var in str(info.value)
+
+
+# --- the data directory is the owner's only ----------------------------------------------------------------------
+
+
+def _modes(root: Path) -> dict[str, str]:
+    """Every path under ``root`` (and root itself) -> its permission bits, octal."""
+    found = {".": oct(root.stat().st_mode & 0o777)}
+    for path in root.rglob("*"):
+        found[str(path.relative_to(root))] = oct(path.lstat().st_mode & 0o777)
+    return found
+
+
+def _not_private(root: Path) -> dict[str, str]:
+    return {name: mode for name, mode in _modes(root).items()
+            if mode != ("0o700" if (root / name).is_dir() else "0o600")}
+
+
+def test_everything_a_gateway_creates_in_its_data_directory_is_the_owners_only(tmp_path, mock):
+    data = tmp_path / "fresh" / "data"  # not there yet: the gateway creates it
+    server = start_gateway(data_dir=str(data))
+    try:
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk-t",
+                   "x-gateway-custom-host": mock.scenario() + "/v1", "x-gateway-trace-id": "private-files"}
+        chat = post(f"{server.url}/v1/chat/completions",
+                    {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}, headers)
+        assert chat.status == 200, chat.text
+        upload = (b'--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+                  b'--zz\r\nContent-Disposition: form-data; name="file"; filename="in.jsonl"\r\n\r\n{"a": 1}\n'
+                  b"\r\n--zz--\r\n")
+        stored = post(f"{server.url}/v1/files", upload, {"x-gateway-api-key": ADMIN_KEY,
+                                                         "content-type": "multipart/form-data; boundary=zz"})
+        assert stored.status == 200, stored.text
+        wait_logs(server, "private-files")
+        names = set(_modes(data))
+        assert {"logs.db", "logs.db-wal", "logs.db-shm", "cache.db"} <= names, sorted(names)
+        assert any(name.endswith("state.db") for name in names), sorted(names)
+        assert _not_private(data) == {}  # while it serves: the SQLite -wal and -shm files too
+    finally:
+        server.stop()
+    assert _not_private(data) == {}
+    assert oct((tmp_path / "fresh").stat().st_mode & 0o777) == "0o700"  # a parent it had to create as well
+
+
+def test_the_keys_command_creates_a_private_data_directory_too(tmp_path):
+    data = tmp_path / "keys-data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    made = subprocess.run([sys.executable, "-m", "gateway", "keys", "create", "--name", "ops"], cwd=ROOT,
+                          env={**env, "GATEWAY_DATA_DIR": str(data)}, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    assert any(path.is_file() for path in data.rglob("*")) and _not_private(data) == {}
