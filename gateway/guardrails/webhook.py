@@ -3,7 +3,8 @@
 Every call goes through ``UpstreamClient.open``, so the SSRF rules of custom hosts apply (http/https only, no
 credentials or fragment in the URL, no private, loopback, link-local or metadata address unless allow-listed in
 GATEWAY_ALLOW_PRIVATE_HOSTS, the connection pinned to the checked address), and no redirect is followed. Each call
-is bounded by its own timeout (connect, send and read together) and its answer by MAX_ANSWER_BYTES. Any failure is
+is bounded by its own timeout (connect, send and read together) and its answer by MAX_ANSWER_BYTES (counted
+decompressed, as it is read). Any failure is
 an ``HttpCheckError`` whose message says what went wrong; the checks turn it into a failed verdict.
 
 The webhook request (``default.webhook``) is a POST with ``Content-Type: application/json`` plus the configured
@@ -104,11 +105,13 @@ class CheckIO:
 
 
 async def _read_bounded(resp: Any) -> bytes:
+    """The answer, counted as it is read (decompressed); past MAX_ANSWER_BYTES its connection is dropped."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_chunked(65536):
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
+            resp.close()
             raise HttpCheckError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
         chunks.append(chunk)
     return b"".join(chunks)

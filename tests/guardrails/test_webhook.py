@@ -1,4 +1,4 @@
-"""The guardrails' HTTP path: answers are size-bounded and JWKS fetches are shared and cached."""
+"""The guardrails' HTTP path: answers are size-bounded (decompressed) and JWKS fetches are shared and cached."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 
 from gateway.guardrails import webhook
 from gateway.guardrails.webhook import CheckIO, HttpCheckError
+from tests.support.hostile import HostileUpstream, gzip_bomb, response
+from tests.support.poll import await_for
 
 
 async def test_a_too_large_answer_is_refused(hook_server, loopback_client, monkeypatch):
@@ -15,6 +17,16 @@ async def test_a_too_large_answer_is_refused(hook_server, loopback_client, monke
     with pytest.raises(HttpCheckError) as info:
         await CheckIO(loopback_client).post_json(f"{hook_server.url}/verdict/true", {}, {"x": 1}, 2000)
     assert "larger than 10 bytes" in str(info.value)
+
+
+async def test_a_gzip_bomb_is_refused_at_the_bound_counted_decompressed(loopback_client):
+    """About 1 MB that inflates to 1 GiB: refused once 1 MiB is inflated, its connection dropped."""
+    bomb = gzip_bomb()
+    with HostileUpstream(lambda head, body: response(200, bomb, content_encoding="gzip")) as hook:
+        with pytest.raises(HttpCheckError) as info:
+            await CheckIO(loopback_client).post_json(f"{hook.url}/hook", {}, {"x": 1}, 10_000)
+        assert f"larger than {webhook.MAX_ANSWER_BYTES} bytes" in str(info.value)
+        await await_for(lambda: hook.dropped == 1)
 
 
 async def test_concurrent_jwks_misses_share_one_fetch(hook_server, loopback_client):

@@ -11,13 +11,30 @@ from __future__ import annotations
 
 import asyncio
 import re
+import struct
 import threading
+import zlib
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
 Answer = Callable[[bytes, bytes], bytes]
 _LENGTH = re.compile(rb"(?im)^content-length:\s*(\d+)\s*$")
+
+
+def gzip_bomb(inflated: int = 1 << 30) -> bytes:
+    """A gzip member of about 1 MB that inflates to ``inflated`` zero bytes (a multiple of 1 MiB): one MiB of zeros
+    compressed with a full flush gives a block that stands for any further MiB, so the member is made by zlib once
+    and repeated, with the real CRC and length in its trailer."""
+    mib = bytes(1 << 20)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = packer.compress(mib) + packer.flush(zlib.Z_FULL_FLUSH)
+    block = packer.compress(mib) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(inflated >> 20):
+        crc = zlib.crc32(mib, crc)
+    final = packer.flush()[:-8]  # the last (empty) block; its trailer is for the two MiB packed so far
+    return first + block * ((inflated >> 20) - 1) + final + struct.pack("<II", crc, inflated & 0xFFFFFFFF)
 
 
 def response(status: int, body: bytes, content_type: str = "application/json", **headers: str) -> bytes:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
-import struct
 import zlib
 from typing import Self
 
@@ -16,7 +15,7 @@ import pytest
 
 from gateway.upstream.client import os_reason
 from tests.support.headers import headers_for
-from tests.support.hostile import HostileUpstream, response
+from tests.support.hostile import HostileUpstream, gzip_bomb, response
 from tests.support.http import post, stream_events
 from tests.support.poll import wait_for
 from tests.support.processes import peak_rss_kb
@@ -229,22 +228,6 @@ def test_the_installed_aiohttp_has_the_hooks_the_read_deadline_replaces():
 # --- answers read whole are bounded (GATEWAY_MAX_UPSTREAM_BODY_BYTES) -----------------------------------------
 
 LIMIT = 1024 * 1024  # the bounded gateway's GATEWAY_MAX_UPSTREAM_BODY_BYTES
-GIB = 1 << 30
-
-
-def gzip_bomb(inflated: int = GIB) -> bytes:
-    """A gzip member of about 1 MB that inflates to ``inflated`` zero bytes (a multiple of 1 MiB): one MiB of zeros
-    compressed with a full flush gives a block that stands for any further MiB, so the member is made by zlib once
-    and repeated, with the real CRC and length in its trailer."""
-    mib = bytes(1 << 20)
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    first = packer.compress(mib) + packer.flush(zlib.Z_FULL_FLUSH)
-    block = packer.compress(mib) + packer.flush(zlib.Z_FULL_FLUSH)
-    crc = 0
-    for _ in range(inflated >> 20):
-        crc = zlib.crc32(mib, crc)
-    final = packer.flush()[:-8]  # the last (empty) block; its trailer is for the two MiB packed so far
-    return first + block * ((inflated >> 20) - 1) + final + struct.pack("<II", crc, inflated & 0xFFFFFFFF)
 
 
 def test_the_gzip_bomb_is_what_it_claims():
