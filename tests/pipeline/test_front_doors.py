@@ -213,6 +213,68 @@ def test_messages_errors_in_anthropic_shape(gateway, mock):
     assert "max_tokens" in bad.value.message
 
 
+BAD_MESSAGES = [
+    ({"messages": [None]}, "messages[0]"),
+    ({"tools": [1]}, "tools[0]"),
+    ({"messages": [{"role": "user", "content": [7]}]}, "messages[0].content[0]"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+    ({"system": [{"type": "image"}]}, "system"),
+]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "vendorA"], ids=["forwarded", "translated"])
+@pytest.mark.parametrize(("change", "field"), BAD_MESSAGES)
+def test_a_malformed_messages_body_is_a_400_naming_the_field_on_either_path(gateway, mock, provider, change, field):
+    base = mock.scenario()
+    body = {"model": MODELS["anthropic"] if provider == "anthropic" else "gpt-4o-mini", "max_tokens": 16,
+            "messages": [{"role": "user", "content": "hi"}], **change}
+    answer = post(f"{gateway.url}/v1/messages", body,
+                  {**config_header(target(provider, base)), "content-type": "application/json"})
+    assert answer.status == 400, answer.text
+    error = msgspec.json.decode(answer.body)
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert field in error["error"]["message"], error
+    assert mock.calls(base)["calls"] == 0
+
+
+BAD_RESPONSES = [
+    ({"input": [None]}, "input[0]"),
+    ({"tools": [1]}, "tools[0]"),
+    ({"tools": [{"type": "function"}]}, "tools[0].name"),
+    ({"input": [{"role": "user"}]}, "input[0].content"),
+    ({"input": [{"role": "robot", "content": "hi"}]}, "input[0].role"),
+    ({"tool_choice": 3}, "tool_choice"),
+]
+
+
+@pytest.mark.parametrize("provider", ["vendorA", "anthropic"], ids=["forwarded", "translated"])
+@pytest.mark.parametrize(("change", "field"), BAD_RESPONSES)
+def test_a_malformed_responses_body_is_a_400_naming_the_field_on_either_path(gateway, mock, provider, change,
+                                                                            field):
+    base = mock.scenario()
+    body = {"model": MODELS[provider], "input": "hi", **change}
+    answer = post(f"{gateway.url}/v1/responses", body,
+                  {**config_header(target(provider, base)), "content-type": "application/json"})
+    assert answer.status == 400, answer.text
+    assert msgspec.json.decode(answer.body)["error"]["param"] == field
+    assert mock.calls(base)["calls"] == 0
+
+
+@pytest.mark.parametrize(("path", "provider", "body"), [
+    ("/v1/responses", "vendorA", {"model": "gpt-4o-mini", "input": "hi"}),
+    ("/v1/messages", "anthropic", {"model": "claude-3-5-sonnet-20240620", "max_tokens": 16,
+                                   "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_a_forwarded_answer_that_is_not_json_is_a_502_naming_the_provider(gateway, mock, path, provider, body):
+    base = mock.scenario([{"html": True}])
+    answer = post(f"{gateway.url}{path}", body,
+                  {**config_header(target(provider, base)), "content-type": "application/json"})
+    assert answer.status == 502, answer.text
+    assert mock.calls(base)["calls"] == 1
+    doc = msgspec.json.decode(answer.body)
+    assert provider in doc["error"]["message"] and "malformed" in doc["error"]["message"]
+
+
 def test_fallback_crosses_dialects(gateway, mock):
     failing = mock.scenario([{"status": 500}])
     cfg = {"strategy": {"mode": "fallback"},

@@ -10,16 +10,18 @@ dialect's events (``events``), errors -> the dialect's error shape. See docs/fro
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from gateway import _speedups
 from gateway.http.errors import DialectError, GatewayError, InvalidRequest
-from gateway.schema.common import Usage, is_not_utf8, not_utf8, unreadable
+from gateway.schema.common import Usage, is_not_utf8, not_utf8, unreadable, validation_error
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
+_convert = msgspec.convert
+T = TypeVar("T")
 
 
 class DoorRequest:
@@ -53,6 +55,15 @@ def decode_object(body: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InvalidRequest("the request body must be a JSON object", param="body")
     return doc
+
+
+def conform(doc: dict[str, Any], shape: type[T]) -> T:
+    """``doc`` checked against a dialect's request shape (gateway/schema/messages.py, responses.py): a 400 naming
+    the first field that does not fit. Every request is, forwarded or translated."""
+    try:
+        return _convert(doc, shape)
+    except msgspec.ValidationError as exc:
+        raise validation_error(exc) from None
 
 
 def require(doc: dict[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -201,8 +212,8 @@ class Dialect(abc.ABC):
         """The translator of one unified chat stream."""
 
     @abc.abstractmethod
-    def native_usage(self, body: bytes) -> Usage | None:
-        """The usage a forwarded answer reports."""
+    def native_usage(self, doc: dict[str, Any]) -> Usage | None:
+        """The usage a forwarded answer (``doc``, decoded) reports."""
 
     @abc.abstractmethod
     def native_event(self, name: bytes | None, data: bytes, stream: NativeStream) -> GatewayError | None:

@@ -28,7 +28,7 @@ from gateway.pipeline.dialects.base import Dialect, DoorRequest, NativeStream, T
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.pipeline import AnswerReader, Attempt, Exchange, Pipeline, PipelineParts, response_headers
 from gateway.pipeline.relay import StreamRelay
-from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall
+from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall, malformed
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
@@ -260,7 +260,14 @@ class NativeReader(AnswerReader):
 
     def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: aiohttp.ClientResponse, data: bytes,
              dropped: bytes | None) -> JsonOutcome:
-        return JsonOutcome(data, self.dialect.native_usage(data), call.model, call.provider)
+        """The answer relayed as sent; one that is not a JSON object is a 502 naming the provider, as on chat."""
+        try:
+            doc = _decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict):
+            raise malformed(call.provider, f"its {self.dialect.name} answer is not a JSON object", data)
+        return JsonOutcome(data, self.dialect.native_usage(doc), call.model, call.provider)
 
     def transformer(self, adapter: ProviderAdapter, call: UpstreamCall) -> Any:
         return NativeStream(self.dialect, call.provider, adapter.forward_decoder(call))

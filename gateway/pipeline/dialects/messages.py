@@ -45,6 +45,7 @@ from gateway.pipeline.dialects.base import (
     DoorRequest,
     NativeStream,
     chat_usage,
+    conform,
     decode_object,
     encode,
     first_choice,
@@ -57,6 +58,7 @@ from gateway.providers.anthropic.response import ERROR_STATUS, stream_error
 from gateway.providers.base import MESSAGES, MESSAGES_COUNT
 from gateway.providers.output_limits import max_output_tokens
 from gateway.schema.common import Usage
+from gateway.schema.messages import MessagesRequest
 
 #: gateway statuses that anthropic has no type for fall back to these
 _TYPES = {status: name for name, status in ERROR_STATUS.items() if name}
@@ -234,6 +236,10 @@ class MessagesDialect(_Dialect):
         metadata = optional(doc, "metadata", dict, "an object")
         if metadata is not None and not isinstance(metadata.get("user_id"), (str, type(None))):
             raise InvalidRequest("metadata.user_id must be a string", param="metadata.user_id")
+        shape = conform(doc, MessagesRequest)  # forwarded or translated, the same check
+        if shape.messages[0].role == "system":
+            raise InvalidRequest("messages[0].role must be 'user' or 'assistant' (a system message may follow "
+                                 "the first turn; use system for the system prompt)", param="messages[0].role")
         return DoorRequest(doc, model, stream)
 
     def to_chat(self, request: DoorRequest) -> dict[str, Any]:
@@ -293,11 +299,7 @@ class MessagesDialect(_Dialect):
     def events(self, request: DoorRequest) -> DialectEvents:
         return MessageEvents(request.model or "")
 
-    def native_usage(self, body: bytes) -> Usage | None:
-        try:
-            doc = decode_object(body)
-        except InvalidRequest:
-            return None
+    def native_usage(self, doc: dict[str, Any]) -> Usage | None:
         return usage_of(doc.get("usage"), "input_tokens", "output_tokens")
 
     def native_event(self, name: bytes | None, data: bytes, stream: NativeStream) -> GatewayError | None:

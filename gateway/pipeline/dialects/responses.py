@@ -49,6 +49,7 @@ from gateway.pipeline.dialects.base import (
     DoorRequest,
     NativeStream,
     chat_usage,
+    conform,
     decode_object,
     encode,
     first_choice,
@@ -60,6 +61,7 @@ from gateway.pipeline.dialects.base import (
 from gateway.process_ids import TRACE_IDS
 from gateway.providers.base import RESPONSES, upstream_error
 from gateway.schema.common import Usage, check_metadata
+from gateway.schema.responses import ResponsesRequest
 
 #: how long a translated response stays retrievable and continuable (30 days, as vendorA keeps them)
 STORED_TTL_MS = 30 * 24 * 3600 * 1000
@@ -255,6 +257,7 @@ class ResponsesDialect(_Dialect):
         if reasoning is not None and reasoning.get("effort") not in (None, *_EFFORTS):
             raise InvalidRequest(f"reasoning.effort must be one of {', '.join(_EFFORTS)}", param="reasoning.effort")
         stream = bool(optional(doc, "stream", bool, "a boolean"))
+        _check_shape(conform(doc, ResponsesRequest))  # forwarded or translated, the same check
         return DoorRequest(doc, model, stream)
 
     async def prepare(self, request: DoorRequest, ctx: Any, store: Any) -> None:
@@ -339,11 +342,7 @@ class ResponsesDialect(_Dialect):
     def events(self, request: DoorRequest) -> DialectEvents:
         return ResponseEvents(request)
 
-    def native_usage(self, body: bytes) -> Usage | None:
-        try:
-            doc = decode_object(body)
-        except InvalidRequest:
-            return None
+    def native_usage(self, doc: dict[str, Any]) -> Usage | None:
         return usage_of(doc.get("usage"), "input_tokens", "output_tokens")
 
     def native_event(self, name: bytes | None, data: bytes, stream: NativeStream) -> GatewayError | None:
@@ -360,6 +359,20 @@ class ResponsesDialect(_Dialect):
     def stream_error(self, error: GatewayError) -> bytes:
         return _event("error", {"type": "error", "code": error.code or error.type, "message": error.message,
                                 "param": error.param, "sequence_number": 0})
+
+
+def _check_shape(shape: ResponsesRequest) -> None:
+    """What the request's shape cannot say by types alone: a message item has a role and content, a function tool
+    a name."""
+    if not isinstance(shape.input, str):
+        for i, item in enumerate(shape.input):
+            if item.type == "message":
+                for name in ("role", "content"):
+                    if getattr(item, name) is None:
+                        raise InvalidRequest(f"input[{i}].{name} is required", param=f"input[{i}].{name}")
+    for i, tool in enumerate(shape.tools or ()):
+        if tool.type == "function" and tool.name is None:
+            raise InvalidRequest(f"tools[{i}].name is required", param=f"tools[{i}].name")
 
 
 def _input_item(item: dict[str, Any]) -> dict[str, Any]:
