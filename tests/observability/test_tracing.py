@@ -1,5 +1,6 @@
-"""Trace export through the real gateway: spans reach a tiny OTLP/HTTP collector in the client's trace, and a
-collector that is down or hangs never holds requests up."""
+"""Trace export through the real gateway: spans reach a tiny OTLP/HTTP collector in the client's trace, a
+collector that is down or hangs never holds requests up (nor one that answers without end), and an upstream's error
+reaches a span cut and with the gateway's credentials masked."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ import msgspec
 import pytest
 from aiohttp import web
 
+from gateway.observability.masking import hash_value
+from gateway.upstream.error_text import CUT_MARK
 from tests.observability.test_metrics import total
+from tests.support.hostile import HostileUpstream, response
 from tests.support.http import post, request
+from tests.support.poll import wait_for
 from tests.support.servers import ADMIN_KEY, free_port, start_gateway
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -137,6 +142,40 @@ def test_a_failed_request_span_says_why_without_the_callers_secret(traced_gatewa
     assert values["http.response.status_code"] == {"intValue": "400"}
     assert values["gateway.stream"] == {"boolValue": False} and values["gateway.retries"] == {"intValue": "0"}
     assert values["gateway.endpoint"] == {"stringValue": "chat"}
+
+
+def test_an_upstream_error_in_a_span_is_cut_and_masks_the_key_the_gateway_sent(traced_gateway, collector):
+    """An upstream that echoes the request (with the config's key) in a 2 MB error: the span's status message is
+    the cut text, the key only as its hash."""
+    key = "sk-span-config-echo-0123456789"
+
+    def answer(head: bytes, body: bytes) -> bytes:
+        text = head.decode("latin-1") + "e" * (2 * 1024 * 1024)
+        return response(400, msgspec.json.encode({"error": {"message": text}}))
+
+    trace_id = uuid.uuid4().hex
+    with HostileUpstream(answer) as upstream:
+        config = {"provider": "vendorA", "api_key": key, "custom_host": upstream.url + "/v1"}
+        headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode(),
+                   "content-type": "application/json", "x-gateway-trace-id": trace_id}
+        assert post(f"{traced_gateway.url}/v1/chat/completions", CHAT, headers, timeout=15).status == 400
+    spans = msgspec.json.encode(collector.wait_spans(trace_id)).decode()
+    assert key not in spans and hash_value(key) in spans and CUT_MARK in spans
+    assert len(spans) < 64 * 1024
+
+
+def test_a_collector_answering_without_end_is_read_no_further_than_a_bound(mock_server, mock):
+    """The exporter reads a collector's answer only to reuse the connection: 10 MB of it are not read, the
+    connection is dropped instead, and requests go on."""
+    endless = response(200, b"{" + b" " * (10 * 1024 * 1024) + b"}")
+    with HostileUpstream(lambda head, body: endless) as collector:
+        server = start_gateway({"GATEWAY_OTLP_ENDPOINT": collector.url})
+        try:
+            assert send(server, mock).status == 200
+            wait_for(lambda: collector.dropped >= 1)  # the export was answered, and its connection dropped
+            assert send(server, mock).status == 200
+        finally:
+            server.stop()
 
 
 def test_a_w3c_traceparent_gives_trace_and_parent(traced_gateway, collector, mock):

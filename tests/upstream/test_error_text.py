@@ -1,12 +1,14 @@
 """An upstream's error text through the real gateway: cut to a few KiB wherever it goes (the client's error, the log
 line, ``/v1/logs``), and the credentials the gateway sent (a config's, a slug's, a saved config's, cloudA's, a
 converted bearer) masked when the upstream echoes the request back; the pure pieces (the cut, the scrub, which
-credentials a request carried) unit by unit."""
+credentials a request carried) unit by unit. What PostgreSQL stores is read from its table."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import asyncpg
 import msgspec
 import pytest
 
@@ -27,6 +29,8 @@ from tests.support.headers import headers_for
 from tests.support.hostile import HostileUpstream, response
 from tests.support.http import post
 from tests.support.poll import wait_logs
+from tests.support.postgres import pg_url  # noqa: F401 - a fixture
+from tests.support.servers import start_gateway
 
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 CLOUDA_CHAT = {"model": "anthropic.claude-3-5-sonnet-20240620-v1:0", "messages": [{"role": "user", "content": "hi"}]}
@@ -169,3 +173,34 @@ def test_cloudA_keys_echoed_back_are_masked(gateway, stream):
                     headers_for(config=config, trace_id=trace))
         assert key_id in upstream.heads[0] and token in upstream.heads[0]  # the upstream saw (and echoed) them
         _masked_everywhere(gateway, resp, trace, [token, key_id, secret])
+
+
+async def _stored_docs(url: str, trace: str) -> str:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT doc FROM gateway.request_logs WHERE trace_id = $1", trace)
+    finally:
+        await conn.close()
+    return "".join(bytes(row["doc"]).decode("utf-8", "replace") for row in rows)
+
+
+def test_postgresql_stores_the_cut_and_masked_error(pg_url):  # noqa: F811
+    server = start_gateway({"GATEWAY_LOG_STORE_URL": pg_url})
+    try:
+        config_key = "sk-config-pg-echo-0123456789"
+        huge = response(500, b'{"error": {"message": "' + b"p" * (3 * 1024 * 1024) + b'"}}')
+        with HostileUpstream(echo()) as echoing, HostileUpstream(lambda head, body: huge) as erring:
+            echo_trace, huge_trace = _trace(), _trace()
+            config = {"provider": "vendorA", "api_key": config_key, "custom_host": echoing.url + "/v1"}
+            assert post(f"{server.url}/v1/chat/completions", CHAT,
+                        headers_for(config=config, trace_id=echo_trace)).status == 400
+            assert post(f"{server.url}/v1/chat/completions", CHAT,
+                        headers_for(erring.url + "/v1", trace_id=huge_trace)).status == 500
+        wait_logs(server, echo_trace)
+        wait_logs(server, huge_trace)
+        echoed = asyncio.run(_stored_docs(pg_url, echo_trace))
+        assert "POST /" in echoed and config_key not in echoed and hash_value(config_key) in echoed
+        stored = asyncio.run(_stored_docs(pg_url, huge_trace))
+        assert CUT_MARK in stored and len(stored) < 3 * SMALL
+    finally:
+        server.stop()
