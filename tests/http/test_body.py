@@ -19,6 +19,7 @@ import pytest
 from gateway.http import body as body_module
 from gateway.http.body import read_request_body, refuse_encoded
 from gateway.http.errors import InvalidRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from gateway.waiting import within
 from tests.support.http import request
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -126,7 +127,7 @@ async def test_a_body_that_stops_arriving_is_a_408_when_the_workers_timeout_runs
 
     scope = {"headers": [], "state": {body_module.BODY_TIMEOUT_STATE: 0.2}}
     with pytest.raises(RequestTimeout) as caught:
-        await asyncio.wait_for(read_request_body(scope, receive, 1 << 20), 20)
+        await within(read_request_body(scope, receive, 1 << 20), 20)
     assert (caught.value.status, caught.value.code, caught.value.param) == (408, "body_timeout", "body")
     assert "0.2 seconds" in caught.value.message
 
