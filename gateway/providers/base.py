@@ -239,6 +239,7 @@ def upstream_error(
     """The provider's error relayed with its status and message, in the vendorA envelope, naming the provider.
 
     With no ``message`` given, the body is read as a vendorA-style ``{"error": {...}}`` (or ``{"message"}``).
+    The message is cut to a few KiB and ``type``, ``code`` and ``param`` shorter (``gateway/upstream/error_text.py``).
     """
     param = None
     if message is None:

@@ -96,13 +96,16 @@ def test_a_huge_upstream_error_message_reaches_client_and_logs_cut_to_a_few_kib(
 
 def echo(status: int = 400, shape: str = "vendorA"):
     """An upstream that answers ``status`` with the request's head (its headers, verbatim) as the error message, in
-    vendorA's error shape (also as ``code``) or AWS's."""
+    vendorA's error shape (also as ``code``), AWS's or anthropic's."""
 
     def answer(head: bytes, body: bytes) -> bytes:
         text = head.decode("latin-1")
         if shape == "aws":
             return response(status, msgspec.json.encode({"message": text}),
                             x_amzn_ErrorType="ValidationException")
+        if shape == "anthropic":
+            return response(status, msgspec.json.encode({"type": "error", "error": {
+                "type": "invalid_request_error", "message": text}}))
         return response(status, msgspec.json.encode({"error": {"message": text, "type": "invalid_request_error",
                                                                "code": text}}))
 
@@ -173,6 +176,33 @@ def test_cloudA_keys_echoed_back_are_masked(gateway, stream):
                     headers_for(config=config, trace_id=trace))
         assert key_id in upstream.heads[0] and token in upstream.heads[0]  # the upstream saw (and echoed) them
         _masked_everywhere(gateway, resp, trace, [token, key_id, secret])
+
+
+def test_the_messages_door_masks_an_anthropic_key_echoed_back(gateway):
+    key = "sk-ant-door-echo-0123456789"
+    with HostileUpstream(echo(shape="anthropic")) as upstream:
+        trace = _trace()
+        config = {"provider": "anthropic", "api_key": key, "custom_host": upstream.url + "/v1"}
+        resp = post(f"{gateway.url}/v1/messages", {"model": "claude-3-5-sonnet-20240620", "max_tokens": 16,
+                                                   "messages": [{"role": "user", "content": "hi"}]},
+                    headers_for(config=config, trace_id=trace))
+        assert "x-api-key" in upstream.heads[0].lower() and key in upstream.heads[0]
+    assert resp.json()["type"] == "error"  # the door's own error shape
+    _masked_everywhere(gateway, resp, trace, [key])
+
+
+def test_the_models_list_never_shows_a_member_the_slug_key_an_upstream_echoed(gateway):
+    admin = create_key(gateway)
+    member = create_key(gateway, "member", admin["workspace_id"], key=admin["key"])
+    slug_key = "sk-slug-models-echo-0123456789"
+    with HostileUpstream(echo()) as upstream:
+        made = api(gateway, "POST", "/v1/providers", {"slug": "listing", "provider": "vendorA", "api_key": slug_key,
+                                                      "custom_host": upstream.url + "/v1"}, admin["key"])
+        assert made.status == 201, made.text
+        listed = api(gateway, "GET", "/v1/models", key=member["key"])
+    assert listed.status == 200, listed.text
+    (failed,) = [e for e in listed.json()["errors"] if e["source"] == "@listing"]
+    assert "GET /" in failed["message"] and slug_key not in listed.text and hash_value(slug_key) in listed.text
 
 
 async def _stored_docs(url: str, trace: str) -> str:
