@@ -48,8 +48,9 @@ class Runtime:
         #: gateway keys and the records the request path reads (slugs, saved configs, prompts), per worker
         self.keys = KeyStore(self.api_keys, settings.admin_key)
         self.records = RecordCache(self.store, self._open_box)
-        self.watcher.subscribe(self.keys.invalidate)
-        self.watcher.subscribe(self.records.invalidate)
+        # per kind: a write of another kind (a file, a batch, a policy) leaves these caches as they are
+        self.watcher.subscribe(self.keys.invalidate, KeyStore.KINDS)
+        self.watcher.subscribe(self.records.invalidate, RecordCache.KINDS)
         self.configs = ConfigParser(config_checks())
         self.resolver = ConfigResolver(self.configs)
         self.planner = Planner(self.configs)
@@ -57,7 +58,7 @@ class Runtime:
         self.prices = Prices(metrics=self.metrics)
         #: active usage and rate limit policies per workspace, reloaded when records change
         self.policies = PolicyGate(self.store, settings, self._key_id, self.prices, self.metrics)
-        self.watcher.subscribe(self.policies.invalidate)
+        self.watcher.subscribe(self.policies.invalidate, PolicyGate.KINDS)
         self.client = UpstreamClient(settings)
         self.providers = ProviderRegistry(self.client)
         #: header names never forwarded, whatever a request says (the organisation_headers_to_mask setting)
@@ -95,19 +96,21 @@ class Runtime:
         return open_box(self.settings.secret_key, data_path(self.settings))
 
     def records_changed(self) -> None:
-        """This worker wrote records: forget cached ones now (other workers hear it from the records watcher)."""
-        self.keys.invalidate()
-        self.records.invalidate()
+        """This worker wrote records (the admin routes call this after a write). Nothing is left to drop: the store
+        told the records watcher, which told this worker's caches of the kinds written before the write returned
+        (``StateStore.on_record_change``); other workers hear it from their watchers."""
 
     @property
     def steps(self) -> PipelineSteps:
         """The response cache and the guardrails, made when a request or route first needs them: a worker whose
         configs use neither never imports them."""
         if self._steps is None:
+            from gateway.guardrails.saved import KIND as GUARDRAIL_KIND
             from gateway.pipeline.steps import PipelineSteps
 
             embedder = self._provider_embedder if self._embeddings_config is not None else None
-            self._steps = PipelineSteps(self.settings, self.store, self.client, self.watcher.subscribe,
+            self._steps = PipelineSteps(self.settings, self.store, self.client,
+                                        lambda callback: self.watcher.subscribe(callback, (GUARDRAIL_KIND,)),
                                         lambda: self.records.box, embedder)
         return self._steps
 

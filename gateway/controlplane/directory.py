@@ -3,9 +3,9 @@
 Requests read records through dict lookups only. A lookup that misses raises ``RecordsNeeded`` naming what to
 load; the caller awaits ``fetch`` (store reads, never on the event loop's time beyond the await; concurrent misses
 of one record share one read) and asks again. Answers, "no such record" included, stay cached until
-``invalidate``, which the records watcher calls when any record changes anywhere (so an update reaches every
-worker within a second) and which every local write calls at once. Values derived from records (expanded configs,
-slug configs completed by headers) live in ``derived`` and go with them.
+``invalidate``, which the records watcher calls when a record of one of ``RecordCache.KINDS`` changes anywhere (so
+an update reaches every worker within a second; a write through this worker's store at once). Values derived from
+records (expanded configs, slug configs completed by headers) live in ``derived`` and go with them.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def unusable(record: configs.SavedConfig, exc: SecretError) -> RecordUnusable:
 
 class RecordCache:
     """Per-worker caches of slugs (as Configs), saved configs (as JSON text) and prompts (compiled)."""
+
+    #: the record kinds these caches hold: a change of any other kind leaves them as they are
+    KINDS: tuple[str, ...] = (providers.KIND, configs.KIND, prompts.KIND, prompts.VERSION_KIND)
 
     def __init__(self, store: StateStore, box: Callable[[], SecretBox]) -> None:
         self.store = store

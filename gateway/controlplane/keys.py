@@ -334,9 +334,14 @@ class KeyStore:
     the store has failed, lookups answer 503 at once for ``BUSY_BACKOFF_S``. So a slow or unreachable store costs
     an unknown key a 503 (retry shortly) and never stalls anything else, while keys already known keep working.
     Unknown keys are remembered for ``NEGATIVE_TTL_S`` (guessing costs one read per guess and window).
-    ``invalidate`` (called by the records watcher, and by this worker's own writes) forgets every answer; a read
-    that raced with it answers its request but is not remembered.
+    ``invalidate`` (called by the records watcher when a principal record changes, here or anywhere: another kind's
+    write keeps every answer) forgets every answer; a read that raced with it answers its request but is not
+    remembered.
     """
+
+    #: the record kinds its answers come from (the records watcher drops them when one changes): the principals,
+    #: and the keys themselves (written with them)
+    KINDS: tuple[str, ...] = (SECRET_KIND, KEY_KIND)
 
     def __init__(self, keys: ApiKeys, admin_key: str | None) -> None:
         self.keys = keys

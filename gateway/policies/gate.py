@@ -79,6 +79,9 @@ class Estimate:
 class PolicyGate:
     """The per-worker policy cache and the admission step of the pipeline."""
 
+    #: the record kinds the cache holds (the records watcher reloads it when one of them changes)
+    KINDS: tuple[str, ...] = (USAGE_KIND, RATE_KIND)
+
     def __init__(self, store: StateStore, settings: Settings, key_id: Callable[[str | None], str | None],
                  prices: Prices | None = None, metrics: Metrics | None = None) -> None:
         self.store = store

@@ -20,7 +20,7 @@ Conventions for every method:
 from __future__ import annotations
 
 import abc
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 import msgspec
 
@@ -64,6 +64,17 @@ class Admission(msgspec.Struct, frozen=True, gc=False):
 
 
 ADMITTED = Admission(True)
+
+
+class RecordVersions(msgspec.Struct, frozen=True, gc=False):
+    """Change counters of the records (``record_versions``): ``kinds`` one per kind asked for (bumped by every put
+    and delete of a record of that kind), ``total`` bumped by every record change (``records_version``), and
+    ``unkinded`` the changes made without kind counters (by an older release: readers take them as changes of
+    every kind). All 0 before the first write."""
+
+    kinds: tuple[int, ...]
+    total: int
+    unkinded: int
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -124,6 +135,18 @@ class StateStore(abc.ABC):
     backend: str = "abstract"
     #: kept by a background probe (cheap to read); false while the backend cannot be reached
     healthy: bool = True
+    #: told the kind of every record this process put or deleted, as soon as the store has done it
+    _change_listeners: tuple[Callable[[str], None], ...] = ()
+
+    def on_record_change(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(kind)`` right after each record put or delete made through this store object (so this
+        worker's caches of that kind are dropped before the writer answers; other workers poll
+        ``record_versions``)."""
+        self._change_listeners = (*self._change_listeners, listener)
+
+    def _record_changed(self, kind: str) -> None:
+        for listener in self._change_listeners:
+            listener(kind)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -231,7 +254,8 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
-        """Create or replace a record; returns the new records version (bumped by every put and delete)."""
+        """Create or replace a record; returns the new records version (bumped by every put and delete). The
+        kind's counter is bumped too, and this process's change listeners are told (``on_record_change``)."""
 
     @abc.abstractmethod
     async def record_get(self, kind: str, id: str) -> Record | None:
@@ -239,7 +263,7 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     async def record_delete(self, kind: str, id: str) -> bool:
-        """Delete a record; True when it existed (only then is the version bumped)."""
+        """Delete a record; True when it existed (only then are the versions bumped and listeners told)."""
 
     @abc.abstractmethod
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
@@ -247,8 +271,12 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     async def records_version(self) -> int:
-        """A counter bumped by every record write, in every worker and instance; ``watch.RecordWatcher`` polls
-        it. 0 before the first write."""
+        """A counter bumped by every record write, in every worker and instance. 0 before the first write."""
+
+    @abc.abstractmethod
+    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
+        """The change counters of ``kinds`` (one each, in order), with the total and the unkinded count, read at
+        once; ``watch.RecordWatcher`` polls this, so a change of one kind drops only the caches of that kind."""
 
     # -- append-only logs ------------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from gateway.state.base import (
     Admission,
     BudgetItem,
     Record,
+    RecordVersions,
     SettleOutcome,
     StateStore,
     admitted,
@@ -122,6 +123,7 @@ class MemoryStateStore(StateStore):
         self._breakers: dict[str, _Breaker] = {}
         self._records: dict[str, dict[str, Record]] = {}
         self._version = 0
+        self._kind_versions: dict[str, int] = {}
         self._logs: dict[str, tuple[list[int], deque[bytes]]] = {}  # name -> ([last_seq], items)
 
     # -- key-value -------------------------------------------------------------------------------------------
@@ -278,8 +280,13 @@ class MemoryStateStore(StateStore):
 
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
         self._records.setdefault(kind, {})[id] = Record(kind, id, workspace, doc)
-        self._version += 1
+        self._bump(kind)
         return self._version
+
+    def _bump(self, kind: str) -> None:
+        self._version += 1
+        self._kind_versions[kind] = self._kind_versions.get(kind, 0) + 1
+        self._record_changed(kind)
 
     async def record_get(self, kind: str, id: str) -> Record | None:
         return self._records.get(kind, {}).get(id)
@@ -287,7 +294,7 @@ class MemoryStateStore(StateStore):
     async def record_delete(self, kind: str, id: str) -> bool:
         if self._records.get(kind, {}).pop(id, None) is None:
             return False
-        self._version += 1
+        self._bump(kind)
         return True
 
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
@@ -296,6 +303,10 @@ class MemoryStateStore(StateStore):
 
     async def records_version(self) -> int:
         return self._version
+
+    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
+        counts = self._kind_versions
+        return RecordVersions(tuple(counts.get(k, 0) for k in kinds), self._version, 0)
 
     # -- logs ------------------------------------------------------------------------------------------------
 

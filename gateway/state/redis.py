@@ -43,6 +43,7 @@ from gateway.state.base import (
     Admission,
     BudgetItem,
     Record,
+    RecordVersions,
     SettleOutcome,
     StateStore,
     StateStoreError,
@@ -286,10 +287,17 @@ class RedisStateStore(StateStore):
         base = f"{self.prefix}{{rec}}:"
         return base + "d:" + kind, base + "v", base + "w:" + kind + ":"
 
+    def _version_keys(self, kind: str) -> list[str]:
+        """The total counter, the kind's own and the count of changes counted per kind (one slot: ``{rec}``)."""
+        base = f"{self.prefix}{{rec}}:"
+        return [base + "v", base + "vk:" + kind, base + "vk"]
+
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
-        docs, version, ws_prefix = self._record_keys(kind)
-        return int(await self._run("record_put", "RECORD_PUT", [docs, version],
-                                   [ws_prefix, id, workspace, _record_value(workspace, doc)], retry_safe=True))
+        docs, _, ws_prefix = self._record_keys(kind)
+        version = int(await self._run("record_put", "RECORD_PUT", [docs, *self._version_keys(kind)],
+                                      [ws_prefix, id, workspace, _record_value(workspace, doc)], retry_safe=True))
+        self._record_changed(kind)
+        return version
 
     async def record_get(self, kind: str, id: str) -> Record | None:
         value = await self._call("record_get", self._client.hget, self._record_keys(kind)[0], id, retry_safe=True)
@@ -299,8 +307,12 @@ class RedisStateStore(StateStore):
         return Record(kind, id, workspace, doc)
 
     async def record_delete(self, kind: str, id: str) -> bool:
-        docs, version, ws_prefix = self._record_keys(kind)
-        return bool(await self._run("record_delete", "RECORD_DELETE", [docs, version], [ws_prefix, id]))
+        docs, _, ws_prefix = self._record_keys(kind)
+        deleted = bool(await self._run("record_delete", "RECORD_DELETE", [docs, *self._version_keys(kind)],
+                                       [ws_prefix, id]))
+        if deleted:
+            self._record_changed(kind)
+        return deleted
 
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
         docs, _, ws_prefix = self._record_keys(kind)
@@ -318,6 +330,13 @@ class RedisStateStore(StateStore):
     async def records_version(self) -> int:
         raw = await self._call("records_version", self._client.get, self._record_keys("")[1], retry_safe=True)
         return int(raw) if raw else 0
+
+    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
+        total, _, kinded = self._version_keys("")
+        keys = [total, kinded, *(self._version_keys(k)[1] for k in kinds)]
+        raw = await self._call("record_versions", self._client.mget, keys, retry_safe=True)
+        values = [int(v) if v else 0 for v in raw]
+        return RecordVersions(tuple(values[2:]), values[0], values[0] - values[1])
 
     # -- logs ------------------------------------------------------------------------------------------------
 

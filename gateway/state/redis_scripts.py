@@ -161,8 +161,9 @@ if u > 0 and u <= tonumber(ARGV[1]) then redis.call('DEL', KEYS[1]) end
 return 0
 """
 
-# Records: KEYS: docs hash of the kind, version counter; ARGV: workspace-set prefix, id, workspace, value
-# (value = '<len(workspace)>:<workspace><doc>', so the old workspace can be read back here).
+# Records: KEYS: docs hash of the kind, version counter, the kind's counter, the count of changes counted per kind;
+# ARGV: workspace-set prefix, id, workspace, value (value = '<len(workspace)>:<workspace><doc>', so the old workspace
+# can be read back here). The total counter less the per-kind count is what older releases changed.
 _OLD_WORKSPACE = """
 local function workspace_of(value)
   local n = string.match(value, '^(%d+):')
@@ -178,6 +179,8 @@ if old then
 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
 redis.call('SADD', ARGV[1] .. ARGV[3], ARGV[2])
+redis.call('INCR', KEYS[3])
+redis.call('INCR', KEYS[4])
 return redis.call('INCR', KEYS[2])
 """
 
@@ -187,6 +190,8 @@ if not old then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('SREM', ARGV[1] .. workspace_of(old), ARGV[2])
 redis.call('INCR', KEYS[2])
+redis.call('INCR', KEYS[3])
+redis.call('INCR', KEYS[4])
 return 1
 """
 

@@ -26,6 +26,7 @@ from gateway.state.base import (
     Admission,
     BudgetItem,
     Record,
+    RecordVersions,
     SettleOutcome,
     StateStore,
     StateStoreError,
@@ -271,19 +272,27 @@ class SQLiteStateStore(StateStore):
     # -- records ---------------------------------------------------------------------------------------------
 
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
-        return await self._do("record_put", ops.record_put, kind, id, workspace, doc)
+        version: int = await self._do("record_put", ops.record_put, kind, id, workspace, doc)
+        self._record_changed(kind)
+        return version
 
     async def record_get(self, kind: str, id: str) -> Record | None:
         return await self._do("record_get", ops.record_get, kind, id)
 
     async def record_delete(self, kind: str, id: str) -> bool:
-        return await self._do("record_delete", ops.record_delete, kind, id)
+        deleted: bool = await self._do("record_delete", ops.record_delete, kind, id)
+        if deleted:
+            self._record_changed(kind)
+        return deleted
 
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
         return await self._do("record_list", ops.record_list, kind, workspace)
 
     async def records_version(self) -> int:
         return await self._do("records_version", ops.records_version)
+
+    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
+        return await self._do("record_versions", ops.record_versions, kinds)
 
     # -- logs ------------------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from gateway.state.base import (
     Admission,
     BudgetItem,
     Record,
+    RecordVersions,
     admitted,
     reserved_amount,
 )
@@ -261,17 +262,22 @@ def breaker_success(conn: sqlite3.Connection, key: str, now: int) -> None:
 
 # -- records ---------------------------------------------------------------------------------------------------
 
-def _bump_version(conn: sqlite3.Connection) -> int:
-    conn.execute("INSERT INTO meta (name, value) VALUES ('records_version', 1) "
-                 "ON CONFLICT (name) DO UPDATE SET value = value + 1")
-    return conn.execute("SELECT value FROM meta WHERE name = 'records_version'").fetchone()[0]
+#: the meta rows of the record counters: every change, the changes counted per kind too, and each kind's own
+_TOTAL, _KINDED, _KIND = "records_version", "records_version_kinded", "records_version:"
+
+
+def _bump_version(conn: sqlite3.Connection, kind: str) -> int:
+    for name in (_TOTAL, _KINDED, _KIND + kind):
+        conn.execute("INSERT INTO meta (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
+                     (name,))
+    return conn.execute("SELECT value FROM meta WHERE name = ?", (_TOTAL,)).fetchone()[0]
 
 
 def record_put(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc: bytes) -> int:
     with write(conn):
         conn.execute("INSERT OR REPLACE INTO records (kind, id, workspace, doc) VALUES (?, ?, ?, ?)",
                      (kind, id, workspace, doc))
-        return _bump_version(conn)
+        return _bump_version(conn, kind)
 
 
 def record_get(conn: sqlite3.Connection, kind: str, id: str) -> Record | None:
@@ -283,7 +289,7 @@ def record_delete(conn: sqlite3.Connection, kind: str, id: str) -> bool:
     with write(conn):
         if conn.execute("DELETE FROM records WHERE kind = ? AND id = ?", (kind, id)).rowcount == 0:
             return False
-        _bump_version(conn)
+        _bump_version(conn, kind)
         return True
 
 
@@ -297,8 +303,16 @@ def record_list(conn: sqlite3.Connection, kind: str, workspace: str | None) -> l
 
 
 def records_version(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE name = 'records_version'").fetchone()
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (_TOTAL,)).fetchone()
     return row[0] if row is not None else 0
+
+
+def record_versions(conn: sqlite3.Connection, kinds: Sequence[str]) -> RecordVersions:
+    names = [_TOTAL, _KINDED, *(_KIND + k for k in kinds)]
+    rows = conn.execute(f"SELECT name, value FROM meta WHERE name IN ({', '.join('?' * len(names))})", names)
+    found = dict(rows.fetchall())
+    total = found.get(_TOTAL, 0)
+    return RecordVersions(tuple(found.get(_KIND + k, 0) for k in kinds), total, total - found.get(_KINDED, 0))
 
 
 # -- logs ------------------------------------------------------------------------------------------------------

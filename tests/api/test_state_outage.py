@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import msgspec
 
+from gateway.controlplane.keys import ApiKeys
+from gateway.state.redis import RedisStateStore
+from tests.support.asgi import call, in_process
 from tests.support.http import post, request
-from tests.support.poll import wait_for
+from tests.support.poll import await_for, wait_for
 from tests.support.redis_servers import RedisProcess
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -55,4 +58,89 @@ def test_redis_down_then_back(mock):
     finally:
         closed.stop()
         opened.stop()
+        redis.stop()
+
+
+# --- per-kind invalidation: another tenant's writes never cost a workspace its cached keys ----------------------
+
+FILE_BOUNDARY = "gwtestboundary"
+FILE_BODY = (f"--{FILE_BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
+             f"--{FILE_BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n"
+             "Content-Type: application/jsonl\r\n\r\n"
+             '{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {}}\n'
+             f"\r\n--{FILE_BOUNDARY}--\r\n").encode()
+
+
+async def _member(app, workspace: str) -> str:
+    return (await _member_record(app, workspace))["key"]
+
+
+async def _member_record(app, workspace: str) -> dict:
+    made = await call(app, "POST", "/v1/api-keys", {"name": workspace, "workspace_id": workspace},
+                      {"x-gateway-api-key": ADMIN_KEY})
+    assert made.status == 201, made.text
+    return made.json()
+
+
+async def _chat(app, key: str, base: str) -> int:
+    headers = {"x-gateway-api-key": key, "x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1",
+               "authorization": "Bearer sk-test", "content-type": "application/json"}
+    return (await call(app, "POST", "/v1/chat/completions", CHAT, headers)).status
+
+
+async def test_a_file_written_by_another_workspace_before_an_outage_leaves_every_cached_key_serving(mock):
+    redis = RedisProcess().start()
+    env = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_PROBE_INTERVAL_MS": "100",
+           "GATEWAY_STATE_TIMEOUT_MS": "300", "GATEWAY_STATE_WATCH_INTERVAL_MS": "50"}
+    other_instance = RedisStateStore(redis.url, key_prefix="gw:", timeout_ms=2000)
+    try:
+        async with in_process(env) as app:
+            await other_instance.start()
+            team, other = await _member(app, "team-a"), await _member(app, "team-b")
+            await app.runtime.watcher.poll()  # the keys' own creation seen (it drops cached keys, rightly)
+            base = mock.scenario()
+            assert await _chat(app, team, base) == 200 and await _chat(app, other, base) == 200  # cached now
+            # another workspace writes a file here, and another instance writes records of other kinds
+            upload = await call(app, "POST", "/v1/files", FILE_BODY, {
+                "x-gateway-api-key": other, "content-type": f"multipart/form-data; boundary={FILE_BOUNDARY}"})
+            assert upload.status == 200, upload.text
+            await other_instance.record_put("file", "file-gw-elsewhere", "team-b", b"{}")
+            await other_instance.record_put("batch", "batch-elsewhere", "team-b", b"{}")
+            await app.runtime.watcher.poll()  # what the watcher would read within 50 ms: both writes seen
+            redis.stop()
+            await await_for(lambda: not app.runtime.store.healthy, OUTAGE_S)
+            for _ in range(3):
+                assert await _chat(app, team, base) == 200
+            assert await _chat(app, other, base) == 200  # the writer's own key too
+            # the store is down indeed: a key this worker has not seen cannot be checked
+            unknown = await call(app, "POST", "/v1/chat/completions", CHAT, {"x-gateway-api-key": "gw-unseen"})
+            assert unknown.status == 503, unknown.text
+    finally:
+        await other_instance.close()
+        redis.stop()
+
+
+async def test_a_revoked_key_stops_at_once_here_and_promptly_when_revoked_elsewhere(mock):
+    redis = RedisProcess().start()
+    env = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_WATCH_INTERVAL_MS": "100"}
+    other_instance = RedisStateStore(redis.url, key_prefix="gw:", timeout_ms=2000)
+    try:
+        async with in_process(env) as app:
+            await other_instance.start()
+            here, elsewhere = await _member_record(app, "team-a"), await _member_record(app, "team-b")
+            await app.runtime.watcher.poll()
+            base = mock.scenario()
+            assert await _chat(app, here["key"], base) == 200 and await _chat(app, elsewhere["key"], base) == 200
+            revoked = await call(app, "DELETE", f"/v1/api-keys/{here['id']}?workspace_id=team-a", b"",
+                                 {"x-gateway-api-key": ADMIN_KEY})
+            assert revoked.status == 200, revoked.text
+            assert await _chat(app, here["key"], base) == 401  # the worker that revoked it: at once
+            await app.runtime.watcher.poll()
+            assert await _chat(app, elsewhere["key"], base) == 200  # cached again
+            # revoked through another instance: this worker's watcher hears of it within a poll or two
+            await ApiKeys(other_instance).revoke("team-b", elsewhere["id"])
+            await await_for(lambda: app.runtime.keys.known(elsewhere["key"]) is None, OUTAGE_S)
+            assert await _chat(app, elsewhere["key"], base) == 401
+    finally:
+        await other_instance.close()
         redis.stop()

@@ -133,6 +133,24 @@ async def test_records_put_get_list_delete(store):
     assert [r.id for r in await store.record_list(kind, "ws1")] == ["b"]
 
 
+async def test_each_record_kind_counts_its_own_changes_and_this_process_hears_of_each(store):
+    kind, other = "k" + name(), "o" + name()
+    heard: list[str] = []
+    store.on_record_change(heard.append)
+    before = await store.record_versions([kind, other])
+    assert before.kinds == (0, 0)
+    await store.record_put(kind, "a", "ws", b"1")
+    await store.record_put(kind, "a", "ws", b"2")
+    await store.record_put(other, "b", "ws", b"1")
+    assert not await store.record_delete(other, "missing")  # nothing deleted: nothing counted, nobody told
+    assert await store.record_delete(kind, "a")
+    after = await store.record_versions([other, kind, "never-written"])
+    assert after.kinds == (1, 3, 0)
+    assert after.total == before.total + 4 == await store.records_version()
+    assert after.unkinded == before.unkinded == 0
+    assert heard == [kind, kind, other, kind]
+
+
 async def test_a_record_moved_to_another_workspace_leaves_the_first(store):
     kind = "k" + name()
     await store.record_put(kind, "x", "ws1", b"1")
