@@ -27,7 +27,7 @@ from gateway.upstream.request import UpstreamRequest
 from tests.support.controlplane import api, create_key
 from tests.support.headers import headers_for
 from tests.support.hostile import HostileUpstream, response
-from tests.support.http import post
+from tests.support.http import post, stream_events
 from tests.support.poll import wait_logs
 from tests.support.postgres import pg_url  # noqa: F401 - a fixture
 from tests.support.servers import start_gateway
@@ -176,6 +176,30 @@ def test_cloudA_keys_echoed_back_are_masked(gateway, stream):
                     headers_for(config=config, trace_id=trace))
         assert key_id in upstream.heads[0] and token in upstream.heads[0]  # the upstream saw (and echoed) them
         _masked_everywhere(gateway, resp, trace, [token, key_id, secret])
+
+
+def test_an_in_band_stream_error_after_content_masks_the_key_echoed_in_it(gateway):
+    """The error comes after the first content event (the status is out): it ends the stream as an SSE error event,
+    which, like the log, shows the key only as its hash."""
+    key = "sk-config-stream-echo-0123456789"
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}]}
+
+    def answer(head: bytes, body: bytes) -> bytes:
+        error = {"error": {"message": head.decode("latin-1"), "type": "server_error"}}
+        events = b"data: " + msgspec.json.encode(chunk) + b"\n\ndata: " + msgspec.json.encode(error) + b"\n\n"
+        return response(200, events, content_type="text/event-stream")
+
+    with HostileUpstream(answer) as upstream:
+        trace = _trace()
+        config = {"provider": "vendorA", "api_key": key, "custom_host": upstream.url + "/v1"}
+        status, _, events = stream_events(f"{gateway.url}/v1/chat/completions", {**CHAT, "stream": True},
+                                          headers_for(config=config, trace_id=trace))
+        received = b"".join(events).decode()
+    assert status == 200 and '"content":"hi"' in received and "POST /" in received
+    assert key not in received and hash_value(key) in received
+    logged = msgspec.json.encode(wait_logs(gateway, trace)).decode()
+    assert "POST /" in logged and key not in logged
 
 
 def test_the_messages_door_masks_an_anthropic_key_echoed_back(gateway):
