@@ -50,3 +50,9 @@ def test_metadata_partitions_unless_a_namespace_is_given():
     assert key(namespace="n1") != key(namespace="n2")
     assert key(namespace="n1") != key()
     assert key(namespace="n1", workspace="other") != key(namespace="n1")  # a namespace never crosses workspaces
+
+
+def test_workspaces_whose_ids_extend_one_another_never_share_a_key():
+    keys = {key(workspace=ws, namespace=ns) for ws, ns in (
+        ("team", "blue:x"), ("team:blue", "x"), ("team:blue:x", None), ("team", None), ("team", ":blue"))}
+    assert len(keys) == 5

@@ -129,6 +129,8 @@ def test_the_keys_command_creates_lists_and_revokes_without_a_server(mock):
         server.stop()
     bad = gateway_cli(data_dir, "keys", "create", "--name", "x", "--scopes", "everything")
     assert bad.returncode == 2 and "scopes[0]" in bad.stderr
+    bad = gateway_cli(data_dir, "keys", "create", "--name", "x", "--workspace", "team:blue")
+    assert bad.returncode == 2 and "(workspace_id)" in bad.stderr and "'team:blue'" in bad.stderr, bad.stderr
 
 
 def test_serve_generates_an_admin_key_once_when_none_is_configured(mock):

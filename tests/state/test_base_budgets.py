@@ -166,3 +166,14 @@ async def test_concurrent_cut_reserves_never_reserve_past_the_limit(store):
     assert len(admitted) == 4  # 30 + 30 + 30 + the 10 left
     assert sorted(a.amounts for a in admitted) == [(), (), (), (10,)]
     assert await store.usage(s, ["tokens"]) == [100]
+
+
+async def test_workspaces_whose_ids_extend_one_another_never_share_a_counter(store):
+    # the policies' scope is the workspace id: ids made before workspace ids were checked may hold ':' or braces
+    base = scope()
+    scopes = [base, base + ":blue", base + "}:c", "{" + base + "}", base + "/x"]
+    for s in scopes:
+        assert (await store.reserve(s, [item("r:policy:t:b", 1)])).admitted, s
+    for s in scopes:
+        assert await store.usage(s, ["r:policy:t:b"]) == [1], s
+        assert not (await store.reserve(s, [item("r:policy:t:b", 1)])).admitted, s
