@@ -182,8 +182,29 @@ class UpstreamClient:
             raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from exc
 
     async def read_body(self, resp: aiohttp.ClientResponse, host: str = "") -> bytes:
-        """The whole body of ``resp``, bounded by GATEWAY_MAX_UPSTREAM_BODY_BYTES (see ``read_response_body``)."""
-        return await read_response_body(resp, self.max_answer_bytes, host)
+        """The whole upstream body, at most GATEWAY_MAX_UPSTREAM_BODY_BYTES once decompressed, with read failures
+        mapped to 504/502.
+
+        The body is read as aiohttp hands it over (decompressed, a buffer's worth at a time, the socket paused while
+        nothing reads) and counted as it comes: the read that passes it closes the connection (it never goes
+        back to the pool) and answers 502, so no more than the limit and one read are ever held.
+        """
+        limit = self.max_answer_bytes
+        content = resp.content
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while chunk := await content.readany():
+                size += len(chunk)
+                if size > limit:
+                    resp.close()
+                    raise answer_too_large(host or resp.url.host or "", limit)
+                chunks.append(chunk)
+        except (TimeoutError, aiohttp.SocketTimeoutError):
+            raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
@@ -241,30 +262,6 @@ def os_reason(error: BaseException | None) -> str:
     if numbers:
         return "; ".join(os.strerror(n).lower() for n in numbers)
     return mid_sentence(_ADDRESS.sub("", text).strip())
-
-
-async def read_response_body(resp: aiohttp.ClientResponse, limit: int, host: str = "") -> bytes:
-    """The whole upstream body, at most ``limit`` bytes once decompressed, with read failures mapped to 504/502.
-
-    The body is read as aiohttp hands it over (decompressed, a buffer's worth at a time, the socket paused while
-    nothing reads) and counted as it comes: the read that passes ``limit`` closes the connection (it never goes
-    back to the pool) and answers 502, so no more than ``limit`` bytes and one read are ever held.
-    """
-    content = resp.content
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while chunk := await content.readany():
-            size += len(chunk)
-            if size > limit:
-                resp.close()
-                raise answer_too_large(host or resp.url.host or "", limit)
-            chunks.append(chunk)
-    except (TimeoutError, aiohttp.SocketTimeoutError):
-        raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
-    except aiohttp.ClientError as exc:
-        raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def answer_too_large(host: str, limit: int) -> BadUpstreamResponse:
