@@ -18,7 +18,9 @@ from gateway.controlplane import configs, prompts, providers
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.controlplane.secrets import SecretBox, SecretError
 from gateway.http.errors import RecordUnusable
+from gateway.schema import header_values
 from gateway.schema.config import Config
+from gateway.schema.header_values import field_with_breaks
 from gateway.state.base import StateStore, StateStoreError
 
 SLUG = "slug"
@@ -133,9 +135,15 @@ class RecordCache:
             if record is None:
                 return None
             try:
-                return providers.slug_config(self.box, record)
+                config = providers.slug_config(self.box, record)
             except SecretError as exc:
                 return RecordUnusable(f"provider slug '@{id}' cannot be used: {exc}", param="provider")
+            broken = field_with_breaks(config)
+            if broken is None:
+                return config
+            # stored before such values were refused at the door: a clear answer instead of a failed send
+            return RecordUnusable(f"provider slug '@{id}' cannot be used: its {broken} {header_values.MESSAGE}; "
+                                  f"send {broken} again with PUT /v1/providers/{id}", param="provider")
         if kind == CONFIG:
             saved = await self.configs.lookup(workspace, id)
             if saved is None:

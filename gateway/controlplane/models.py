@@ -24,7 +24,9 @@ from gateway.bounded_cache import BoundedCache
 from gateway.http.errors import GatewayError
 from gateway.providers.base import upstream_error
 from gateway.providers.registry import VENDOR_A_COMPATIBLE
+from gateway.schema import header_values
 from gateway.schema.config import Config
+from gateway.schema.header_values import field_with_breaks
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.error_text import scrubbed, sent_secrets
 from gateway.upstream.request import UpstreamRequest
@@ -129,6 +131,9 @@ class ModelCatalog:
         return items
 
     async def _one(self, source: Source) -> list[dict[str, Any]] | dict[str, Any]:
+        broken = field_with_breaks(source.config)
+        if broken is not None:  # a slug stored before such values were refused: it cannot be sent
+            return {"source": source.label, "message": f"{broken} {header_values.MESSAGE}: update it"}
         try:
             items = await self._fetch(source.config)
         except TimeoutError:

@@ -8,8 +8,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.support.controlplane import api, chat, create_key
-from tests.support.servers import start_gateway
+from gateway.controlplane import providers
+from tests.support.asgi import call, in_process
+from tests.support.controlplane import CHAT, api, chat, create_key
+from tests.support.servers import ADMIN_KEY, start_gateway
 
 SECRET = "sk-slug-secret-0123456789abcdef"
 
@@ -247,3 +249,30 @@ def test_a_slug_moved_to_another_host_never_takes_its_stored_key_there(gateway, 
     same = api(gateway, "PUT", "/v1/providers/moving", {"name": "renamed", "custom_host": new_base + "/v1"},
                admin["key"])
     assert same.status == 200, same.text
+
+
+async def test_a_slug_stored_with_a_line_break_before_the_rule_is_a_clear_error_and_spares_the_models_list(mock):
+    async with in_process() as app:
+        records = app.runtime.records
+        fine = providers.build(records.box, "default", "legacy", {"provider": "vendorA", "api_key": SECRET,
+                                                                  "custom_host": mock.scenario() + "/v1"})
+        # as an older release stored it (the door refuses such a value now)
+        legacy = msgspec.structs.replace(fine, settings={**fine.settings, "vendorA_organization": "org\r\nx: y"})
+        await records.slugs.create(legacy)
+        used = await call(app, "POST", "/v1/chat/completions", CHAT,
+                          {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "@legacy",
+                           "content-type": "application/json"})
+        error = used.json()["error"]
+        assert used.status == 500 and error["code"] == "record_unusable", used.text
+        assert "vendorA_organization" in error["message"] and "PUT /v1/providers/legacy" in error["message"]
+        listed = await call(app, "GET", "/v1/models", b"", {"x-gateway-api-key": ADMIN_KEY})
+        assert listed.status == 200, listed.text
+        assert any(e["source"] == "@legacy" and "vendorA_organization" in e["message"]
+                   for e in listed.json()["errors"])
+        # sending the value again mends it
+        mended = await call(app, "PUT", "/v1/providers/legacy", {"vendorA_organization": "org-1"},
+                            {"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"})
+        assert mended.status == 200, mended.text
+        assert (await call(app, "POST", "/v1/chat/completions", CHAT,
+                           {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "@legacy",
+                            "content-type": "application/json"})).status == 200
