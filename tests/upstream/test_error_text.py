@@ -6,11 +6,14 @@ credentials a request carried) unit by unit. What PostgreSQL stores is read from
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 
 import asyncpg
 import msgspec
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.http.errors import UpstreamError
 from gateway.observability.masking import hash_value
@@ -200,6 +203,46 @@ def test_an_in_band_stream_error_after_content_masks_the_key_echoed_in_it(gatewa
     assert key not in received and hash_value(key) in received
     logged = msgspec.json.encode(wait_logs(gateway, trace)).decode()
     assert "POST /" in logged and key not in logged
+
+
+def _service_account(token_uri: str) -> dict:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return {"type": "service_account", "project_id": "p", "private_key_id": "kid-echo", "private_key": pem,
+            "client_email": "echo@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": token_uri}
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_cloudC_token_the_gateway_minted_and_its_assertion_are_masked_when_echoed(gateway, refused):
+    """The token endpoint mints a token, which the model endpoint echoes in its 400; or the token endpoint refuses,
+    echoing the signed assertion the gateway posted."""
+    minted = "ya29.minted-echo-token-0123456789"
+
+    def answer(head: bytes, body: bytes) -> bytes:
+        if head.startswith(b"POST /token"):
+            if refused:
+                return response(400, msgspec.json.encode({"error": "invalid_grant",
+                                                          "error_description": body.decode()}))
+            return response(200, msgspec.json.encode({"access_token": minted, "expires_in": 3600}))
+        return response(400, msgspec.json.encode({"error": {"code": 400, "message": head.decode("latin-1"),
+                                                            "status": "INVALID_ARGUMENT"}}))
+
+    with HostileUpstream(answer) as upstream:
+        trace = _trace()
+        config = {"provider": "cloudC", "cloudC_service_account_json": _service_account(upstream.url + "/token"),
+                  "cloudC_region": "us-central1", "cloudC_project_id": "p", "custom_host": upstream.url + "/v1"}
+        resp = post(f"{gateway.url}/v1/chat/completions", {**CHAT, "model": "gemini-2.0-flash"},
+                    headers_for(config=config, trace_id=trace))
+        sent = upstream.heads[-1] if not refused else ""
+    logged = msgspec.json.encode(wait_logs(gateway, trace)).decode()
+    if refused:
+        assert resp.status == 401 and "grant_type=" in resp.text, resp.text  # the echo of the form reached it
+        assert re.search(r"assertion=sha256:[0-9a-f]{16}\)$", resp.json()["error"]["message"])
+        assert "eyJ" not in resp.text and "eyJ" not in logged  # a JWT (its header starts eyJ) is nowhere
+        return
+    assert minted in sent and "POST /" in resp.json()["error"]["message"]
+    assert minted not in resp.text and minted not in logged and hash_value(minted) in resp.text
 
 
 def test_the_messages_door_masks_an_anthropic_key_echoed_back(gateway):
