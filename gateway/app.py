@@ -11,7 +11,6 @@ import gc
 import logging
 from typing import Any, Callable, Protocol
 
-from gateway import _speedups
 from gateway import settings as settings_module
 from gateway.api.configs import ConfigRoutes
 from gateway.api.console import mount_console
@@ -24,7 +23,7 @@ from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
-from gateway.http.body import BODY_TIMEOUT_STATE
+from gateway.http.bodywatch import WATCH_STATE, BodyWatch
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import Deferred, RouteTable
@@ -71,11 +70,15 @@ class GatewayApp:
     def __init__(self, runtime: Runtime | None = None) -> None:
         self.runtime = runtime
         self.routes = RouteTable()
+        #: the worker's bound on slow request bodies, handed to requests in the lifespan state
+        self.body_watch: BodyWatch | None = None
         if runtime is not None:
             self._mount(runtime)
 
     def _mount(self, runtime: Runtime) -> None:
         self.routes = RouteTable()
+        self.body_watch = BodyWatch(runtime.settings.body_timeout_ms / 1000)
+        runtime.services.append(self.body_watch)  # swept while the runtime runs
         parts = runtime.pipeline_parts()
         self.add("POST", "/v1/chat/completions", Pipeline(parts, CHAT, parse_chat))
         self.add("POST", "/v1/completions", Pipeline(parts, COMPLETIONS, parse_completion))
@@ -155,11 +158,10 @@ class GatewayApp:
                     if self.runtime is None:
                         settings_module.keep_files_private()  # also when served by another command than ours
                         settings = settings_module.for_worker()
-                        _speedups.configure(settings.no_extensions)
                         self.runtime = Runtime(settings)
                         self._mount(self.runtime)
                     await self.runtime.start()
-                    _share_with_requests(scope, self.runtime)
+                    _share_with_requests(scope, self.body_watch)
                     # what start-up made lives as long as the worker: the collector need not scan it again
                     gc.collect()
                     gc.freeze()
@@ -181,12 +183,12 @@ class GatewayApp:
 app = GatewayApp()
 
 
-def _share_with_requests(scope: Scope, runtime: Runtime) -> None:
+def _share_with_requests(scope: Scope, body_watch: BodyWatch | None) -> None:
     """Put what every request's body reader needs in the lifespan state, which the server copies into each
-    request's ``scope["state"]`` (the body timeout: gateway/http/body.py)."""
+    request's ``scope["state"]`` (the body watch: gateway/http/bodywatch.py)."""
     state = scope.get("state")
-    if state is not None:
-        state[BODY_TIMEOUT_STATE] = runtime.settings.body_timeout_ms / 1000
+    if state is not None and body_watch is not None:
+        state[WATCH_STATE] = body_watch
 
 
 def _doors(parts: PipelineParts, store: Any) -> dict[str, Callable[[], ASGIApp]]:

@@ -104,7 +104,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "models and tests need 127.0.0.1,localhost)")] = ()
     max_body_bytes: Annotated[int, setting("larger request bodies get 413", gt=0)] = 32 * 1024 * 1024
     body_timeout_ms: Annotated[int, setting(
-        "longest time a request body may take to arrive, counted from its first piece (408 after it)", gt=0)] = 60_000
+        "longest time a request body may take to arrive, counted from when the gateway begins to read it (408 "
+        "after it)", gt=0)] = 60_000
     # upstream client
     upstream_connect_timeout_ms: Annotated[int, setting(
         "connect timeout per upstream attempt (504 when it runs out)")] = 10_000

@@ -7,25 +7,18 @@ decompression stops there). ``identity`` is no encoding. Any other encoding (``b
 is a 415 naming ``content-encoding``; a body that is not what its encoding says is a 400. Multipart bodies (files,
 images and audio forms) are read as sent: any encoding there is a 415 (``refuse_encoded``).
 
-A body must arrive within the worker's body timeout (``GATEWAY_BODY_TIMEOUT_MS``), counted from its first piece:
-past it the request is a 408 and nothing was done with it. A body that arrives in one piece (most do) costs no
-timer: the deadline is armed only when a second ``receive()`` is needed. The worker hands the timeout to every
-request through the ASGI lifespan state (``scope["state"]``, which the server copies into each request's scope
-anyway); a scope without it (a test driving the app in-process) gets the default.
+A body must arrive within the worker's body timeout (``GATEWAY_BODY_TIMEOUT_MS``), counted from when the gateway
+begins to read it: past it the request is a 408 and nothing was done with it (gateway/http/bodywatch.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from typing import Any
 
-from gateway.http.errors import InvalidRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from gateway.http.bodywatch import watch_of, watched_receive
+from gateway.http.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 from gateway.http.types import Receive, Scope
-
-#: the lifespan-state key of the body timeout in seconds (set by the worker at start-up)
-BODY_TIMEOUT_STATE = "gateway.body_timeout_s"
-DEFAULT_BODY_TIMEOUT_S = 60.0
 
 #: Content-Encoding -> zlib window bits of the decoder (gzip header; zlib header)
 _DECODERS = {b"gzip": 16 + zlib.MAX_WBITS, b"x-gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
@@ -58,7 +51,22 @@ async def read_request_body(scope: Scope, receive: Receive, limit: int) -> bytes
 
 
 async def _read(scope: Scope, receive: Receive, limit: int) -> bytes:
-    message = await receive()
+    watch = watch_of(scope)
+    if watch is None:
+        message = await receive()
+        began = 0
+    else:  # watched_receive inline: no further await on the path of a body that comes with its headers
+        task = asyncio.current_task()
+        assert task is not None
+        watch.waiting[task] = began = watch.tick
+        try:
+            message = await receive()
+        except asyncio.CancelledError:
+            if watch.claim(task):
+                raise watch.timed_out() from None
+            raise
+        finally:
+            watch.waiting.pop(task, None)
     if message["type"] == "http.disconnect":
         raise ClientDisconnected()
     body = message.get("body", b"")
@@ -66,19 +74,10 @@ async def _read(scope: Scope, receive: Receive, limit: int) -> bytes:
         if len(body) > limit:
             raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
         return body
-    timeout = body_timeout(scope)
-    try:
-        async with asyncio.timeout(timeout):  # one timer for the rest of the body
-            return await _read_rest(receive, body, limit)
-    except TimeoutError:
-        raise body_timed_out(timeout) from None
-
-
-async def _read_rest(receive: Receive, first: bytes, limit: int) -> bytes:
-    parts = [first]
-    size = len(first)
+    parts = [body]
+    size = len(body)
     while True:
-        message = await receive()
+        message = await watched_receive(watch, receive, began)
         if message["type"] == "http.disconnect":
             raise ClientDisconnected()
         chunk = message.get("body", b"")
@@ -88,32 +87,6 @@ async def _read_rest(receive: Receive, first: bytes, limit: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
-
-
-def body_timeout(scope: Scope) -> float:
-    """The seconds a request's body may take to arrive (the worker's setting, from the lifespan state)."""
-    state: Any = scope.get("state")
-    if state:
-        timeout = state.get(BODY_TIMEOUT_STATE)
-        if timeout is not None:
-            return float(timeout)
-    return DEFAULT_BODY_TIMEOUT_S
-
-
-def body_timed_out(timeout: float) -> RequestTimeout:
-    """The 408 of a body that did not arrive in time."""
-    return RequestTimeout(f"the request body did not arrive within {timeout:g} seconds (GATEWAY_BODY_TIMEOUT_MS)",
-                          param="body", code="body_timeout")
-
-
-async def receive_by(receive: Receive, deadline: float, allowed_s: float) -> Any:
-    """The next ASGI message, or the body timeout's 408 (of ``allowed_s`` seconds) when it has not come by
-    ``deadline`` (loop time)."""
-    try:
-        async with asyncio.timeout_at(deadline):
-            return await receive()
-    except TimeoutError:
-        raise body_timed_out(allowed_s) from None
 
 
 def refuse_encoded(encoding: str | None, what: str) -> None:

@@ -14,7 +14,8 @@ import hashlib
 import tempfile
 from typing import IO, AsyncIterator
 
-from gateway.http.body import DEFAULT_BODY_TIMEOUT_S, ClientDisconnected, body_timeout, receive_by, refuse_encoded
+from gateway.http.body import ClientDisconnected, refuse_encoded
+from gateway.http.bodywatch import BodyWatch, watch_of, watched_receive
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
 from gateway.http.types import Receive, Scope
 from gateway.jobs.filestore import FileWriter
@@ -107,7 +108,7 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
     upload = Upload()
     raw = SpoolFile(spool_dir) if spool else None
     try:
-        await _read_parts(receive, MultipartParser(boundary), upload, sink, raw, max_file_bytes, body_timeout(scope))
+        await _read_parts(receive, MultipartParser(boundary), upload, sink, raw, max_file_bytes, watch_of(scope))
         if raw is not None:
             upload.spool = await raw.rewound()
     except BaseException:
@@ -120,19 +121,15 @@ async def receive_upload(scope: Scope, receive: Receive, max_file_bytes: int, si
 
 
 async def multipart_events(receive: Receive, parser: MultipartParser, param: str | None,
-                           raw: SpoolFile | None = None, allowed_s: float = DEFAULT_BODY_TIMEOUT_S
+                           raw: SpoolFile | None = None, watch: BodyWatch | None = None
                            ) -> AsyncIterator[bytes | PartStart | object]:
     """The events of a multipart body as it is received (each raw chunk also written to ``raw`` when given): a
     client gone is ``ClientDisconnected``, a malformed body a 400 (``param`` names the field it concerns), a body
-    still arriving ``allowed_s`` seconds after its first piece a 408."""
+    still arriving past the worker's body timeout (``watch``) a 408."""
     more = True
-    deadline = None
+    began = watch.tick if watch is not None else 0
     while more:
-        if deadline is None:
-            message = await receive()
-            deadline = asyncio.get_running_loop().time() + allowed_s
-        else:
-            message = await receive_by(receive, deadline, allowed_s)
+        message = await watched_receive(watch, receive, began)
         if message["type"] == "http.disconnect":
             raise ClientDisconnected()
         chunk = message.get("body", b"")
@@ -152,10 +149,10 @@ async def multipart_events(receive: Receive, parser: MultipartParser, param: str
 
 
 async def _read_parts(receive: Receive, parser: MultipartParser, upload: Upload, sink: FileWriter | None,
-                      raw: SpoolFile | None, max_file_bytes: int, allowed_s: float) -> None:
+                      raw: SpoolFile | None, max_file_bytes: int, watch: BodyWatch | None) -> None:
     current: str | None = None  # "file", a field name, or None between parts
     field = bytearray()
-    async for event in multipart_events(receive, parser, "file", raw, allowed_s):
+    async for event in multipart_events(receive, parser, "file", raw, watch):
         if isinstance(event, bytes):
             if current == "file":
                 upload.size += len(event)

@@ -23,7 +23,8 @@ import aiohttp
 import aiohttp.payload
 import msgspec
 
-from gateway.http.body import body_timeout, refuse_encoded
+from gateway.http.body import refuse_encoded
+from gateway.http.bodywatch import BodyWatch, watch_of
 from gateway.http.errors import InvalidRequest, PayloadTooLarge
 from gateway.http.types import Receive, Scope
 from gateway.jobs.multipart import PART_END, MultipartError, MultipartParser, PartStart, boundary_of
@@ -147,7 +148,7 @@ async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spoo
         raise PayloadTooLarge(f"a body of {declared} bytes exceeds the file limit of {max_file_bytes} bytes")
     form = MediaForm()
     try:
-        await _read(receive, MultipartParser(boundary), form, max_file_bytes, spool_dir, hashed, body_timeout(scope))
+        await _read(receive, MultipartParser(boundary), form, max_file_bytes, spool_dir, hashed, watch_of(scope))
         for part in form.files:
             await part.flush()
             await asyncio.to_thread(part.file.flush)
@@ -158,12 +159,12 @@ async def receive_form(scope: Scope, receive: Receive, max_file_bytes: int, spoo
 
 
 async def _read(receive: Receive, parser: MultipartParser, form: MediaForm, limit: int, spool_dir: str | None,
-                hashed: bool, allowed_s: float) -> None:
+                hashed: bool, watch: BodyWatch | None) -> None:
     spooled: SpooledPart | None = None
     field: str | None = None
     value = bytearray()
     total = 0
-    async for event in multipart_events(receive, parser, None, allowed_s=allowed_s):
+    async for event in multipart_events(receive, parser, None, watch=watch):
         if isinstance(event, bytes):
             if spooled is not None:
                 total += len(event)
