@@ -367,6 +367,25 @@ def for_worker() -> Settings:
     return load()
 
 
+class _KernelSwitch(msgspec.Struct):
+    """The one field of the handed-over settings read on its own (the others are ignored)."""
+
+    no_extensions: bool = False
+
+
+def no_extensions_at_import() -> bool:
+    """The ``no_extensions`` setting as modules see it while they are imported, before a worker has its settings
+    (``gateway._speedups.NO_EXTENSIONS``: the compiled kernels are chosen once, at import). From the same sources
+    as ``for_worker``: what ``gateway serve`` handed over (so ``--no-extensions`` counts), else the environment.
+    Read alone, so a bad value of another setting is reported by ``load``, not by an import."""
+    text = os.environ.get(HANDOFF_ENV)
+    if text:
+        return msgspec.json.decode(text, type=_KernelSwitch).no_extensions
+    info = _BY_NAME["no_extensions"]
+    first_set = next((text for var in (info.env, *info.aliases) if (text := os.environ.get(var))), None)
+    return env_bool(first_set)  # as ``load`` reads it: the first variable set wins
+
+
 #: the file-creation mask of a gateway process: everything it creates (the data directory and what is in it: the
 #: SQLite files with their -wal and -shm files, uploads, spools, metrics, log files) is its owner's only, files 0600
 #: and folders 0700

@@ -17,12 +17,7 @@ ROOT = Path(gateway.__file__).parent
 SKIP = ("mock",)
 #: "module:name" -> why it may stay. (Not containers, so not listed: gateway/process_ids.py's two IdSource objects,
 #: module-level because the os.register_at_fork hook that re-seeds them is process-wide and cannot be removed.)
-ALLOWED = {
-    "gateway._speedups.__init__:ACTIVE": "which twin of each module is imported: Python imports a module once per "
-                                         "process, so the choice is the process's",
-    "gateway._speedups.__init__:global _no_extensions": "GATEWAY_NO_EXTENSIONS, fixed before the first twin is "
-                                                        "imported (same reason)",
-}
+ALLOWED: dict[str, str] = {}
 _MUTABLE_CALLS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "BoundedCache",
                             "bytearray", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"})
 _CACHES = frozenset({"lru_cache", "cache"})

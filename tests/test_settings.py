@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.settings import FIELDS, SECRETS, Settings, load
+from gateway.settings import FIELDS, HANDOFF_ENV, SECRETS, Settings, hand_to_workers, load, no_extensions_at_import
 from tests.support.http import post
 from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -56,6 +56,23 @@ def test_a_bad_value_is_refused_naming_its_variable_or_flag(env, flags, named):
     with pytest.raises(ValueError) as caught:
         load(env, flags)
     assert str(caught.value).startswith(f"{named}: ")
+
+
+def test_the_kernel_switch_read_at_import_is_the_setting_a_worker_gets(monkeypatch):
+    """``gateway serve --extensions`` over ``GATEWAY_NO_EXTENSIONS=1`` hands compiled to its workers; without a
+    hand-over the variable decides, and a bad value of another setting does not stop an import."""
+    monkeypatch.setenv(HANDOFF_ENV, "")  # none (and put back as it was after hand_to_workers below)
+    monkeypatch.setenv("GATEWAY_NO_EXTENSIONS", "1")
+    monkeypatch.setenv("GATEWAY_WORKERS", "0")
+    assert no_extensions_at_import() is True
+    monkeypatch.setenv("GATEWAY_NO_EXTENSIONS", "off")
+    assert no_extensions_at_import() is False
+    monkeypatch.setenv("GATEWAY_NO_EXTENSIONS", "1")
+    hand_to_workers(load({"GATEWAY_NO_EXTENSIONS": "1"}, {"no_extensions": False}))
+    assert no_extensions_at_import() is False
+    hand_to_workers(load({}, {"no_extensions": True}))
+    monkeypatch.delenv("GATEWAY_NO_EXTENSIONS")
+    assert no_extensions_at_import() is True
 
 
 def test_secrets_are_marked_and_the_admin_key_and_redis_url_are_among_them():

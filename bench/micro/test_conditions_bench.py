@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from gateway import _speedups
+from gateway._speedups import NO_EXTENSIONS
 from gateway.routing import conditions as pure_conditions
 
 # A 3-condition `conditional` strategy: metadata $eq, params $gt, and an $or of $in and $regex.
@@ -45,7 +45,7 @@ PARAMS = {
 def implementation(name: str) -> ModuleType:
     if name == "pure":
         return pure_conditions
-    if _speedups.no_extensions():
+    if NO_EXTENSIONS:
         pytest.skip("GATEWAY_NO_EXTENSIONS is set")
     try:
         return importlib.import_module("gateway._speedups.conditions")

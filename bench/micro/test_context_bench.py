@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import _speedups
+from gateway.http import context as pure_context
+from tests.support.twins import compiled_twin
 
 #: what the overhead benchmark's client sends: a bearer, the gateway key, a provider and a custom host
 HEADERS = [
@@ -19,9 +20,7 @@ HEADERS = [
 
 @pytest.mark.parametrize("twin", ["compiled", "pure"])
 def test_build_context(benchmark, twin: str) -> None:
-    module = _speedups.compiled("context") if twin == "compiled" else _speedups.pure("context")
-    if module is None:
-        pytest.skip("the compiled twin is not built")
+    module = compiled_twin("context") if twin == "compiled" else pure_context
     ctx = benchmark(module.build_context, HEADERS)
     assert ctx.provider == "vendorA" and ctx.bearer == "sk-bench"
     if benchmark.stats:

@@ -21,6 +21,7 @@ from gateway.observability.recorder import ObservabilityRecorder
 from gateway.observability.tracing import request_spans
 from gateway.schema.common import Usage
 from gateway.settings import load
+from tests.support.twins import compiled_twin
 
 PER_CALL = 100
 
@@ -126,13 +127,11 @@ def test_metrics_flush_of_a_batch(benchmark, tmp_path):
 @pytest.mark.parametrize("twin", ["compiled", "pure"])
 def test_record_rows_per_record(benchmark, twin):
     """One record to its row, line, stats and metric sums: the compiled kernel against its pure twin."""
-    from gateway import _speedups
+    from gateway.observability import recordrow as pure_recordrow
     from gateway.observability.cost import Prices
     from gateway.observability.masking import Masker
 
-    module = _speedups.compiled("recordrow") if twin == "compiled" else _speedups.pure("recordrow")
-    if module is None:
-        pytest.skip("the compiled twin is not built")
+    module = compiled_twin("recordrow") if twin == "compiled" else pure_recordrow
     rows = module.RecordRows(Masker(), Prices())
     records = [make_record(i) for i in range(PER_CALL)]
     for rec in records:

@@ -1,90 +1,28 @@
-"""The one place that picks compiled (Cython) or pure-Python implementations of the hot code.
+"""The compiled kernels and the one switch that turns them off.
 
-Each compiled module ``gateway._speedups.<name>`` (built from ``_speedups/<name>.pyx``) has a pure-Python
-twin in the package that owns the behaviour (``TWINS``, which a test ties to the sources setup.py builds). The
-compiled one is used unless the setting ``no_extensions`` (``GATEWAY_NO_EXTENSIONS``, ``--no-extensions``) is on or
-the extension is missing or stale (each compiled module checks, as it loads, that its public names and shared
-constants are its pure twin's, and raises ImportError otherwise). ``ACTIVE`` says which was picked (``/health``
-shows it).
+Each Cython source ``_speedups/<name>.pyx`` builds as ``gateway._speedups.<name>``, a compiled twin of a pure-Python
+module in the package that owns the behaviour. One small module per twin names both implementations and the one in
+use, as aiohttp's ``http_parser`` names ``HttpRequestParserPy``, ``HttpRequestParserC`` and ``HttpRequestParser``
+under ``NO_EXTENSIONS``; callers import the chosen names from it:
 
-Use: ``from gateway import _speedups; _speedups.sse.SseSplitter``. Modules are picked lazily, on first use, so the
-setting reaches this module before anything is picked: a gateway worker calls ``configure(settings.no_extensions)``
-at startup, before it serves. A process that never calls ``configure`` (a script, the test process) follows the
-environment, read through ``gateway.settings.load``, at its first pick.
+- ``gateway.routing.conditions_in_use``, ``gateway.cache.similarity_in_use``,
+  ``gateway.observability.recordrow_in_use``: beside their pure twins;
+- ``gateway._speedups.sse_in_use``, ``gateway._speedups.context_in_use``: here, because their pure twins live in
+  ``gateway.http``, a layer below this switch.
+
+Such a module uses the compiled twin unless ``NO_EXTENSIONS`` is on or the extension is missing or stale (each
+compiled module checks, as it loads, that its public names and shared constants are its pure twin's, and raises
+ImportError otherwise); its ``IMPLEMENTATION`` says which (``/health`` lists them). The choice is made once per
+process, as the module is imported: a call site calls a plain name. A stub ``<name>.pyi`` here gives the type checker
+the compiled module's names, which are its pure twin's.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from typing import Final
 
-#: name -> pure-Python twin module (one entry per ``_speedups/<name>.pyx``)
-TWINS: dict[str, str] = {
-    "sse": "gateway.http.sse",
-    "conditions": "gateway.routing.conditions",
-    "similarity": "gateway.cache.similarity",
-    "recordrow": "gateway.observability.recordrow",
-    "context": "gateway.http.context",
-}
+from gateway.settings import no_extensions_at_import
 
-#: name -> "compiled" or "pure", filled as modules are picked
-ACTIVE: dict[str, str] = {}
-_no_extensions: bool | None = None
-
-
-def configure(no_extensions: bool) -> None:
-    """Decide compiled or pure for this process; forgets earlier picks (later uses pick again)."""
-    global _no_extensions
-    _no_extensions = no_extensions
-    for name in list(ACTIVE):
-        globals().pop(name, None)
-    ACTIVE.clear()
-
-
-def no_extensions() -> bool:
-    """True when this process uses the pure twins on purpose."""
-    if _no_extensions is None:
-        from gateway.settings import load
-
-        configure(load().no_extensions)
-    assert _no_extensions is not None
-    return _no_extensions
-
-
-def compiled(name: str) -> ModuleType | None:
-    """The compiled module ``name``, or None when it is not built (or is stale)."""
-    try:
-        return importlib.import_module(f"gateway._speedups.{name}")
-    except ImportError:
-        return None
-
-
-def pure(name: str) -> ModuleType:
-    """The pure-Python twin of ``name``."""
-    return importlib.import_module(TWINS[name])
-
-
-def pick(name: str) -> ModuleType:
-    """The implementation of ``name`` in use: compiled when allowed and built, else pure."""
-    module = None if no_extensions() else compiled(name)
-    if module is None:
-        module = pure(name)
-        ACTIVE[name] = "pure"
-    else:
-        ACTIVE[name] = "compiled"
-    globals()[name] = module
-    return module
-
-
-def active() -> dict[str, str]:
-    """Which implementation each twin uses (picks every twin so the answer is complete)."""
-    for name in TWINS:
-        if name not in ACTIVE:
-            pick(name)
-    return dict(ACTIVE)
-
-
-def __getattr__(name: str) -> ModuleType:
-    if name in TWINS:
-        return pick(name)
-    raise AttributeError(name)
+#: True when this process uses the pure twins on purpose: the ``no_extensions`` setting (``GATEWAY_NO_EXTENSIONS``,
+#: ``gateway serve --no-extensions``), read once, before the first kernel is imported
+NO_EXTENSIONS: Final[bool] = no_extensions_at_import()

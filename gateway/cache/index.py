@@ -5,7 +5,7 @@ lookup never scans another partition's entries.
 
 Vectors are normalised and quantised once, at insert (``similarity.quantise``: 384 int8 codes and a scale). They
 live in cells, each with a centroid (the normalised sum of its members). A search scores the query against every
-centroid and scans only the ``probe`` nearest cells with the compiled kernel (``_speedups.similarity``), so a
+centroid and scans only the ``probe`` nearest cells with the compiled kernel (``similarity_in_use``), so a
 lookup reads a few thousand rows whatever the size. Cells are made by splitting: a cell that reaches
 ``cell_size`` rows is cut in two by a few rounds of 2-means over its members, so the index needs no training and
 a small partition is one cell, scanned whole (exact up to int8). An insert costs one centroid scan; a split
@@ -21,15 +21,25 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
-from gateway import _speedups
+from gateway.cache import similarity_in_use
 from gateway.cache.numeric import numpy
+from gateway.cache.similarity import Cell
 
 DEFAULT_CELL_SIZE = 512
 DEFAULT_PROBE = 16
+
+
+class SimilarityKernels(Protocol):
+    """What the index calls: ``similarity_in_use`` or one twin (``gateway.cache.similarity`` or its compiled twin)."""
+
+    def quantise(self, vector: Any) -> tuple[Any, float]: ...
+
+    def best_match(self, probe: Sequence[Cell], query: Any, query_codes: Any, query_scale: float, threshold: float,
+                   now: float) -> tuple[int, int, float]: ...
 
 
 class _Cell:
@@ -54,11 +64,11 @@ class _Cell:
 class SimilarityIndex:
     """Top-1 cosine search over unit vectors: ``add``, ``remove``, ``search``, ``purge``; see the module docstring.
 
-    ``kernels`` is the similarity module to use (default: the one ``gateway._speedups`` picks, compiled when built).
+    ``kernels`` is the similarity module to use (default: ``similarity_in_use``, compiled when built).
     """
 
     def __init__(self, dim: int = 384, *, cell_size: int = DEFAULT_CELL_SIZE, probe: int = DEFAULT_PROBE,
-                 kernels: ModuleType | None = None) -> None:
+                 kernels: SimilarityKernels | None = None) -> None:
         np = numpy()
         if dim < 1 or cell_size < 4 or probe < 1:
             raise ValueError("dim must be >= 1, cell_size >= 4 and probe >= 1")
@@ -66,7 +76,7 @@ class SimilarityIndex:
         self.dim = dim
         self.cell_size = cell_size
         self.probe = probe
-        self._kernels = kernels if kernels is not None else _speedups.similarity
+        self._kernels: SimilarityKernels = kernels if kernels is not None else similarity_in_use
         self._cells: list[_Cell] = []
         self._centroids = np.zeros((8, dim), dtype=np.float32)
         self._where: dict[Hashable, tuple[_Cell, int]] = {}
@@ -294,7 +304,7 @@ class PartitionedIndex:
     the conversation's context digest), so a lookup only ever scans entries it may be served from."""
 
     def __init__(self, dim: int = 384, *, cell_size: int = DEFAULT_CELL_SIZE, probe: int = DEFAULT_PROBE,
-                 kernels: ModuleType | None = None) -> None:
+                 kernels: SimilarityKernels | None = None) -> None:
         self.dim = dim
         self._options: dict[str, Any] = {"cell_size": cell_size, "probe": probe, "kernels": kernels}
         self._indexes: dict[Hashable, SimilarityIndex] = {}

@@ -34,10 +34,10 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway import _speedups
 from gateway.cache.keys import KEY_VERSION, answer_fields, target_identity
 from gateway.cache.numeric import numpy
 from gateway.cache.prompt import SemanticPrompt, chat_prompt, completion_prompt
+from gateway.cache.similarity_in_use import quantise
 from gateway.providers.base import CHAT, COMPLETIONS
 from gateway.schema.config import Config
 from gateway.state.base import StateStore, StateStoreError
@@ -159,7 +159,7 @@ class SemanticCache:
             vector = await self.embed(prompt.text)
         if vector is None:
             return False
-        codes, scale = _speedups.similarity.quantise(numpy().asarray(vector, dtype="float32"))
+        codes, scale = quantise(numpy().asarray(vector, dtype="float32"))
         entry = SemanticEntry(partition, key, self.model_id, codes.tobytes(), float(scale), list(prompt.literals),
                               expires_ms)
         try:

@@ -1,6 +1,6 @@
 """Server-Sent Events on the wire: the incremental splitter for upstream streams and the encoder for ours.
 
-Pure-Python twin of ``gateway._speedups.sse`` (pick one through ``gateway._speedups.sse``). Splitting follows
+Pure-Python twin of ``gateway._speedups.sse`` (``gateway._speedups.sse_in_use`` names the one in use). Splitting follows
 the WHATWG event-stream rules: lines end with CRLF, LF or CR (also when a CRLF straddles two chunks); a blank
 line dispatches the pending event; ``data`` lines are joined with LF; one space after the colon is dropped;
 lines starting with ``:`` are comments; a line without a colon is a field with an empty value; ``event`` names

@@ -17,7 +17,6 @@ from collections import deque
 from functools import partial
 from typing import Any
 
-from gateway import _speedups
 from gateway.observability.cost import Prices
 from gateway.observability.entry import IsoClock, masked_request_headers
 from gateway.observability.linesink import LineSink
@@ -25,6 +24,7 @@ from gateway.observability.logstore import LogStore
 from gateway.observability.masking import Masker
 from gateway.observability.metrics import LOGS_DROPPED, Metrics, MetricsAggregator
 from gateway.observability.record import Recorder, RequestRecord
+from gateway.observability.recordrow_in_use import RecordRows
 from gateway.observability.rollups import RequestStats, RollupStore
 from gateway.observability.tracing import OtlpExporter, request_spans
 from gateway.settings import Settings, data_path
@@ -61,7 +61,7 @@ class ObservabilityRecorder(Recorder):
         self.prices = prices if prices is not None else Prices()
         self.aggregator = MetricsAggregator(self.metrics)
         #: each record's row, line, stats and metric sums (log timestamps: each second formatted once)
-        self.rows = _speedups.recordrow.RecordRows(self.masker, self.prices, IsoClock())
+        self.rows = RecordRows(self.masker, self.prices, IsoClock())
         self._queue: deque[RequestRecord] = deque()
         self._max = queue_size
         self._batch = batch_size

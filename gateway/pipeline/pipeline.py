@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import aiohttp
 import msgspec
 
-from gateway import _speedups
+from gateway._speedups.context_in_use import build_context
 from gateway.config.resolve import ConfigResolver
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, KeyStore, missing_scope
@@ -171,8 +171,8 @@ class Pipeline:
         #: ``POST /v1/prompts/{prompt_id}/completions``: the body is a render body for that prompt
         self.prompt_route = prompt_route
         self.scope = scope
-        #: headers -> RequestContext: the compiled kernel or its pure twin (picked when the worker mounts its routes)
-        self.build_context: Callable[[Any], RequestContext] = _speedups.context.build_context
+        #: headers -> RequestContext: the compiled kernel or its pure twin (``context_in_use``, chosen at import)
+        self.build_context: Callable[[Any], RequestContext] = build_context
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))

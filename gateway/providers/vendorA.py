@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from gateway import _speedups
+from gateway._speedups.sse_in_use import SseSplitter, encode_event, is_done, scan_relay
 from gateway.http.errors import GatewayError
 from gateway.http.sse import RELAY_CR
 from gateway.providers.base import (
@@ -171,12 +171,11 @@ class VendorAStream(InBandErrorHolder):
     __slots__ = ("provider", "splitter", "usage", "done", "_encode", "_is_done", "_scan", "aligned", "strip_usage")
 
     def __init__(self, provider: str) -> None:
-        sse = _speedups.sse
         self.provider = provider
-        self.splitter = sse.SseSplitter()
-        self._encode = sse.encode_event
-        self._is_done = sse.is_done
-        self._scan = sse.scan_relay
+        self.splitter = SseSplitter()
+        self._encode = encode_event
+        self._is_done = is_done
+        self._scan = scan_relay
         self.usage: Usage | None = None
         self.done = False
         self.held_error: GatewayError | None = None

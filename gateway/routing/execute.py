@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
-from gateway import _speedups
 from gateway.http.errors import (
     CircuitOpen,
     GatewayError,
@@ -23,6 +22,7 @@ from gateway.http.errors import (
     UpstreamUnreachable,
 )
 from gateway.routing.breaker import CircuitBreaker, counts_as_failure
+from gateway.routing.conditions_in_use import first_match
 from gateway.routing.plan import Node
 from gateway.routing.retry import backoff_s, retry_after_s, should_retry
 
@@ -89,7 +89,7 @@ class Router:
         if mode == "loadbalance":
             return await self.run(await self._pick_weighted(node), attempt, state)
         if mode == "conditional":
-            match = _speedups.conditions.first_match(node.compiled, state.metadata, state.params())
+            match = first_match(node.compiled, state.metadata, state.params())
             index = node.then_index[match] if match >= 0 else node.default_index
             return await self.run(node.children[index], attempt, state)
         return await self.run(node.children[0], attempt, state)

@@ -10,8 +10,6 @@ import sys
 PROBE = """
 import json, sys
 import gateway.app
-from gateway import _speedups
-_speedups.active()
 from gateway.cache import embedder, literals, prompt
 embedder.LocalEmbedder()
 prompt.chat_prompt([{"role": "user", "content": "Convert 10 USD to EUR"}])

@@ -9,15 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import _speedups
+from gateway._speedups import NO_EXTENSIONS
 from gateway.cache import similarity as pure_similarity
+from gateway.cache import similarity_in_use
 from tests.support.twins import compiled_twin
 
 DIM = 16
 
 
 def twins() -> list[ModuleType]:
-    return [pure_similarity] if _speedups.no_extensions() else [pure_similarity, compiled_twin("similarity")]
+    return [pure_similarity] if NO_EXTENSIONS else [pure_similarity, compiled_twin("similarity")]
 
 
 @pytest.fixture(params=["pure", "compiled"])
@@ -106,9 +107,9 @@ def test_twins_expose_the_same_public_names() -> None:
     assert compiled.quantise is pure_similarity.quantise and compiled.MARGIN == pure_similarity.MARGIN
 
 
-def test_picker_serves_a_working_twin() -> None:
-    module = _speedups.pick("similarity")
-    assert _speedups.ACTIVE["similarity"] == ("pure" if _speedups.no_extensions() else "compiled")
+def test_the_kernel_in_use_is_a_working_twin() -> None:
+    module = similarity_in_use
+    assert module.IMPLEMENTATION == ("pure" if NO_EXTENSIONS else "compiled")
     assert search(module, [cell([basis(1)])], basis(1), 0.9)[:2] == (0, 0)
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import _speedups
+from gateway._speedups import NO_EXTENSIONS
 from gateway.http import sse as pure_sse
 from tests.support.twins import compiled_twin
 
@@ -297,7 +297,7 @@ def chunked(stream: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def twins() -> list[ModuleType]:
-    return [pure_sse] if _speedups.no_extensions() else [pure_sse, compiled_twin("sse")]
+    return [pure_sse] if NO_EXTENSIONS else [pure_sse, compiled_twin("sse")]
 
 
 @settings(max_examples=300, deadline=None)

@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import _speedups
+from gateway._speedups import NO_EXTENSIONS
 from gateway.http import sse as pure_sse
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.providers.anthropic import AnthropicAdapter
+from gateway.providers.anthropic import stream as anthropic_stream
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, MESSAGES_COUNT, UpstreamCall
 from gateway.schema.chat import parse_chat
 from gateway.schema.completions import parse_completion
@@ -293,7 +294,7 @@ def test_non_json_error_body_keeps_the_status_and_shows_the_body():
 @pytest.fixture(params=["pure", "compiled"])
 def splitter(request, monkeypatch):
     module = pure_sse if request.param == "pure" else compiled_twin("sse")
-    monkeypatch.setattr(_speedups, "sse", module, raising=False)
+    monkeypatch.setattr(anthropic_stream, "SseSplitter", module.SseSplitter)
     return module
 
 
@@ -365,11 +366,11 @@ def test_no_usage_chunk_without_include_usage(splitter):
 @given(st.lists(st.integers(min_value=1, max_value=len(text_stream()) - 1), max_size=8, unique=True))
 def test_stream_output_does_not_depend_on_where_chunks_are_cut_or_on_the_splitter(cuts):
     raw = text_stream(thinking=True)
-    modules = [pure_sse] if _speedups.no_extensions() else [pure_sse, compiled_twin("sse")]
+    modules = [pure_sse] if NO_EXTENSIONS else [pure_sse, compiled_twin("sse")]
     outputs = []
     for module in modules:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(_speedups, "sse", module, raising=False)
+            patch.setattr(anthropic_stream, "SseSplitter", module.SseSplitter)
             for where in ([], sorted(cuts)):
                 chunks, _ = run_stream(raw, cuts=where, strict_vendorA_compliance=False)
                 for chunk in chunks:

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import _speedups
+from gateway._speedups import NO_EXTENSIONS
 from gateway.routing import conditions as pure_conditions
+from gateway.routing import conditions_in_use
 from tests.support.twins import compiled_twin
 
 
@@ -300,10 +301,10 @@ def test_twins_expose_the_same_public_names() -> None:
     assert compiled.QueryError is pure_conditions.QueryError
 
 
-def test_picker_serves_a_working_twin() -> None:
-    module = _speedups.pick("conditions")
-    assert _speedups.ACTIVE["conditions"] == ("pure" if _speedups.no_extensions() else "compiled")
-    assert module.first_match([module.compile_query({"params.model": "x"})], {}, {"model": "x"}) == 0
+def test_the_evaluator_in_use_is_a_working_twin() -> None:
+    module = conditions_in_use
+    assert module.IMPLEMENTATION == ("pure" if NO_EXTENSIONS else "compiled")
+    assert module.first_match([pure_conditions.compile_query({"params.model": "x"})], {}, {"model": "x"}) == 0
 
 
 # ------------------------------------------------------------------------------- the twins agree (hypothesis)

@@ -8,14 +8,13 @@ from types import ModuleType
 
 import pytest
 
-from gateway import _speedups
+from gateway._speedups import NO_EXTENSIONS
 
 
 def compiled_twin(name: str) -> ModuleType:
-    if _speedups.no_extensions():
+    if NO_EXTENSIONS:
         pytest.skip("GATEWAY_NO_EXTENSIONS is set: the compiled twin is not in use")
     try:
         return importlib.import_module(f"gateway._speedups.{name}")
     except ImportError as exc:
         pytest.fail(f"gateway._speedups.{name} is not built ({exc}); run python setup.py build_ext --inplace")
-

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from gateway import _speedups
+from gateway._speedups.sse_in_use import SseSplitter
 from gateway.http.errors import DialectError, GatewayError, InvalidRequest
 from gateway.schema.common import Usage, is_not_utf8, not_utf8, unreadable, validation_error
 
@@ -158,7 +158,7 @@ class NativeStream:
     def __init__(self, dialect: Dialect, provider: str, source: Any = None) -> None:
         #: turns the provider's wire into the dialect's SSE first (``ProviderAdapter.forward_decoder``), if needed
         self.source = source
-        self.splitter = _speedups.sse.SseSplitter()
+        self.splitter = SseSplitter()
         self.dialect = dialect
         self.provider = provider
         self.usage: Usage | None = None

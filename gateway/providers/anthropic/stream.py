@@ -13,7 +13,7 @@ import time
 
 import msgspec
 
-from gateway import _speedups
+from gateway._speedups.sse_in_use import SseSplitter
 from gateway.http.errors import GatewayError
 from gateway.providers.anthropic.response import (
     PROVIDER,
@@ -67,7 +67,7 @@ class AnthropicStream(InBandErrorHolder):
 
     def __init__(self, chat: bool, strict: bool, include_usage: bool, model: str | None,
                  output_tool: str | None = None) -> None:
-        self.splitter = _speedups.sse.SseSplitter()
+        self.splitter = SseSplitter()
         self.chat = chat
         self.strict = strict
         self.include_usage = include_usage

@@ -27,7 +27,7 @@ import time
 
 import msgspec
 
-from gateway import _speedups
+from gateway._speedups.sse_in_use import encode_event
 from gateway.http.errors import GatewayError
 from gateway.providers.base import InBandErrorHolder, malformed, upstream_error
 from gateway.providers.cloudA import converse
@@ -130,7 +130,7 @@ class ConverseStream(InBandErrorHolder):
         self._head = (b'{"id":"' + self.id.encode() + b'","object":"chat.completion.chunk","created":'
                       + str(self.created).encode() + b',"model":' + _encode(model)
                       + b',"system_fingerprint":null,"choices":[{"index":0,"delta":')
-        self._encode_event = _speedups.sse.encode_event
+        self._encode_event = encode_event
 
     def _chunk(self, delta: bytes, finish: str | None = None) -> bytes:
         tail = b',"logprobs":null,"finish_reason":null}]}' if finish is None else (

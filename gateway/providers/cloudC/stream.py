@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from gateway import _speedups
+from gateway._speedups.sse_in_use import SseSplitter, encode_event
 from gateway.http.errors import GatewayError
 from gateway.providers.base import InBandErrorHolder, malformed
 from gateway.providers.cloudC.gemini import (
@@ -45,9 +45,8 @@ class GeminiStream(InBandErrorHolder):
                  "started", "finished", "calls", "usage_meta")
 
     def __init__(self, model: str | None, include_usage: bool, thoughts: bool) -> None:
-        sse = _speedups.sse
-        self.splitter = sse.SseSplitter()
-        self._encode_event = sse.encode_event
+        self.splitter = SseSplitter()
+        self._encode_event = encode_event
         self.usage: Usage | None = None
         self.model = model
         self.include_usage = include_usage
