@@ -24,7 +24,7 @@ def build_jobs(runtime: Runtime, app: Mount) -> Jobs:
     """The services, each given the runtime's objects it uses; batch lines run through ``app`` in process."""
 
     async def caller(scope: Scope, query: Collection[str] | None) -> Caller:
-        return await authorize(runtime.keys, scope, admin=False, needs="inference", query=query)
+        return await authorize(runtime.keys, scope, "inference", admin=False, query=query)
 
     def box() -> SecretBox:
         return runtime.records.box

@@ -1,10 +1,11 @@
 """What every control-plane route shares: the caller's key and workspace, JSON bodies, query values, list answers.
 
-Admin routes take an ``admin`` gateway key (``x-gateway-api-key`` or ``Authorization: Bearer``); a ``member`` key
-gets 403. Routes members may use (prompt render, models) name the scope they need instead. A caller acts in its
-key's workspace. The bootstrap admin key (``root``) may name another workspace (``workspace_id`` in the query or
-body); any other key naming a workspace not its own gets the same 404 as a missing record, so one workspace never
-learns what another holds.
+Callers authenticate as on every route (``gateway.controlplane.auth``). Admin routes need an ``admin`` key (a
+``member`` key gets 403) holding the scope of the route's record family (``<family>.read`` to read,
+``<family>.write`` to change; ``gateway.controlplane.keys.SCOPES``); routes members may use (prompt render, models)
+name only their scope. A caller acts in its key's workspace. The bootstrap admin key (``root``) may name another
+workspace (``workspace_id`` in the query or body); any other key naming a workspace not its own gets the same 404
+as a missing record, so one workspace never learns what another holds.
 
 Query parameters: each list route names the parameters it reads (``authorize(..., query=NAMES)``, or
 ``known_query`` for routes that authorise otherwise). A name the route does not read is a 400 naming it (and the
@@ -20,10 +21,11 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from gateway.controlplane.keys import KeyRecord, KeyStore, missing_scope
+from gateway.controlplane.auth import authenticate
+from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
+from gateway.http.errors import InvalidRequest, NotFound
 from gateway.http.respond import send_json
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.providers.registry import is_known, provider_names
@@ -114,28 +116,13 @@ def provider_query(query: Mapping[str, str], slugs: Collection[str] = (), name: 
                          param=name)
 
 
-def _bearer_or_key(ctx: RequestContext) -> str | None:
-    return ctx.api_key or ctx.bearer
-
-
-async def authorize(keys: KeyStore, scope: Scope, *, admin: bool = True, needs: str | None = None,
+async def authorize(keys: KeyStore, scope: Scope, needs: str | None, *, admin: bool = True,
                     query: Collection[str] | None = None) -> Caller:
-    """The caller of a control-plane route; 401 without a known key, 403 when ``admin`` and the key is a member,
-    or when the key lacks the scope ``needs``. With ``query`` (the names the route reads), the query is checked by
-    ``known_query`` and read through its aliases."""
+    """The caller of a control-plane route (``gateway.controlplane.auth.authenticate``): 401 without a known key,
+    403 when ``admin`` and the key is a member, or when the key lacks the scope ``needs``. With ``query`` (the names
+    the route reads), the query is checked by ``known_query`` and read through its aliases."""
     ctx = build_context(scope["headers"])
-    key = _bearer_or_key(ctx)
-    if not key:
-        raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-    record = await keys.lookup(key)
-    if record is None:
-        raise Unauthorized("unknown gateway key", param="x-gateway-api-key")
-    if admin and record.role != "admin":
-        raise Forbidden("this route needs an admin gateway key; this key's role is member",
-                        param="x-gateway-api-key")
-    if needs is not None and needs not in record.scopes:
-        raise missing_scope(needs)
-    ctx.workspace = record.workspace
+    record = await authenticate(keys, ctx, needs, admin=admin)
     values = query_values(scope)
     return Caller(ctx, record, values if query is None else known_query(values, query))
 

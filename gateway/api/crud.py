@@ -1,9 +1,10 @@
 """The five admin routes of one kind of workspace record (create, list, get, update, delete), written once.
 
-Authorisation, reading the body, choosing the workspace (the body's ``workspace_id``, else the query's, else the
-key's), paging, telling the workers that records changed and the answers' shapes are the same for saved configs,
-provider slugs and prompts; each kind's routes subclass ``RecordRoutes`` and say only what differs: how a body
-becomes a record, how an update applies, what a list may filter on and how a record is shown.
+Authorisation (the admin role and ``<family>.read`` or ``<family>.write``), reading the body, choosing the workspace
+(the body's ``workspace_id``, else the query's, else the key's), paging, telling the workers that records changed
+and the answers' shapes are the same for saved configs, provider slugs and prompts; each kind's routes subclass
+``RecordRoutes`` and say only what differs: how a body becomes a record, how an update applies, what a list may
+filter on and how a record is shown.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class RecordRoutes(Generic[R, B]):
         self.records_changed = records_changed
         self.repo = repo
         self.body = body
+        # the scopes the routes need (with the admin role): ``<family>.read`` to read, ``<family>.write`` to change,
+        # where the family is the collection's last path segment (``providers``, ``configs``, ``prompts``)
+        family = self.path.rsplit("/", 1)[-1]
+        self.read_scope, self.write_scope = f"{family}.read", f"{family}.write"
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         one = f"{self.path}/{{{self.id_param}}}"
@@ -84,7 +89,7 @@ class RecordRoutes(Generic[R, B]):
     # -- the routes ----------------------------------------------------------------------------------------------
 
     async def _caller_and_body(self, scope: Scope, receive: Receive) -> tuple[Caller, str, B]:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, self.write_scope)
         body = await read_json(scope, receive, self.body)
         return caller, caller.workspace_for(body.workspace_id or caller.query.get("workspace_id")), body
 
@@ -96,7 +101,7 @@ class RecordRoutes(Generic[R, B]):
         await send_record(send, await self.shown(record), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope, query=self.list_query)
+        caller = await authorize(self.keys, scope, self.read_scope, query=self.list_query)
         keep = self.matches(caller.query)
         records = await self.repo.list(caller.workspace)
         if keep is not None:
@@ -106,7 +111,7 @@ class RecordRoutes(Generic[R, B]):
         await send_list(send, [await self.shown(r) for r in page(records, size, current)], len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, self.read_scope)
         await send_record(send, await self.shown(await self.repo.get(caller.workspace, self.record_id(scope))))
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,7 +122,7 @@ class RecordRoutes(Generic[R, B]):
         await send_record(send, await self.shown(record))
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, self.write_scope)
         record = await self.repo.delete(caller.workspace, self.record_id(scope))
         await self.deleted(record)
         self.records_changed()

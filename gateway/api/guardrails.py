@@ -95,7 +95,7 @@ class GuardrailRoutes:
         ]
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "guardrails.write")
         saved = _saved()
         body = saved.parse_create(await read_request_body(scope, receive, BODY_LIMIT))
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
@@ -107,14 +107,14 @@ class GuardrailRoutes:
         await send_record(send, record.public(), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope, query=(*PAGED, "ids"))
+        caller = await authorize(self.keys, scope, "guardrails.read", query=(*PAGED, "ids"))
         saved = _saved()
         query = saved.parse_list_query(caller.query)
         records = [await self._sealed(r) for r in await self.repo.list(caller.workspace)]
         await send_json(send, 200, saved.encode_page(saved.list_page(records, query)))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "guardrails.read")
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
         await send_record(send, (await self._sealed(record)).public())
 
@@ -123,7 +123,7 @@ class GuardrailRoutes:
         return await _saved().sealed_record(self.repo, self.records.box, record)
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "guardrails.write")
         saved = _saved()
         update = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
         record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
@@ -142,7 +142,7 @@ class GuardrailRoutes:
         await send_record(send, record.public())
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "guardrails.write")
         record = await self.repo.delete(caller.workspace, scope["path_params"]["guardrail_id"])
         self.cache.invalidate()
         await send_record(send, {"id": record.id, "object": "guardrail", "deleted": True})

@@ -1,9 +1,9 @@
 """The per-worker services behind the files, batches, fine-tuning and stored-responses routes, and what those
 routes share: the caller, query values and cursor pages (``job_routes`` builds the services and mounts the routes).
 
-These routes take the gateway key as ``x-gateway-api-key`` or, when that header is absent, as the bearer token
-(then the bearer is never sent to a provider). Any gateway key may use them (admin or member); every gateway-stored
-object belongs to the key's workspace.
+Callers authenticate as on every route (``gateway.controlplane.auth``: without ``x-gateway-api-key`` the bearer
+token is the gateway key and is never sent to a provider). Any gateway key with the ``inference`` scope may use them
+(admin or member); every gateway-stored object belongs to the key's workspace.
 """
 
 from __future__ import annotations
@@ -70,13 +70,10 @@ class Jobs:
         await self.scheduler.close()
 
     async def caller(self, scope: Scope, query: Collection[str] | None = None) -> Caller:
-        """The authenticated caller (its key needs the ``inference`` scope); a bearer that served as the gateway key
-        is dropped from the context. ``query``: the query names a list route reads (see ``admin.known_query``)."""
+        """The authenticated caller (its key needs the ``inference`` scope). ``query``: the query names a list route
+        reads (see ``admin.known_query``)."""
         caller = await self._authorize(scope, query)
         caller.ctx.workspace = caller.workspace  # slugs and saved configs are those of the workspace acted in
-        if not caller.ctx.api_key:
-            caller.ctx.api_key = caller.ctx.bearer
-            caller.ctx.bearer = None
         return caller
 
 

@@ -4,8 +4,9 @@
 ``key``, the secret (shown only here and by rotate). ``role`` defaults to ``member``; a workspace that no record
 names yet is created by naming it (the root key only: other admins act in their own workspace). A key creates,
 rotates and revokes only keys within its own role and scopes, only a root key rotates or revokes a root key, and a
-key may always revoke itself (403 naming the role or scope it lacks). Deleting a key revokes it: every worker and
-instance refuses it within a second.
+key may always revoke itself (403 naming the role or scope it lacks). Reading keys needs ``keys.read``; creating,
+rotating and revoking another key ``keys.write``. Deleting a key revokes it: every worker and instance refuses it
+within a second.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable
 import msgspec
 
 from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
+from gateway.controlplane.auth import check_access
 from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.schema.common import BodyDecoder
@@ -48,7 +50,7 @@ class KeyRoutes:
         ]
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.lookup, scope)
+        caller = await authorize(self.lookup, scope, "keys.write")
         body = await read_json(scope, receive, _body)
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record, secret = await self.keys.create(
@@ -59,25 +61,28 @@ class KeyRoutes:
         await send_record(send, record.public(secret), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.lookup, scope, query=PAGED)
+        caller = await authorize(self.lookup, scope, "keys.read", query=PAGED)
         records = await self.keys.list(caller.workspace)
         size = int_query(caller.query, "page_size", 0, 0)
         current = int_query(caller.query, "current_page", 0, 0)
         await send_list(send, [r.public() for r in page(records, size, current)], len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.lookup, scope)
+        caller = await authorize(self.lookup, scope, "keys.read")
         record = await self.keys.get(caller.workspace, scope["path_params"]["key_id"])
         await send_record(send, record.public())
 
     async def revoke(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.lookup, scope)
-        record = await self.keys.revoke(caller.workspace, scope["path_params"]["key_id"], caller.key)
+        caller = await authorize(self.lookup, scope, None)
+        key_id = scope["path_params"]["key_id"]
+        if key_id != caller.key.key_id:  # a key may always revoke itself, keys.write or not
+            check_access(caller.key, "keys.write")
+        record = await self.keys.revoke(caller.workspace, key_id, caller.key)
         self.records_changed()
         await send_record(send, {"id": record.id, "object": "api_key", "deleted": True})
 
     async def rotate(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.lookup, scope)
+        caller = await authorize(self.lookup, scope, "keys.write")
         record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"], caller.key)
         self.records_changed()
         await send_record(send, record.public(secret))

@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Collection
 
 from gateway.api.admin import known_query, query_values
+from gateway.controlplane.auth import authenticate
 from gateway.controlplane.keys import KeyStore
 from gateway.http.context import build_context
 from gateway.http.errors import Forbidden, InvalidRequest
 from gateway.http.types import Scope
-from gateway.pipeline.pipeline import authenticate
 
 #: names users try -> the name the log routes read
 ALIASES = {"workspace_id": "workspace", "workspaceId": "workspace"}

@@ -66,7 +66,7 @@ class ModelRoutes:
         return sources, errors
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope, admin=False, needs="models.read",
+        caller = await authorize(self.keys, scope, "models.read", admin=False,
                                  query=(*PAGED, "provider", "search"))
         query = caller.query
         size = int_query(query, "page_size", 0, 0)

@@ -3,11 +3,11 @@
 The body is the config's JSON text. A valid config answers 200 ``{"object": "config.validation", "valid": true,
 "tree": ...}`` with its routing tree (``gateway.routing.describe``); an invalid one answers the same 400 a request
 carrying it in ``x-gateway-config`` gets, whose ``param`` is the JSON path of the fault (``targets[1].retry``).
-Any gateway key may validate (any key may send a config). Provider slugs are looked up in the caller's workspace,
-as are saved guardrails (in the config's root and every target): an unknown slug or guardrail id (or another
-workspace's), or a slug's secrets pointed at another host, is the same 400, its ``param`` the item's path in the
-whole config (``targets[1].input_guardrails[0]``). Nothing is cached:
-validating as someone types does not push the data plane's parsed configs out of their cache.
+Any gateway key with the ``inference`` scope may validate (any key that may send a config). Provider slugs are
+looked up in the caller's workspace, as are saved guardrails (in the config's root and every target): an unknown
+slug or guardrail id (or another workspace's), or a slug's secrets pointed at another host, is the same 400, its
+``param`` the item's path in the whole config (``targets[1].input_guardrails[0]``). Nothing is cached: validating
+as someone types does not push the data plane's parsed configs out of their cache.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import msgspec
 from gateway.api.guardrails import check_saved_guardrails
 from gateway.config.references import ConfigReferences
 from gateway.config.validate import ConfigChecks, ConfigParser, decode_config
+from gateway.controlplane.auth import authenticate
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.keys import KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import build_context
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.pipeline.pipeline import authenticate
 from gateway.pipeline.prompted import loaded
 from gateway.routing.describe import TargetTree, describe
 from gateway.routing.plan import Planner
@@ -51,7 +51,7 @@ class ValidateConfigEndpoint:
         self.runner = runner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        workspace = (await authenticate(self.keys, build_context(scope["headers"]))).workspace
+        workspace = (await authenticate(self.keys, build_context(scope["headers"]), "inference")).workspace
         body = await read_request_body(scope, receive, self.max_body_bytes)
         # its own caches, thrown away: the worker's parsed configs stay as they are
         parser = ConfigParser(self.checks)

@@ -84,7 +84,7 @@ class _KindRoutes:
             await asyncio.sleep(self.spread_s)
 
     async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "policies.write")
         body = await read_json(scope, receive, self.decoder)
         record = self.new(body, self._workspace(caller, body), caller.key.organisation)
         record = await self.repo.create(record)
@@ -92,7 +92,7 @@ class _KindRoutes:
         await send_record(send, created(record))
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope, query=self.query)
+        caller = await authorize(self.keys, scope, "policies.read", query=self.query)
         records = await self.repo.list(caller.workspace)
         for field, choices in self.filters:
             wanted = choice_query(caller.query, field, choices)
@@ -104,19 +104,19 @@ class _KindRoutes:
         await send_list(send, data, len(records))
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "policies.read")
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         await send_record(send, await self._view(record))
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "policies.write")
         body = await read_json(scope, receive, self.decoder)
         record = await self.repo.get(self._workspace(caller, body), scope["path_params"]["policy_id"])
         record = await self._stored(self.update_record(record, body))
         await send_record(send, await self._view(record))
 
     async def archive(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, "policies.write")
         record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
         if record.status != "archived":
             record = await self._stored(msgspec.structs.replace(record, status="archived"))

@@ -99,13 +99,13 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         await self.versions.delete_all(record)
 
     async def list_versions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope, query=("workspace_id",))
+        caller = await authorize(self.keys, scope, self.read_scope, query=("workspace_id",))
         prompt = await self.repo.get(caller.workspace, scope["path_params"]["prompt_id"])
         versions = await self.versions.list(prompt)
         await send_list(send, versions, len(versions))
 
     async def get_version(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope)
+        caller = await authorize(self.keys, scope, self.read_scope)
         prompt = await self.repo.get(caller.workspace, scope["path_params"]["prompt_id"])
         raw = scope["path_params"]["version"]
         version = int(raw) if raw.isdigit() else 0
@@ -114,7 +114,7 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         await send_record(send, await self.versions.get(prompt, version))
 
     async def render(self, scope: Scope, receive: Receive, send: Send) -> None:
-        caller = await authorize(self.keys, scope, admin=False, needs="prompts.run")
+        caller = await authorize(self.keys, scope, "prompts.run", admin=False)
         body = await read_json(scope, receive, prompts.render_body)
         template = await prompt_template(self.records, caller.workspace, scope["path_params"]["prompt_id"])
         await send_record(send, {"success": True, "data": prompts.rendered(template, body)})

@@ -17,7 +17,7 @@ import hmac
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Collection
 
 import msgspec
 
@@ -41,20 +41,45 @@ ROLES = ("admin", "member")
 #: what a role may do, compared when a key grants one: an admin may make members, never the other way
 ROLE_RANK = {"member": 0, "admin": 1}
 
-#: every scope and what it allows (admin routes need the admin role whatever the scopes)
+#: every scope and what it allows. The admin routes need the admin role and the scope of their record family:
+#: ``<family>.read`` for their GETs, ``<family>.write`` for what changes records (docs/control-plane.md, "Scopes")
 SCOPES: dict[str, str] = {
-    "inference": "the inference endpoints (chat completions, completions, embeddings, moderations, rerank) and "
-                 "files, batches, fine-tuning jobs and stored responses",
+    "inference": "the inference endpoints (chat completions, completions, embeddings, moderations, rerank, images, "
+                 "audio, responses, messages), files, batches, fine-tuning jobs and stored responses, and "
+                 "validating a config (POST /v1/configs/validate)",
     "prompts.run": "render prompt templates and run them (POST /v1/prompts/{id}/render and /completions)",
     "models.read": "list the models reachable from the workspace (GET /v1/models)",
-    "logs.read": "read the workspace's request logs (GET /v1/logs)",
+    "logs.read": "read the workspace's request logs (GET /v1/logs, /v1/logs/stream, /v1/logs/aggregates)",
     "guardrails.invoke": "run guardrail checks directly, outside a request's config",
     "agents.invoke": "call agents through the gateway",
+    "keys.read": "list and read gateway keys (GET /v1/api-keys, /v1/api-keys/{id})",
+    "keys.write": "create, rotate and revoke gateway keys (within the caller's own role and scopes)",
+    "providers.read": "list and read provider slugs (GET /v1/providers, /v1/providers/{slug})",
+    "providers.write": "create, change and delete provider slugs",
+    "configs.read": "list and read saved configs (GET /v1/configs, /v1/configs/{id})",
+    "configs.write": "create, change and delete saved configs",
+    "prompts.read": "list and read prompt templates and their versions (GET /v1/prompts...)",
+    "prompts.write": "create, change and delete prompt templates",
+    "policies.read": "list and read usage-limit and rate-limit policies (GET /v1/policies/...)",
+    "policies.write": "create, change and archive policies",
+    "guardrails.read": "list and read saved guardrails (GET /v1/guardrails, /v1/guardrails/{id})",
+    "guardrails.write": "create, change and delete saved guardrails",
+    "metrics.read": "GET /metrics (root keys only: its series sum every workspace's traffic)",
 }
+#: the scopes of the admin routes (they need the admin role as well)
+ADMIN_SCOPES: tuple[str, ...] = (
+    "keys.read", "keys.write", "providers.read", "providers.write", "configs.read", "configs.write", "prompts.read",
+    "prompts.write", "policies.read", "policies.write", "guardrails.read", "guardrails.write", "metrics.read")
 DEFAULT_SCOPES: dict[str, tuple[str, ...]] = {
     "admin": tuple(SCOPES),
     "member": ("inference", "prompts.run", "models.read", "logs.read"),
 }
+#: how a stored key's scopes read: version 0 keys were made before the admin routes had scopes, when this set was
+#: every scope there was; an admin key of version 0 holding all of it holds the admin scopes too (it could do
+#: everything then), so keys made with the defaults before the change keep working (``held_scopes``)
+SCOPES_VERSION = 1
+SCOPES_BEFORE_ADMIN_SCOPES = frozenset(
+    ("inference", "prompts.run", "models.read", "logs.read", "guardrails.invoke", "agents.invoke"))
 ROTATION_WORDS = {"weekly": 7, "monthly": 30}
 SECRET_PREFIX = "gw-"
 NEGATIVE_TTL_S = 2.0
@@ -96,6 +121,20 @@ def check_grant(granter: KeyRecord | None, role: str, scopes: list[str], *, para
                             f"({rule})", param=param, code="missing_scope")
 
 
+def held_scopes(role: str, scopes: Collection[str], version: int) -> frozenset[str]:
+    """The scopes a stored key holds: its own, plus the admin scopes for an admin key made before they existed
+    with every scope there was then (``SCOPES_VERSION``)."""
+    held = frozenset(scopes)
+    if version < SCOPES_VERSION and role == "admin" and SCOPES_BEFORE_ADMIN_SCOPES <= held:
+        return held.union(ADMIN_SCOPES)
+    return held
+
+
+def in_table_order(scopes: Collection[str]) -> list[str]:
+    """``scopes`` in the order of ``SCOPES``."""
+    return [scope for scope in SCOPES if scope in scopes]
+
+
 def key_hash(secret: str) -> str:
     """The stored form of a secret (random 256-bit secrets need no slow hash)."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
@@ -119,11 +158,20 @@ class ApiKey(Entity, kw_only=True):
     #: the first characters of the secret, to tell keys apart in lists
     key_prefix: str = ""
     key_hash: str = ""
+    #: which scope table ``scopes`` was written under (absent, so 0, in keys stored before ``SCOPES_VERSION``)
+    scopes_version: int = 0
+
+    @property
+    def held(self) -> frozenset[str]:
+        """The scopes this key holds (``held_scopes``)."""
+        return held_scopes(self.role, self.scopes, self.scopes_version)
 
     def public(self, secret: str | None = None) -> dict[str, Any]:
-        """The record as the API answers it; ``secret`` (shown once, at creation and rotation) as ``key``."""
+        """The record as the API answers it (``scopes``: those it holds); ``secret`` (shown once, at creation and
+        rotation) as ``key``."""
         doc = msgspec.to_builtins(self)
-        del doc["key_hash"]
+        del doc["key_hash"], doc["scopes_version"]
+        doc["scopes"] = in_table_order(self.held)
         if secret is not None:
             doc["key"] = secret
         return doc
@@ -138,6 +186,7 @@ class Principal(msgspec.Struct, frozen=True, gc=False):
     role: str
     scopes: tuple[str, ...]
     root: bool = False
+    scopes_version: int = 0
 
 
 class KeyRecord:
@@ -163,7 +212,7 @@ class KeyRecord:
     @classmethod
     def of(cls, principal: Principal) -> KeyRecord:
         return cls(principal.workspace_id, principal.role, principal.organisation_id, principal.key_id,
-                   principal.root, frozenset(principal.scopes))
+                   principal.root, held_scopes(principal.role, principal.scopes, principal.scopes_version))
 
 
 # --- validation of what a caller asks for ----------------------------------------------------------------------
@@ -243,14 +292,14 @@ class ApiKeys:
         record = ApiKey(name=name, role=role, scopes=granted, workspace_id=workspace,
                         organisation_id=organisation, rotation_period=days, rotation_due=_due(stamp, days),
                         last_rotated_at=stamp, root=root, key_prefix=secret[:10], key_hash=key_hash(secret),
-                        created_at=stamp)
+                        created_at=stamp, scopes_version=SCOPES_VERSION)
         record = await self.repo.create(record)
         await self._put_principal(record)
         return record, secret
 
     async def _put_principal(self, record: ApiKey) -> None:
         principal = Principal(record.id, record.workspace_id, record.organisation_id, record.role,
-                              tuple(record.scopes), record.root)
+                              tuple(record.scopes), record.root, record.scopes_version)
         try:
             await self.store.record_put(SECRET_KIND, record.key_hash, record.workspace_id,
                                         msgspec.json.encode(principal))
@@ -274,7 +323,7 @@ class ApiKeys:
         hold the key's role and scopes (``check_grant``) unless it is that key itself."""
         record = await self.repo.get(workspace, id)
         if granter is None or granter.key_id != record.id:
-            check_grant(granter, record.role, record.scopes, param="key_id", root=record.root,
+            check_grant(granter, record.role, in_table_order(record.held), param="key_id", root=record.root,
                         action=f"revoke the key '{record.id}'")
         await self._drop_principal(record.key_hash)
         return await self.repo.delete(workspace, id)
@@ -283,7 +332,7 @@ class ApiKeys:
         """A new secret for the key; the old one stops working. ``granter`` must hold the key's role and scopes
         (``check_grant``): the new secret is that key in its hands."""
         record = await self.repo.get(workspace, id)
-        check_grant(granter, record.role, record.scopes, param="key_id", root=record.root,
+        check_grant(granter, record.role, in_table_order(record.held), param="key_id", root=record.root,
                     action=f"rotate the key '{record.id}'")
         secret = new_secret()
         stamp = now_iso()
@@ -361,7 +410,7 @@ class KeyStore:
         else:
             record = await self.keys.repo.find(key_id)
             found = None if record is None else KeyRecord(record.workspace_id, record.role, record.organisation_id,
-                                                          record.id, record.root, frozenset(record.scopes))
+                                                          record.id, record.root, record.held)
         if found is None or (found.workspace != workspace and not found.root):
             return None
         return KeyRecord(workspace, found.role, found.organisation, found.key_id, found.root, found.scopes)

@@ -22,11 +22,12 @@ import msgspec
 
 from gateway._speedups.context_in_use import build_context
 from gateway.config.resolve import ConfigResolver
+from gateway.controlplane.auth import authenticate
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, KeyStore, missing_scope
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext
-from gateway.http.errors import GatewayError, InvalidRequest, Unauthorized, internal_error
+from gateway.http.errors import GatewayError, InvalidRequest, internal_error
 from gateway.http.respond import send_error, send_json
 from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.record import Recorder, RequestRecord
@@ -72,23 +73,6 @@ def with_stream_usage(body: bytes, has_options: bool) -> bytes:
     doc["stream_options"] = {**options, "include_usage": True} if isinstance(options, dict) else {
         "include_usage": True}
     return _json_encode(doc)
-
-
-async def authenticate(keys: KeyStore, ctx: RequestContext, scope: str | None = None,
-                       record: KeyRecord | None = None) -> KeyRecord:
-    """The caller's key record (``record`` when already known; its workspace set on ``ctx``): 401 without a known
-    ``x-gateway-api-key``, 403 when ``scope`` is given and the key lacks it. Never blocks the event loop."""
-    if record is None:
-        key = ctx.api_key
-        if not key:
-            raise Unauthorized("missing gateway key: send x-gateway-api-key", param="x-gateway-api-key")
-        record = await keys.lookup(key)
-        if record is None:
-            raise Unauthorized("unknown or revoked gateway key", param="x-gateway-api-key")
-    if scope is not None and scope not in record.scopes:
-        raise missing_scope(scope)
-    ctx.workspace = record.workspace
-    return record
 
 
 _RETRY_COUNTS = [str(n).encode() for n in range(16)]
@@ -199,7 +183,7 @@ class Pipeline:
         # no gateway key: an in-process request (a batch line) carries its key record in the scope
         key = parts.keys.known(ctx.api_key) if ctx.api_key else scope.get(IN_PROCESS_KEY)
         if key is None or not key.can_infer or self.prompt_route:
-            key = await authenticate(parts.keys, ctx, self.scope, None if ctx.api_key else key)
+            key = await authenticate(parts.keys, ctx, self.scope, record=None if ctx.api_key else key)
         ctx.workspace = record.workspace = key.workspace
         body = await self.read_body(scope, receive)
         body, config = await self._config(ctx, key, scope, body)
