@@ -24,13 +24,16 @@ PARAM = "x-gateway-api-key"
 MISSING = "missing gateway key: send x-gateway-api-key, or Authorization: Bearer <gateway key> without it"
 UNKNOWN = "unknown or revoked gateway key"
 NOT_ADMIN = "this route needs an admin gateway key; this key's role is member"
+#: what a request whose bearer is its gateway key adds to its sensitive headers: never forwarded upstream, even when
+#: ``x-gateway-forward-headers`` or a config's ``forward_headers`` names it, and hashed wherever logged
+BEARER_IS_THE_KEY = frozenset({"authorization"})
 NOT_ROOT = ("this route shows every workspace's data: it needs a root admin key (GATEWAY_ADMIN_KEY, the generated "
             "bootstrap key or one made with gateway keys create --root)")
 
 
 def presented_key(ctx: RequestContext) -> str | None:
     """The gateway key ``ctx``'s request presents (the forms above), the bearer taken off the request when it is
-    the one; None without either."""
+    the one (and its header made sensitive, so no forward list sends it upstream); None without either."""
     key = ctx.api_key
     if key:
         return key
@@ -38,6 +41,7 @@ def presented_key(ctx: RequestContext) -> str | None:
     if not key:
         return None
     ctx.api_key, ctx.bearer = key, None
+    ctx.sensitive_headers = ctx.sensitive_headers | BEARER_IS_THE_KEY
     return key
 
 

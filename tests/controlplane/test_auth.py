@@ -52,6 +52,24 @@ def test_a_bearer_gateway_key_is_never_sent_upstream_and_a_slug_gives_the_creden
     assert sent["authorization"] == "Bearer sk-slug-key" and admin["key"] not in str(sent)
 
 
+def test_a_bearer_gateway_key_is_not_forwarded_even_when_a_forward_list_names_authorization(gateway, mock):
+    admin = create_key(gateway, "admin")
+    base = mock.scenario()
+    # anthropic takes its key as x-api-key, so a forwarded authorization header would reach it as sent
+    config = {"name": "fwd", "config": {"provider": "anthropic", "api_key": "sk-saved", "custom_host": base + "/v1",
+                                        "forward_headers": ["authorization", "x-team"]}}
+    saved = api(gateway, "POST", "/v1/configs", config, admin["key"])
+    assert saved.status == 201, saved.text
+    for extra in ({"x-gateway-config": saved.json()["id"]},
+                  {"x-gateway-config": saved.json()["id"], "x-gateway-forward-headers": "authorization"}):
+        resp = send(gateway, "POST", "/v1/chat/completions", CHAT,
+                    {"authorization": f"Bearer {admin['key']}", "x-team": "blue", **extra})
+        assert resp.status == 200, resp.text
+    for sent in mock.calls(base)["requests"]:
+        assert sent["headers"]["x-api-key"] == "sk-saved" and sent["headers"]["x-team"] == "blue"
+        assert "authorization" not in sent["headers"] and admin["key"] not in str(sent)
+
+
 def test_with_x_gateway_api_key_the_bearer_stays_the_providers_token(gateway, mock):
     admin = create_key(gateway, "admin")
     base = mock.scenario()
