@@ -18,6 +18,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from gateway.controlplane.keys import (
+    ADMIN_SCOPES,
+    SCOPES_BEFORE_ADMIN_SCOPES,
+    SCOPES_VERSION,
+    KeyRecord,
+    Principal,
+    held_scopes,
+)
 from tests.support.controlplane import CHAT, api, chat, create_key
 from tests.support.http import _conn, post, request
 from tests.support.poll import wait_for
@@ -286,3 +294,13 @@ def test_unknown_keys_do_not_delay_a_relayed_stream_while_the_store_hangs(mock):
             redis.proc.send_signal(signal.SIGCONT)
         server.stop()
         redis.stop()
+
+
+def test_an_admin_key_stored_before_the_admin_scopes_holds_them_only_when_it_held_every_scope_then():
+    old_defaults = sorted(SCOPES_BEFORE_ADMIN_SCOPES)
+    assert held_scopes("admin", old_defaults, 0) == SCOPES_BEFORE_ADMIN_SCOPES | set(ADMIN_SCOPES)
+    assert held_scopes("admin", ["inference", "models.read"], 0) == {"inference", "models.read"}
+    assert held_scopes("member", old_defaults, 0) == SCOPES_BEFORE_ADMIN_SCOPES  # members had no admin routes
+    assert held_scopes("admin", old_defaults, SCOPES_VERSION) == SCOPES_BEFORE_ADMIN_SCOPES  # a new key: as given
+    old = Principal("gk-1", "ws", "default", "admin", tuple(old_defaults))  # decoded without scopes_version
+    assert "providers.write" in KeyRecord.of(old).scopes
