@@ -1,4 +1,5 @@
-"""Minimal raw HTTP for tests (http.client): exact status, headers and bytes, streamed or not."""
+"""Minimal raw HTTP for tests (http.client): exact status, headers and bytes, streamed or not. A URL under an
+in-process gateway's base goes to its app instead (``tests/support/mounts.py``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import msgspec
+
+from tests.support.mounts import mounted
 
 
 class Response:
@@ -41,6 +44,9 @@ def _conn(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
 
 def request(method: str, url: str, body: bytes | str | dict | None = None, headers: dict[str, str] | None = None,
             timeout: float = 60.0) -> Response:
+    in_process = mounted(url)
+    if in_process is not None:
+        return in_process.request(method, url, body, headers, timeout)
     if isinstance(body, dict):
         body = msgspec.json.encode(body)
     elif isinstance(body, str):
@@ -64,6 +70,9 @@ def post(url: str, body: bytes | str | dict | None, headers: dict[str, str] | No
 def stream_events(url: str, body: dict, headers: dict[str, str], timeout: float = 60.0
                   ) -> tuple[int, dict[str, str], Iterator[bytes]]:
     """POST and iterate the raw SSE ``data:`` payloads as they arrive."""
+    in_process = mounted(url)
+    if in_process is not None:
+        return in_process.stream_events(url, body, headers, timeout)
     conn, path = _conn(url, timeout)
     conn.request("POST", path, body=msgspec.json.encode(body), headers=headers)
     resp = conn.getresponse()
