@@ -15,6 +15,7 @@ from gateway.controlplane.configs import KIND, SavedConfig
 from gateway.state.redis import RedisStateStore
 from gateway.state.sqlite import SQLiteStateStore
 from tests.support.controlplane import api, chat, clear_redis_prefix, create_key
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -245,7 +246,7 @@ def test_a_record_saved_in_clear_is_sealed_on_first_read_and_keeps_working(mock,
 
     in_store(data_dir, redis_at, write_plain)
     assert API_KEY.encode() in in_store(data_dir, redis_at, stored_docs)[ids["used"]]  # in clear, as before
-    server = start_gateway(env, data_dir=data_dir)
+    server = start_in_process(env, data_dir=data_dir)
     try:
         resp = chat(server, ADMIN_KEY, **{"x-gateway-config": ids["used"]})
         assert resp.status == 200, resp.text
@@ -260,7 +261,7 @@ def test_a_record_saved_in_clear_is_sealed_on_first_read_and_keeps_working(mock,
         assert b'"sealed":"v1.' in doc, id
         no_secret_in(doc, f"the record {id}")
     # and they keep working after a restart, now sealed
-    server = start_gateway(env, data_dir=data_dir)
+    server = start_in_process(env, data_dir=data_dir)
     try:
         for id in ids.values():
             assert chat(server, ADMIN_KEY, **{"x-gateway-config": id}).status == 200
@@ -273,14 +274,14 @@ def test_a_record_saved_in_clear_is_sealed_on_first_read_and_keeps_working(mock,
 def test_a_config_sealed_under_another_secret_key_says_which_setting_to_align(mock):
     data_dir = tempfile.mkdtemp(prefix="gw-config-secrets-")
     base = mock.scenario()
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         admin = create_key(server)
         record = api(server, "POST", "/v1/configs", {"name": "c", "config": config_with_secrets(base)},
                      admin["key"]).json()
     finally:
         server.stop()
-    server = start_gateway({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
+    server = start_in_process({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
     try:
         resp = chat(server, admin["key"], **{"x-gateway-config": record["id"]})
         assert resp.status == 500, resp.text

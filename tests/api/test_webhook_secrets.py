@@ -17,6 +17,7 @@ from gateway.guardrails.saved import SavedCheck, SavedGuardrail
 from tests.api.test_batches import CHAT, gateway_file, jsonl, wait_status
 from tests.api.test_config_secrets import data_dir_bytes, in_store, legacy_record, redis_values, store_env
 from tests.support.controlplane import api, chat, create_key
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for
 from tests.support.servers import ADMIN_KEY, start_gateway
 from tests.support.webhook import WebhookServer
@@ -239,7 +240,7 @@ def test_a_guardrail_and_config_saved_in_clear_are_sealed_on_first_read(mock, we
 
     in_store(data_dir, redis_at, write_plain)
     assert SAVED_AUTH.encode() in in_store(data_dir, redis_at, stored_docs)[0]  # in clear, as before
-    server = start_gateway(env, data_dir=data_dir)
+    server = start_in_process(env, data_dir=data_dir)
     try:
         resp = chat(server, ADMIN_KEY, **{"x-gateway-config": config.id})
         assert resp.status == 200, resp.text
@@ -252,7 +253,7 @@ def test_a_guardrail_and_config_saved_in_clear_are_sealed_on_first_read(mock, we
     for doc in in_store(data_dir, redis_at, stored_docs):
         assert b'"sealed":"v1.' in doc
         no_secret_in(doc, "a record read once")
-    server = start_gateway(env, data_dir=data_dir)  # and they keep working, now sealed
+    server = start_in_process(env, data_dir=data_dir)  # and they keep working, now sealed
     try:
         webhook.received_headers.clear()
         assert chat(server, ADMIN_KEY, **{"x-gateway-config": config.id}).status == 200
@@ -263,14 +264,14 @@ def test_a_guardrail_and_config_saved_in_clear_are_sealed_on_first_read(mock, we
 
 def test_a_guardrail_sealed_under_another_secret_key_says_so_and_can_be_replaced(mock, webhook):
     data_dir = tempfile.mkdtemp(prefix="gw-webhook-secrets-")
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         guard = api(server, "POST", "/v1/guardrails", saved_guardrail(webhook, "/rekeyed"), ADMIN_KEY).json()
     finally:
         server.stop()
     base = mock.scenario()
     cfg = {"provider": "vendorA", "api_key": "sk-test", "custom_host": base + "/v1", "input_guardrails": [guard["id"]]}
-    server = start_gateway({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
+    server = start_in_process({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
     try:
         resp = chat(server, ADMIN_KEY, **{"x-gateway-config": msgspec.json.encode(cfg).decode()})
         assert resp.status == 500, resp.text
