@@ -30,7 +30,7 @@ def build_jobs(runtime: Runtime, app: Mount) -> Jobs:
         return runtime.records.box
 
     forwarder = Forwarder(partial(resolve_config, runtime.resolver, runtime.records), runtime.planner.plan,
-                          runtime.client, runtime.providers, runtime.masked_headers)
+                          runtime.exchange, runtime.providers)
     return Jobs(runtime.settings, runtime.store, runtime.keys, box, caller, forwarder,
                 InProcessDispatcher(app).call)
 

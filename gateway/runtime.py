@@ -30,6 +30,7 @@ from gateway.state.base import StateStore
 from gateway.state.select import open_store
 from gateway.state.watch import RecordWatcher
 from gateway.upstream.client import UpstreamClient
+from gateway.upstream.exchange import UpstreamExchange
 
 if TYPE_CHECKING:
     from gateway.pipeline.steps import PipelineSteps
@@ -63,6 +64,8 @@ class Runtime:
         self.providers = ProviderRegistry(self.client)
         #: header names never forwarded, whatever a request says (the organisation_headers_to_mask setting)
         self.masked_headers = frozenset(n.lower() for n in settings.organisation_headers_to_mask)
+        #: every request-path upstream call goes through it; a test swaps ``exchange.transport`` for a MockTransport
+        self.exchange = UpstreamExchange(self.client, self.masked_headers)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self._steps: PipelineSteps | None = None
@@ -127,7 +130,7 @@ class Runtime:
         """What the inference pipeline uses of this worker (one for every endpoint's ``Pipeline``)."""
         settings = self.settings
         return PipelineParts(self.keys, self.records, self.resolver, self.planner, self.policies, self.router,
-                             self.providers, self.client, self.recorder, lambda: self.steps, self.masked_headers,
+                             self.providers, self.exchange, self.recorder, lambda: self.steps,
                              settings.max_body_bytes, settings.log_bodies)
 
     async def start(self) -> None:

@@ -32,11 +32,11 @@ from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
-from gateway.http.respond import send_json
+from gateway.http.respond import gateway_headers, send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.batch_store import PREFIX, BatchRecord, is_gateway_batch, keep_until, seal_headers
 from gateway.jobs.files import is_gateway_file
-from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
+from gateway.jobs.passthrough import names_provider, path_id
 from gateway.providers.base import BATCHES
 from gateway.schema.batches import Batch, CreateBatch, parse_create_batch
 
@@ -97,7 +97,7 @@ class BatchRoutes:
         request = parse_create_batch(body)
         if is_gateway_file(request.input_file_id):
             batch = await self._create_gateway_batch(scope, caller.workspace, caller.key.key_id, ctx, request)
-            await send_json(send, 200, _encode(batch), gateway_headers(ctx))
+            await send_json(send, 200, _encode(batch), gateway_headers(ctx.trace_id))
             return
         if request.completion_window == "immediate":
             raise InvalidRequest(
@@ -146,7 +146,8 @@ class BatchRoutes:
         records = await jobs.batches.list(caller.workspace)
         page, has_more = cursor_page(records, _record_id, query.get("after") or None, limit)
         data = [(await jobs.batches.with_live_counts(r)).batch for r in page]
-        await send_json(send, 200, _encode(list_envelope(data, _batch_of, has_more)), gateway_headers(caller.ctx))
+        await send_json(send, 200, _encode(list_envelope(data, _batch_of, has_more)),
+                        gateway_headers(caller.ctx.trace_id))
 
     async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
@@ -154,7 +155,7 @@ class BatchRoutes:
         batch_id = _batch_id(scope)
         if is_gateway_batch(batch_id):
             record = await jobs.batches.get(caller.workspace, batch_id)
-            await send_json(send, 200, _encode(record.batch), gateway_headers(caller.ctx))
+            await send_json(send, 200, _encode(record.batch), gateway_headers(caller.ctx.trace_id))
         elif names_provider(caller.ctx):
             await jobs.forwarder.relay_json(send, caller.ctx, BATCHES, "GET", f"/batches/{batch_id}")
         else:
@@ -179,7 +180,7 @@ class BatchRoutes:
             jobs.scheduler.poke()
         elif batch.status != "cancelling":
             raise Conflict(f"batch '{batch_id}' is {batch.status} and can no longer be cancelled", param="batch_id")
-        await send_json(send, 200, _encode(record.batch), gateway_headers(caller.ctx))
+        await send_json(send, 200, _encode(record.batch), gateway_headers(caller.ctx.trace_id))
 
 
 def _record_id(record: BatchRecord) -> str:

@@ -20,11 +20,11 @@ import msgspec
 from gateway.api.admin import choice_query, int_query, send_record
 from gateway.api.jobs import Jobs, cursor_page, list_envelope, raw_query
 from gateway.http.errors import Conflict, InvalidRequest, NotFound
-from gateway.http.respond import end_stream, send_chunk, send_json
+from gateway.http.respond import end_stream, gateway_headers, send_chunk, send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.jobs.files import is_gateway_file, new_file_id
 from gateway.jobs.filestore import FileMissing
-from gateway.jobs.passthrough import gateway_headers, names_provider, path_id
+from gateway.jobs.passthrough import names_provider, path_id
 from gateway.jobs.uploads import header, receive_upload
 from gateway.providers.base import FILES
 from gateway.schema.files import LIST_LIMIT_MAX, FileDeleted, FileObject, check_purpose, expires_after_s
@@ -93,7 +93,7 @@ class FileRoutes:
         except BaseException:
             await jobs.files.blobs.delete(file_id)
             raise
-        await send_json(send, 200, _encode(obj), gateway_headers(ctx))
+        await send_json(send, 200, _encode(obj), gateway_headers(ctx.trace_id))
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
@@ -108,7 +108,7 @@ class FileRoutes:
         if order == "desc":
             files.reverse()
         page, has_more = cursor_page(files, _id, query.get("after") or None, limit)
-        await send_json(send, 200, _encode(list_envelope(page, _id, has_more)), gateway_headers(caller.ctx))
+        await send_json(send, 200, _encode(list_envelope(page, _id, has_more)), gateway_headers(caller.ctx.trace_id))
 
     async def retrieve(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobs = self.jobs
@@ -155,7 +155,7 @@ class FileRoutes:
             first = b""
         except FileMissing:
             raise _not_found(file_id) from None
-        headers = [(b"content-type", b"application/octet-stream"), *gateway_headers(caller.ctx)]
+        headers = [(b"content-type", b"application/octet-stream"), *gateway_headers(caller.ctx.trace_id)]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         if first:
             await send_chunk(send, first)

@@ -4,7 +4,7 @@
 validated the same way at startup) instead of ``local``: each prompt is then embedded by an embeddings request
 (``{"model": GATEWAY_SEMANTIC_CACHE_EMBEDDING_MODEL, "input": <text>}``) run through the gateway's own routing
 (targets, fallbacks, retries, breakers, request timeouts, ``override_params`` / ``default_params`` /
-``drop_params``), provider adapters and upstream client (its SSRF rules and pools), like a client's
+``drop_params``), provider adapters and upstream exchange (its SSRF rules and pools), like a client's
 ``/v1/embeddings`` request. The answer's first vector is normalised; the model id
 ``<provider>:<model>`` keeps its vectors apart from any other model's.
 
@@ -31,8 +31,7 @@ from gateway.routing.execute import Router, RunState
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient
-from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.exchange import UpstreamExchange
 
 log = logging.getLogger("gateway.cache")
 
@@ -50,7 +49,7 @@ def embeddings_config(parser: ConfigParser, text: str) -> Config:
 
 
 class Gateway(Protocol):
-    """What the embedder runs through: the worker's planner, router, provider adapters and upstream client."""
+    """What the embedder runs through: the worker's planner, router, provider adapters and upstream exchange."""
 
     @property
     def planner(self) -> Planner: ...
@@ -59,7 +58,7 @@ class Gateway(Protocol):
     @property
     def providers(self) -> ProviderRegistry: ...
     @property
-    def client(self) -> UpstreamClient: ...
+    def exchange(self) -> UpstreamExchange: ...
 
 
 class ProviderEmbedder:
@@ -71,7 +70,7 @@ class ProviderEmbedder:
 
         self.config = config
         self.model = model
-        #: the worker's runtime: its router, provider adapters and upstream client
+        #: the worker's runtime: its router, provider adapters and upstream exchange
         self.runtime = runtime
         self.capacity = capacity
         self.timeout_s = timeout_s
@@ -113,15 +112,15 @@ class ProviderEmbedder:
                 call_request = self._parse(call_body)
             call = UpstreamCall(EMBEDDINGS, config, call_body, call_request, False, ctx, provider)
             upstream = await adapter.build_request(call)
-            response = await runtime.client.open(upstream, False)
+            exchange = runtime.exchange
+            response = await exchange.send(ctx, config, upstream)
+            if not 200 <= response.status < 300:
+                raise await exchange.refused(response, adapter, call, upstream, config)
             try:
-                data = await runtime.client.read_body(response)
-                if not 200 <= response.status < 300:
-                    error = adapter.parse_error(call, response.status, response.headers, data)
-                    raise scrubbed(error, sent_secrets(upstream, config))
-                return adapter.parse_response(call, response.status, response.headers, data).body
+                data = await response.read_body()
             finally:
                 response.release()
+            return adapter.parse_response(call, response.status, response.headers, data).body
 
         return await runtime.router.run(self.node, attempt, RunState(None, {}, dict))
 

@@ -1,6 +1,10 @@
-"""Writing responses to ASGI: JSON bodies, errors and SSE streams, with the gateway's response headers."""
+"""Writing responses to ASGI: JSON bodies, errors and SSE streams, and the gateway's response headers (the one place
+that writes ``x-gateway-trace-id``, ``-cache-status``, ``-last-used-option-index``, ``-retry-attempt-count`` and
+``-provider``)."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from gateway.http.errors import GatewayError
 from gateway.http.types import ASGIApp, Message, RawHeaders, Receive, Scope, Send
@@ -8,12 +12,41 @@ from gateway.http.types import ASGIApp, Message, RawHeaders, Receive, Scope, Sen
 #: ``x-gateway-cache-status`` of an answer no cache applies to (every answer but an inference route's carries it)
 CACHE_DISABLED = (b"x-gateway-cache-status", b"DISABLED")
 
+#: x-gateway-cache-status values (HIT, SEMANTIC_HIT, MISS, REFRESH, DISABLED) as header pairs
+CACHE_STATUS = {name: (b"x-gateway-cache-status", name.encode())
+                for name in ("HIT", "SEMANTIC_HIT", "MISS", "REFRESH", "DISABLED")}
+_RETRY_COUNTS = [str(n).encode() for n in range(16)]
+
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 SSE_HEADERS = (
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 )
+
+
+class RouteTrail(Protocol):
+    """Where routing took a request (``gateway.routing.execute.RunState``): the target's path and the retries."""
+
+    path: str
+    retries: int
+
+
+def gateway_headers(trace_id: str, provider: str | None = None, cache_status: str | None = None,
+                    trail: RouteTrail | None = None) -> list[tuple[bytes, bytes]]:
+    """The gateway's headers on an answer: the trace id, the cache status (inference routes), the target path and
+    retry count (when routing ran) and the provider that answered."""
+    headers = [(b"x-gateway-trace-id", trace_id.encode("latin-1"))]
+    if cache_status is not None:
+        headers.append(CACHE_STATUS[cache_status])
+    if trail is not None:
+        headers.append((b"x-gateway-last-used-option-index", trail.path.encode()))
+        retries = trail.retries
+        headers.append((b"x-gateway-retry-attempt-count",
+                        _RETRY_COUNTS[retries] if retries < 16 else str(retries).encode()))
+    if provider:
+        headers.append((b"x-gateway-provider", provider.encode()))
+    return headers
 
 
 async def send_bytes(send: Send, status: int, body: bytes,

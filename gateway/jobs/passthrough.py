@@ -21,14 +21,14 @@ import msgspec
 
 from gateway.http.context import RequestContext
 from gateway.http.errors import InvalidRequest, NotFound
-from gateway.http.respond import end_stream, send_chunk, send_json
+from gateway.http.respond import end_stream, gateway_headers, send_chunk, send_json
 from gateway.http.types import Send
 from gateway.providers.base import ProviderAdapter, UpstreamCall, malformed
 from gateway.providers.registry import ProviderRegistry
 from gateway.routing.plan import Node
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient
-from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.exchange import UpstreamExchange
+from gateway.upstream.transport import UpstreamResponse
 
 _decode = msgspec.json.decode
 log = logging.getLogger("gateway.jobs")
@@ -63,14 +63,13 @@ class Forwarder:
     """Sends one resource call to the identified provider and relays its answer."""
 
     def __init__(self, resolve: Callable[[RequestContext], Awaitable[Config]], plan: Callable[[Config], Node],
-                 client: UpstreamClient, providers: ProviderRegistry, masked_headers: frozenset[str]) -> None:
+                 exchange: UpstreamExchange, providers: ProviderRegistry) -> None:
         #: the request's effective config (the four ways inference resolves it, loading the records it needs)
         self.resolve = resolve
         self.plan = plan
-        self.client = client
+        #: the worker's upstream exchange (the forwarded headers, the provider's errors, masking)
+        self.exchange = exchange
         self.providers = providers
-        #: header names never forwarded, whatever a request says
-        self.masked_headers = masked_headers
 
     async def target(self, ctx: RequestContext, resource: str) -> tuple[ProviderAdapter, Any]:
         """The adapter and effective config for ``resource`` (400 when none is identified or it lacks it). Provider
@@ -86,27 +85,19 @@ class Forwarder:
 
     async def open(self, ctx: RequestContext, resource: str, method: str, path: str, query: str = "",
                    body: Any = b"", content_type: str | None = None,
-                   target: tuple[ProviderAdapter, Any] | None = None) -> tuple[ProviderAdapter, aiohttp.ClientResponse]:
+                   target: tuple[ProviderAdapter, Any] | None = None) -> tuple[ProviderAdapter, UpstreamResponse]:
         """Send the call; the response's status is 2xx (otherwise the provider's error is raised)."""
         adapter, config = target or await self.target(ctx, resource)
         if not isinstance(body, (bytes, bytearray)):
             # one payload for every send: a resend after a stale pooled connection starts from the file's start
             body = aiohttp.payload.get_payload(body)
         request = adapter.resource_request(config, method, path, query, body, content_type)
-        forwarded = ctx.forwarded(config.forward_headers, self.masked_headers)
-        if forwarded:
-            forwarded.update(request.headers)
-            request.headers = forwarded
-        response = await self.client.open(request, stream=True)
+        exchange = self.exchange
+        response = await exchange.send(ctx, config, request, stream=True)
         if not 200 <= response.status < 300:
-            try:
-                data = await self.client.read_body(response)
-            finally:
-                response.release()
             call = UpstreamCall(resource, config, b"", None, False, ctx, adapter.name)
-            error = scrubbed(adapter.parse_error(call, response.status, response.headers, data),
-                             sent_secrets(request, config))
-            error.headers = (error.headers or []) + gateway_headers(ctx, adapter.name)
+            error = await exchange.refused(response, adapter, call, request, config)
+            error.headers = (error.headers or []) + gateway_headers(ctx.trace_id, adapter.name)
             raise error
         return adapter, response
 
@@ -116,7 +107,7 @@ class Forwarder:
         """Forward and answer the provider's JSON object with the gateway's response headers."""
         adapter, response = await self.open(ctx, resource, method, path, query, body, content_type, target)
         try:
-            data = await self.client.read_body(response)
+            data = await response.read_body()
         finally:
             response.release()
         try:
@@ -125,29 +116,23 @@ class Forwarder:
             doc = None
         if not isinstance(doc, dict):
             raise malformed(adapter.name, "not a JSON object", data)
-        await send_json(send, response.status, data, gateway_headers(ctx, adapter.name))
+        await send_json(send, response.status, data, gateway_headers(ctx.trace_id, adapter.name))
 
     async def relay_bytes(self, send: Send, ctx: RequestContext, resource: str, path: str) -> None:
         """Forward a GET and stream the provider's body back as it arrives (file contents)."""
         adapter, response = await self.open(ctx, resource, "GET", path)
         headers = [(b"content-type", (response.headers.get("content-type") or "application/octet-stream").encode(
             "latin-1"))]
-        headers.extend(gateway_headers(ctx, adapter.name))
+        headers.extend(gateway_headers(ctx.trace_id, adapter.name))
         try:
             await send({"type": "http.response.start", "status": response.status, "headers": headers})
             try:
-                async for piece in response.content.iter_chunked(256 * 1024):
+                async for piece in response.chunks(256 * 1024):
                     await send_chunk(send, piece)
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+            except response.read_errors as exc:
                 # the status is out: end the body early (the client sees a short read), and say why in the log
                 log.warning("%s broke off a file download: %s", adapter.name, exc.__class__.__name__)
             await end_stream(send)
         finally:
             response.release()
 
-
-def gateway_headers(ctx: RequestContext, provider: str | None = None) -> list[tuple[bytes, bytes]]:
-    headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1"))]
-    if provider:
-        headers.append((b"x-gateway-provider", provider.encode()))
-    return headers

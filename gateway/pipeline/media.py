@@ -20,28 +20,28 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-import aiohttp
 import msgspec
 
 from gateway.controlplane.keys import KeyRecord
 from gateway.http.context import RequestContext
 from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.http.respond import end_stream, send_chunk
+from gateway.http.respond import end_stream, gateway_headers, send_chunk
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.media_cache import AnswerCollector, CachedMedia, MediaCache, sse_events, tree_caches
 from gateway.pipeline.media_form import MediaForm, receive_form
 from gateway.pipeline.media_meter import MediaMeter
 from gateway.pipeline.outcome import stream_broke
-from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts, response_headers
+from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts
 from gateway.providers.base import UpstreamCall
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite
 from gateway.routing.plan import Node
 from gateway.schema.config import Config
-from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.exchange import masked
 from gateway.upstream.request import UpstreamRequest
+from gateway.upstream.transport import UpstreamResponse
 
 if TYPE_CHECKING:  # a type only: the guardrails load when a request first needs them
     from gateway.pipeline.guardrail_step import GuardrailStep
@@ -77,7 +77,7 @@ class RawOutcome:
 
     __slots__ = ("response", "provider", "model", "body", "cache", "collector")
 
-    def __init__(self, response: aiohttp.ClientResponse, provider: str, model: str | None,
+    def __init__(self, response: UpstreamResponse, provider: str, model: str | None,
                  body: bytes | None = None) -> None:
         self.response = response
         self.provider = provider
@@ -180,7 +180,7 @@ class MediaPipeline(Pipeline):
         record.status = response.status
         content_type = ("application/json" if outcome.body is not None
                         else response.headers.get("content-type") or "application/octet-stream")
-        headers = response_headers(ctx, ex.state, outcome.provider, record.cache_status)
+        headers = gateway_headers(ctx.trace_id, outcome.provider, record.cache_status, ex.state)
         headers.append((b"content-type", content_type.encode("latin-1")))
         collector = outcome.collector
         meter = MediaMeter(self.endpoint, content_type, getattr(record.request, "response_format", None))
@@ -215,8 +215,8 @@ class MediaPipeline(Pipeline):
                         pending.clear()
                         size = 0
                     await send_chunk(send, piece)
-            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-                broken = stream_broke(exc, outcome.provider)  # the status is out: the body ends short
+            except response.read_errors as exc:
+                broken = stream_broke(exc, response, outcome.provider)  # the status is out: the body ends short
                 record.status = broken.status
                 record.error = broken.message
             if collector is not None and outcome.cache is not None and record.error is None:
@@ -246,7 +246,7 @@ class MediaPipeline(Pipeline):
         record.model = hit.model or record.model
         record.status = 200
         answer = hit.answer
-        headers = response_headers(ctx, ex.state, hit.provider, record.cache_status)
+        headers = gateway_headers(ctx.trace_id, hit.provider, record.cache_status, ex.state)
         headers.append((b"content-type", answer.content_type.encode("latin-1")))
         body = answer.body
         if answer.content_type.startswith("text/event-stream"):
@@ -268,11 +268,11 @@ class MediaPipeline(Pipeline):
     @staticmethod
     async def _pieces(outcome: RawOutcome) -> AsyncIterator[bytes]:
         if outcome.body is None:
-            async for piece in outcome.response.content.iter_any():
+            async for piece in outcome.response.chunks():
                 yield piece
 
     @staticmethod
-    def _left(record: RequestRecord, response: aiohttp.ClientResponse) -> None:
+    def _left(record: RequestRecord, response: UpstreamResponse) -> None:
         record.status = 499
         record.error = "client disconnected"
         response.close()
@@ -322,30 +322,22 @@ class MediaAttempt(Attempt):
             headers = {k: v for k, v in upstream.headers.items() if k != "content-type"}
             payload: Any = self.form.payload(_json_decode(body))
             upstream = UpstreamRequest(upstream.url, headers, payload, upstream.method)
-        forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
-        if forwarded:
-            forwarded.update(upstream.headers)
-            upstream.headers = forwarded
         record.provider = provider
         record.upstream_started = time.perf_counter()
-        client = self.parts.client
-        response = await client.open(upstream, stream=True)
+        exchange = self.parts.exchange
+        response = await exchange.send(self.ctx, config, upstream, stream=True)
+        if not 200 <= response.status < 300:
+            raise await exchange.refused(response, adapter, call, upstream, config)
+        if adapter.relays_media:
+            return RawOutcome(response, provider, call.model)
         try:
-            if not 200 <= response.status < 300:
-                try:
-                    data = await client.read_body(response)
-                finally:
-                    response.release()
-                raise adapter.parse_error(call, response.status, response.headers, data)
-            if adapter.relays_media:
-                return RawOutcome(response, provider, call.model)
             try:
-                data = await client.read_body(response)
+                data = await response.read_body()
             finally:
                 response.release()
             result = adapter.parse_response(call, response.status, response.headers, data)
         except GatewayError as error:
-            scrubbed(error, sent_secrets(upstream, config))
+            masked(error, upstream, config)
             raise
         return RawOutcome(response, provider, result.model or call.model, result.body)
 

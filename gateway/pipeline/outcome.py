@@ -3,15 +3,12 @@ such a stream fails (an in-band error held back, a broken connection, a read tim
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import aiohttp
-
 from gateway.http.errors import GatewayError, UpstreamTimeout, UpstreamUnreachable
-from gateway.upstream.client import failure_text
-from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.exchange import masked
 from gateway.upstream.request import UpstreamRequest
+from gateway.upstream.transport import UpstreamResponse
 
 
 class JsonOutcome:
@@ -38,7 +35,7 @@ class StreamOutcome:
     __slots__ = ("response", "transformer", "first", "provider", "model", "ended", "status", "dropped", "sent",
                  "target")
 
-    def __init__(self, response: aiohttp.ClientResponse, transformer: Any, first: list[bytes], provider: str,
+    def __init__(self, response: UpstreamResponse, transformer: Any, first: list[bytes], provider: str,
                  model: str | None, ended: bool, status: int = 200, dropped: bytes | None = None,
                  sent: UpstreamRequest | None = None, target: Any = None) -> None:
         self.response = response
@@ -55,7 +52,7 @@ class StreamOutcome:
 
     def mask(self, error: GatewayError) -> GatewayError:
         """``error`` met while reading the stream, with the credentials the request carried masked."""
-        return scrubbed(error, sent_secrets(self.sent, self.target)) if self.sent is not None else error
+        return masked(error, self.sent, self.target) if self.sent is not None else error
 
 
 def held_error(transformer: Any) -> GatewayError | None:
@@ -63,14 +60,13 @@ def held_error(transformer: Any) -> GatewayError | None:
     return getattr(transformer, "held_error", None)
 
 
-def stream_broke(exc: BaseException, provider: str, when: str = "before the stream ended") -> GatewayError:
-    """An upstream stream that failed while being read: a read timeout (504) or a broken connection (502)."""
-    if isinstance(exc, asyncio.TimeoutError):
+def stream_broke(exc: BaseException, response: UpstreamResponse, provider: str,
+                 when: str = "before the stream ended") -> GatewayError:
+    """An upstream stream that failed while being read (one of ``response.read_errors``): a read timeout (504) or a
+    broken connection (502)."""
+    if isinstance(exc, TimeoutError):
         return UpstreamTimeout(f"timed out reading the {provider} stream {when} (read timeout)",
                                extra={"provider": provider})
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        detail = "closed the connection"
-    else:
-        detail = failure_text(exc)
+    detail = response.failure_text(exc)
     return UpstreamUnreachable(f"the {provider} stream broke off {when}: the upstream {detail}",
                                extra={"provider": provider})

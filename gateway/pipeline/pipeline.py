@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-import aiohttp
 import msgspec
 
 from gateway._speedups.context_in_use import build_context
@@ -28,7 +27,7 @@ from gateway.controlplane.keys import IN_PROCESS_KEY, KeyRecord, KeyStore, missi
 from gateway.http.body import ClientDisconnected, read_request_body
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError, InvalidRequest, internal_error
-from gateway.http.respond import send_error, send_json
+from gateway.http.respond import CACHE_STATUS, gateway_headers, send_error, send_json
 from gateway.http.types import RawHeaders, Receive, Scope, Send
 from gateway.observability.record import Recorder, RequestRecord
 from gateway.pipeline import prompted
@@ -41,9 +40,9 @@ from gateway.routing.execute import Router, RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient
-from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.exchange import UpstreamExchange, masked
 from gateway.upstream.request import UpstreamRequest
+from gateway.upstream.transport import UpstreamResponse
 
 if TYPE_CHECKING:  # made on first use: a worker whose configs cache nothing and run no guardrails never imports it
     from gateway.pipeline.steps import PipelineSteps, RequestSteps
@@ -75,39 +74,18 @@ def with_stream_usage(body: bytes, has_options: bool) -> bytes:
     return _json_encode(doc)
 
 
-_RETRY_COUNTS = [str(n).encode() for n in range(16)]
-
-
-#: x-gateway-cache-status values (HIT, SEMANTIC_HIT, MISS, REFRESH, DISABLED) as header pairs
-_CACHE_STATUS = {name: (b"x-gateway-cache-status", name.encode())
-                 for name in ("HIT", "SEMANTIC_HIT", "MISS", "REFRESH", "DISABLED")}
-
-
-def response_headers(ctx: RequestContext, state: RunState | None, provider: str | None,
-                     cache_status: str = "DISABLED") -> RawHeaders:
-    headers = [(b"x-gateway-trace-id", ctx.trace_id.encode("latin-1")), _CACHE_STATUS[cache_status]]
-    if state is not None:
-        headers.append((b"x-gateway-last-used-option-index", state.path.encode()))
-        retries = state.retries
-        headers.append((b"x-gateway-retry-attempt-count",
-                        _RETRY_COUNTS[retries] if retries < 16 else str(retries).encode()))
-    if provider:
-        headers.append((b"x-gateway-provider", provider.encode()))
-    return headers
-
-
 class PipelineParts:
     """The worker's objects a pipeline uses (``gateway.runtime.Runtime.pipeline_parts`` makes it once): the key
-    store, the records and config resolution, the policy gate, the router and adapters, the upstream client and the
-    recorder; ``steps`` makes (once, on first use) the cache and guardrail steps a config with either needs."""
+    store, the records and config resolution, the policy gate, the router and adapters, the upstream exchange and
+    the recorder; ``steps`` makes (once, on first use) the cache and guardrail steps a config with either needs."""
 
-    __slots__ = ("keys", "records", "resolver", "planner", "policies", "router", "providers", "client", "recorder",
-                 "steps", "masked_headers", "max_body_bytes", "log_bodies")
+    __slots__ = ("keys", "records", "resolver", "planner", "policies", "router", "providers", "exchange", "recorder",
+                 "steps", "max_body_bytes", "log_bodies")
 
     def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
-                 policies: PolicyGate, router: Router, providers: ProviderRegistry, client: UpstreamClient,
-                 recorder: Recorder, steps: Callable[[], PipelineSteps], masked_headers: frozenset[str],
-                 max_body_bytes: int, log_bodies: bool) -> None:
+                 policies: PolicyGate, router: Router, providers: ProviderRegistry, exchange: UpstreamExchange,
+                 recorder: Recorder, steps: Callable[[], PipelineSteps], max_body_bytes: int, log_bodies: bool
+                 ) -> None:
         self.keys = keys
         self.records = records
         self.resolver = resolver
@@ -115,10 +93,10 @@ class PipelineParts:
         self.policies = policies
         self.router = router
         self.providers = providers
-        self.client = client
+        #: every upstream call of a request goes through it (``gateway.upstream.exchange``)
+        self.exchange = exchange
         self.recorder = recorder
         self.steps = steps
-        self.masked_headers = masked_headers
         self.max_body_bytes = max_body_bytes
         self.log_bodies = log_bodies
 
@@ -249,7 +227,7 @@ class Pipeline:
         ctx = ex.ctx
         assert ctx is not None
         record.provider = outcome.provider
-        headers = response_headers(ctx, ex.state, outcome.provider, record.cache_status)
+        headers = gateway_headers(ctx.trace_id, outcome.provider, record.cache_status, ex.state)
         if ex.steps is not None and ex.steps.held:
             headers.extend(ex.steps.response_headers())
         if outcome.dropped is not None:
@@ -279,8 +257,8 @@ class Pipeline:
         self._finish(ex)
         ctx = ex.ctx
         # a gateway header that does not parse leaves no context: the cache status still goes out
-        headers = (response_headers(ctx, ex.state, record.provider, record.cache_status) if ctx is not None
-                   else [_CACHE_STATUS[record.cache_status]])
+        headers = (gateway_headers(ctx.trace_id, record.provider, record.cache_status, ex.state) if ctx is not None
+                   else [CACHE_STATUS[record.cache_status]])
         if ex.steps is not None and ex.steps.held:
             headers.extend(ex.steps.response_headers())
         await send_error(send, error, headers)
@@ -385,37 +363,31 @@ class Attempt:
 
     async def _exchange(self, adapter: ProviderAdapter, call: UpstreamCall, upstream_request: UpstreamRequest,
                         reader: AnswerReader, dropped: bytes | None = None) -> JsonOutcome | StreamOutcome:
-        """Send ``upstream_request`` (with the headers the config forwards) and read its answer with ``reader``: a
-        non-2xx answer raises the provider's error; a JSON answer is read whole, a stream up to its first events.
-        An error on the way has the credentials the request carried masked (an upstream may echo them)."""
+        """Send ``upstream_request`` through the exchange and read its answer with ``reader``: a non-2xx answer
+        raises the provider's error; a JSON answer is read whole, a stream up to its first events. An error on the
+        way has the credentials the request carried masked (an upstream may echo them)."""
         config = call.target
-        provider = call.provider
         record = self.record
         stream = call.stream
-        forwarded = self.ctx.forwarded(config.forward_headers, self.parts.masked_headers)
-        if forwarded:
-            forwarded.update(upstream_request.headers)
-            upstream_request.headers = forwarded
-        record.provider = provider
+        record.provider = call.provider
         record.upstream_started = time.perf_counter()
-        client = self.parts.client
-        response = await client.open(upstream_request, stream)
+        exchange = self.parts.exchange
+        response = await exchange.send(self.ctx, config, upstream_request, stream)
+        if not 200 <= response.status < 300:
+            raise await exchange.refused(response, adapter, call, upstream_request, config)
         try:
-            if not 200 <= response.status < 300:
-                data = await client.read_body(response)
-                raise adapter.parse_error(call, response.status, response.headers, data)
             if not stream:
-                data = await client.read_body(response)
+                data = await response.read_body()
                 record.upstream_s = time.perf_counter() - record.upstream_started
                 return reader.json(adapter, call, response, data, dropped)
             transformer = reader.transformer(adapter, call)
-            first, ended = await _first_events(response, transformer, provider)
+            first, ended = await _first_events(response, transformer, call.provider)
             record.ttft_s = time.perf_counter() - record.started
-            return StreamOutcome(response, transformer, first, provider, call.model, ended, dropped=dropped,
+            return StreamOutcome(response, transformer, first, call.provider, call.model, ended, dropped=dropped,
                                  sent=upstream_request, target=config)
         except GatewayError as error:
             response.close()
-            scrubbed(error, sent_secrets(upstream_request, config))
+            masked(error, upstream_request, config)
             raise
         except BaseException:
             response.close()
@@ -432,7 +404,7 @@ class AnswerReader:
 
     __slots__ = ()
 
-    def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: aiohttp.ClientResponse, data: bytes,
+    def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: UpstreamResponse, data: bytes,
              dropped: bytes | None) -> JsonOutcome:
         result = adapter.parse_response(call, response.status, response.headers, data)
         return JsonOutcome(result.body, result.usage, result.model, call.provider, dropped=dropped)
@@ -444,15 +416,14 @@ class AnswerReader:
 UNIFIED = AnswerReader()
 
 
-async def _first_events(response: aiohttp.ClientResponse, transformer: Any, provider: str
-                        ) -> tuple[list[bytes], bool]:
+async def _first_events(response: UpstreamResponse, transformer: Any, provider: str) -> tuple[list[bytes], bool]:
     """Read until the transformer yields its first events; also says whether the upstream stream ended."""
-    content = response.content
+    read = response.read_some
     while True:
         try:
-            chunk = await content.readany()
-        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise stream_broke(exc, provider, "before its first event") from None
+            chunk = await read()
+        except response.read_errors as exc:
+            raise stream_broke(exc, response, provider, "before its first event") from None
         if not chunk:
             return transformer.close(), True
         events = transformer.feed(chunk)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
-
 from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError
 from gateway.http.respond import end_stream, send_chunk, start_stream
@@ -91,8 +89,8 @@ class StreamRelay:
             await end_stream(send, tail + self.error_event(error) + self.done)
             self.head.append(tail)
             return
-        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            broken = stream_broke(exc, outcome.provider)
+        except outcome.response.read_errors as exc:
+            broken = stream_broke(exc, outcome.response, outcome.provider)
             record.status = broken.status
             record.error = broken.message
             await end_stream(send, self.error_event(broken) + self.done)
@@ -110,7 +108,7 @@ class StreamRelay:
         if outcome.ended or held_error(transformer) is not None:
             return b""
         head = self.head
-        async for chunk in response.content.iter_any():
+        async for chunk in response.chunks():
             out = transformer.feed(chunk)
             if out:
                 data = b"".join(out)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
 import msgspec
 
 from gateway.cache.stream import StreamAssembler
@@ -22,6 +21,9 @@ class EndedUpstream:
     """The upstream side of a replayed stream: nothing left to read, close or release."""
 
     __slots__ = ("usage", "held_error")
+
+    #: a read never fails: there is none
+    read_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, usage: Any = None) -> None:
         self.usage = usage
@@ -96,7 +98,7 @@ async def read_whole(outcome: StreamOutcome) -> list[bytes]:
     size = sum(len(e) for e in events)
     try:
         if not outcome.ended and held_error(transformer) is None:
-            async for chunk in response.content.iter_any():
+            async for chunk in response.chunks():
                 out = transformer.feed(chunk)
                 events.extend(out)
                 size += sum(len(e) for e in out)
@@ -114,8 +116,8 @@ async def read_whole(outcome: StreamOutcome) -> list[bytes]:
     except GatewayError as error:
         outcome.mask(error)
         raise
-    except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-        raise stream_broke(exc, outcome.provider) from None
+    except response.read_errors as exc:
+        raise stream_broke(exc, response, outcome.provider) from None
     finally:
         response.close()
         response.release()

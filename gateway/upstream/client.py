@@ -23,6 +23,9 @@ read, counted after decompression, by GATEWAY_MAX_UPSTREAM_BODY_BYTES: past it t
 answer is a 502 naming the limit. Streams and media are relayed read by read and never held whole.
 
 Messages say what happened in plain words (never a library's exception class names).
+
+This is the aiohttp ``UpstreamTransport`` (``transport.py``); its answers are ``AiohttpResponse``: aiohttp's response
+object with the interface's reads added (no wrapper per answer).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import functools
 import os
 import re
 import socket
+from collections.abc import AsyncIterator, Awaitable
+from typing import cast
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
@@ -43,6 +48,7 @@ from gateway.settings import Settings
 from gateway.upstream.proxy import Proxy, ProxyRoutes
 from gateway.upstream.request import UpstreamRequest
 from gateway.upstream.ssrf import AllowList, HostBlocked, PinnedResolver, check_url
+from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 
 #: every call the gateway makes (providers, webhooks, JWKS, token exchanges) names it, unless the request sets its own
 _SESSION_HEADERS = (("user-agent", USER_AGENT),)
@@ -88,8 +94,52 @@ DEADLINE_HOOKS = ("_reschedule_timeout", "_on_read_timeout", "_drop_timeout")
 _DEADLINE_READS = all(hasattr(ResponseHandler, name) for name in DEADLINE_HOOKS)
 
 
-class UpstreamClient:
-    """Sends UpstreamRequests; the caller reads (or streams) and releases the response."""
+class AiohttpResponse(aiohttp.ClientResponse, UpstreamResponse):
+    """aiohttp's answer with the transport interface's reads (``UpstreamResponse``); ``max_bytes`` is the client's
+    GATEWAY_MAX_UPSTREAM_BODY_BYTES (each client makes a subclass that sets it)."""
+
+    max_bytes: int = 0
+    read_errors = (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError)
+
+    async def read_body(self) -> bytes:
+        """The whole upstream body, at most ``max_bytes`` once decompressed, with read failures mapped to 504/502.
+
+        The body is read as aiohttp hands it over (decompressed, a buffer's worth at a time, the socket paused while
+        nothing reads) and counted as it comes: the read that passes it closes the connection (it never goes
+        back to the pool) and answers 502, so no more than the limit and one read are ever held.
+        """
+        limit = self.max_bytes
+        content = self.content
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while chunk := await content.readany():
+                size += len(chunk)
+                if size > limit:
+                    self.close()
+                    raise answer_too_large(self.url.host or "", limit)
+                chunks.append(chunk)
+        except (TimeoutError, aiohttp.SocketTimeoutError):
+            raise UpstreamTimeout(f"timed out reading from upstream {self.url.host}") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnreachable(f"upstream {self.url.host} {failure_text(exc)}") from exc
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def read_some(self) -> Awaitable[bytes]:
+        return self.content.readany()
+
+    def chunks(self, size: int = 0) -> AsyncIterator[bytes]:
+        content = self.content
+        return cast(AsyncIterator[bytes], content.iter_chunked(size) if size else content.iter_any())
+
+    @staticmethod
+    def failure_text(exc: BaseException) -> str:
+        """A stream that broke off: "closed the connection" (after answering), else as ``failure_text``."""
+        return "closed the connection" if isinstance(exc, aiohttp.ServerDisconnectedError) else failure_text(exc)
+
+
+class UpstreamClient(UpstreamTransport):
+    """The aiohttp transport: sends UpstreamRequests; the caller reads (or streams) and releases the response."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -107,6 +157,9 @@ class UpstreamClient:
         self._urls: BoundedCache[str, tuple[URL, str, int, Proxy | None]] = BoundedCache(8192)
         #: the largest answer ``read_body`` reads whole (GATEWAY_MAX_UPSTREAM_BODY_BYTES)
         self.max_answer_bytes = settings.max_upstream_body_bytes
+        #: this client's answers: ``AiohttpResponse`` bounded by its limit (set once, nothing per answer)
+        self._response_class: type[AiohttpResponse] = type(
+            "AiohttpResponse", (AiohttpResponse,), {"max_bytes": settings.max_upstream_body_bytes})
 
     def _connector(self, fresh: bool = False) -> aiohttp.TCPConnector:
         """The pooled connector, or (``fresh``) one whose connections are closed after each use."""
@@ -127,7 +180,8 @@ class UpstreamClient:
     async def start(self) -> None:
         self.session = aiohttp.ClientSession(connector=self._connector(), timeout=self._timeout,
                                              auto_decompress=True, headers=_SESSION_HEADERS,
-                                             cookie_jar=aiohttp.DummyCookieJar())
+                                             cookie_jar=aiohttp.DummyCookieJar(),
+                                             response_class=self._response_class)
 
     async def close(self) -> None:
         for session in (self.session, self._fresh):
@@ -148,7 +202,7 @@ class UpstreamClient:
         _, host, port, _ = self._url(url)
         await self.resolver.check(host, port)
 
-    async def open(self, req: UpstreamRequest, stream: bool = False) -> aiohttp.ClientResponse:
+    async def open(self, req: UpstreamRequest, stream: bool = False) -> AiohttpResponse:
         """Send the request and return the response with its headers read (body not yet read)."""
         session = self.session
         assert session is not None, "UpstreamClient.start() was not awaited"
@@ -159,15 +213,16 @@ class UpstreamClient:
         try:
             try:
                 if proxy is None:
-                    return await session.request(req.method, url, data=req.body, headers=req.headers,
-                                                 allow_redirects=False, timeout=timeout)
-                return await session.request(req.method, url, data=req.body, headers=req.headers,
+                    return await session.request(  # type: ignore[return-value]  # the session's response_class
+                        req.method, url, data=req.body, headers=req.headers, allow_redirects=False, timeout=timeout)
+                return await session.request(  # type: ignore[return-value]
+                    req.method, url, data=req.body, headers=req.headers,
                                              allow_redirects=False, timeout=timeout, proxy=proxy.url,
                                              proxy_auth=proxy.auth)
             except _UNANSWERED as exc:
                 if isinstance(exc, aiohttp.ClientConnectorError):
                     raise
-            return await self._fresh_session().request(
+            return await self._fresh_session().request(  # type: ignore[return-value]
                 req.method, url, data=req.body, headers=req.headers, allow_redirects=False, timeout=timeout,
                 proxy=proxy.url if proxy else None, proxy_auth=proxy.auth if proxy else None)
         except aiohttp.ConnectionTimeoutError:
@@ -181,36 +236,16 @@ class UpstreamClient:
         except aiohttp.ClientError as exc:
             raise UpstreamUnreachable(f"upstream {host}:{port}{_via(proxy)} {failure_text(exc)}") from exc
 
-    async def read_body(self, resp: aiohttp.ClientResponse, host: str = "") -> bytes:
-        """The whole upstream body, at most GATEWAY_MAX_UPSTREAM_BODY_BYTES once decompressed, with read failures
-        mapped to 504/502.
-
-        The body is read as aiohttp hands it over (decompressed, a buffer's worth at a time, the socket paused while
-        nothing reads) and counted as it comes: the read that passes it closes the connection (it never goes
-        back to the pool) and answers 502, so no more than the limit and one read are ever held.
-        """
-        limit = self.max_answer_bytes
-        content = resp.content
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            while chunk := await content.readany():
-                size += len(chunk)
-                if size > limit:
-                    resp.close()
-                    raise answer_too_large(host or resp.url.host or "", limit)
-                chunks.append(chunk)
-        except (TimeoutError, aiohttp.SocketTimeoutError):
-            raise UpstreamTimeout(f"timed out reading from upstream {host or resp.url.host}") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamUnreachable(f"upstream {host or resp.url.host} {failure_text(exc)}") from exc
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    async def read_body(self, resp: aiohttp.ClientResponse) -> bytes:
+        """``resp``'s whole body, bounded (``AiohttpResponse.read_body``), for callers off the request path."""
+        return await cast(AiohttpResponse, resp).read_body()
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(connector=self._connector(fresh=True), timeout=self._timeout,
                                                 auto_decompress=True, headers=_SESSION_HEADERS,
-                                                cookie_jar=aiohttp.DummyCookieJar())
+                                                cookie_jar=aiohttp.DummyCookieJar(),
+                                                response_class=self._response_class)
         return self._fresh
 
 

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
 import msgspec
 
 from gateway.http.errors import GatewayError
-from gateway.http.respond import send_json
+from gateway.http.respond import gateway_headers, send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.dialects.base import Dialect, DoorRequest, NativeStream, TranslatedStream, dialect_error
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
-from gateway.pipeline.pipeline import AnswerReader, Attempt, Exchange, Pipeline, PipelineParts, response_headers
+from gateway.pipeline.pipeline import AnswerReader, Attempt, Exchange, Pipeline, PipelineParts
 from gateway.pipeline.relay import StreamRelay
 from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall, malformed
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite, rewrite
 from gateway.routing.plan import Node
 from gateway.schema.chat import parse_chat
+from gateway.upstream.transport import UpstreamResponse
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -163,7 +163,7 @@ class DoorPipeline(Pipeline):
         if isinstance(outcome, JsonOutcome) and outcome.provider == "" and ex.ctx is not None:
             record = ex.record  # a token count the gateway estimated: nothing was sent upstream
             record.status = 200
-            headers = response_headers(ex.ctx, ex.state, None)
+            headers = gateway_headers(ex.ctx.trace_id, None, "DISABLED", ex.state)
             headers.append(ESTIMATE_HEADER)
             await send_json(send, 200, outcome.body, headers)
             self._finish(ex, outcome.body)
@@ -258,7 +258,7 @@ class NativeReader(AnswerReader):
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
 
-    def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: aiohttp.ClientResponse, data: bytes,
+    def json(self, adapter: ProviderAdapter, call: UpstreamCall, response: UpstreamResponse, data: bytes,
              dropped: bytes | None) -> JsonOutcome:
         """The answer relayed as sent; one that is not a JSON object is a 502 naming the provider, as on chat."""
         try:
