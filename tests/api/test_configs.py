@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from tests.support.controlplane import api, chat, create_key
+from tests.support.inprocess import start_in_process
 from tests.support.servers import start_gateway
 
 #: updates reach every worker within a second; the rest is room for a slow machine
@@ -158,7 +159,7 @@ def test_an_update_reaches_every_worker_within_a_second(mock):
 
 
 def test_two_instances_on_one_redis_share_saved_configs_and_slugs(mock, shared_redis):
-    first, second = start_gateway(shared_redis), start_gateway(shared_redis)
+    first, second = start_in_process(shared_redis), start_in_process(shared_redis)
     try:
         admin = create_key(first)
         a, b = mock.scenario(), mock.scenario()
@@ -181,13 +182,13 @@ def test_two_instances_on_one_redis_share_saved_configs_and_slugs(mock, shared_r
 def test_saved_configs_survive_a_restart(mock):
     data_dir = tempfile.mkdtemp(prefix="gw-configs-")
     base = mock.scenario()
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         admin = create_key(server)
         record = save(server, admin, target(base))
     finally:
         server.stop()
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         assert chat(server, admin["key"], **{"x-gateway-config": record["id"]}).status == 200
         assert mock.calls(base)["calls"] == 1

@@ -17,7 +17,8 @@ from gateway.state.memory import MemoryStateStore
 from tests.support.asgi import call
 from tests.support.controlplane import api, create_key
 from tests.support.http import post, stream_events
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.inprocess import start_in_process
+from tests.support.servers import ADMIN_KEY
 
 TEMPLATE = {
     "name": "greeter",
@@ -279,14 +280,14 @@ def test_prompts_are_workspace_scoped(gateway, workspace):
 
 def test_prompts_survive_a_restart(mock):
     data_dir = tempfile.mkdtemp(prefix="gw-prompts-")
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         admin = create_key(server)
         prompt = api(server, "POST", "/v1/prompts", TEMPLATE, admin["key"]).json()
         api(server, "PUT", f"/v1/prompts/{prompt['id']}", {"name": "renamed"}, admin["key"])
     finally:
         server.stop()
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         got = api(server, "GET", f"/v1/prompts/{prompt['id']}", key=admin["key"]).json()
         assert got["name"] == "renamed" and got["version"] == 2

@@ -11,7 +11,8 @@ import pytest
 from gateway.controlplane import providers
 from tests.support.asgi import call, in_process
 from tests.support.controlplane import CHAT, api, chat, create_key
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.inprocess import start_in_process
+from tests.support.servers import ADMIN_KEY
 
 SECRET = "sk-slug-secret-0123456789abcdef"
 
@@ -159,7 +160,7 @@ def test_one_workspace_never_sees_or_uses_anothers_slugs(gateway, mock):
 def test_secrets_are_encrypted_at_rest_and_survive_a_restart(mock):
     data_dir = tempfile.mkdtemp(prefix="gw-slugs-")
     base = mock.scenario()
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         admin = create_key(server)
         make_slug(server, admin, base, "kept", cloudA_secret_access_key="aws-secret-value-1234567890")
@@ -169,14 +170,14 @@ def test_secrets_are_encrypted_at_rest_and_survive_a_restart(mock):
     assert b"kept" in stored  # the record is there...
     assert SECRET.encode() not in stored and b"aws-secret-value" not in stored  # ...its secrets are not
     assert (Path(data_dir) / "secret.key").stat().st_mode & 0o077 == 0
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         assert chat(server, admin["key"], **{"x-gateway-provider": "@kept"}).status == 200
         assert sent_authorization(mock, base) == f"Bearer {SECRET}"
     finally:
         server.stop()
     # another secret key cannot open them: the error says which setting to align
-    server = start_gateway({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
+    server = start_in_process({"GATEWAY_SECRET_KEY": "a-different-key"}, data_dir=data_dir)
     try:
         resp = chat(server, admin["key"], **{"x-gateway-provider": "@kept"})
         assert resp.status == 500

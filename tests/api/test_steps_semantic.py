@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from tests.support.http import post, request, stream_events
+from tests.support.inprocess import start_in_process
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -122,7 +123,7 @@ def redis_env():
 def test_instances_sharing_redis_share_semantic_entries(redis_env, mock):
     base = mock.scenario()
     cfg = config(base)
-    first, second = start_gateway(redis_env), start_gateway(redis_env)
+    first, second = start_in_process(redis_env), start_in_process(redis_env)
     try:
         assert status_of(ask(first.url, cfg, "How do I install numpy?")) == "MISS"
         probe(second.url, cfg, "How can I install numpy?")
@@ -136,7 +137,7 @@ def test_embeddings_from_a_provider_through_the_gateway(mock):
     embedder = mock.scenario()
     embeddings = {"provider": "vendorA", "api_key": "sk-embed", "custom_host": embedder + "/v1",
                   "override_params": {"dimensions": 64}}
-    server = start_gateway({"GATEWAY_SEMANTIC_CACHE_EMBEDDINGS": json.dumps(embeddings),
+    server = start_in_process({"GATEWAY_SEMANTIC_CACHE_EMBEDDINGS": json.dumps(embeddings),
                             "GATEWAY_SEMANTIC_CACHE_EMBEDDING_MODEL": "text-embedding-3-small"})
     base = mock.scenario()
     cfg = config(base)

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.http import post, request, stream_events
+from tests.support.inprocess import start_in_process
 from tests.support.servers import ADMIN_KEY, start_gateway
 
 
@@ -61,7 +62,7 @@ def test_metrics_need_the_admin_key_in_either_header(gateway):
 
 
 def test_metrics_are_public_when_configured(mock):
-    server = start_gateway({"GATEWAY_METRICS_PUBLIC": "1"})
+    server = start_in_process({"GATEWAY_METRICS_PUBLIC": "1"})
     try:
         assert chat(server, mock.scenario(), "public-model").status == 200
         deadline = time.monotonic() + 8

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from tests.support.http import request
+from tests.support.inprocess import start_in_process
 from tests.support.policies import (
     ADMIN,
     chat,
@@ -53,8 +54,8 @@ def test_two_workers_on_the_embedded_store_admit_exactly_n(mock):
 
 def test_two_instances_sharing_redis_admit_exactly_n(mock):
     shared = {"GATEWAY_REDIS_URL": test_redis_url(), "GATEWAY_REDIS_KEY_PREFIX": random_prefix(), **FAST_WATCH}
-    first = start_gateway(shared)
-    second = start_gateway(shared)
+    first = start_in_process(shared)
+    second = start_in_process(shared)
     try:
         base = mock.scenario()
         exactly_n([first.url, second.url], first, base)
@@ -75,8 +76,8 @@ def test_limits_follow_the_fail_mode_while_redis_is_down(mock):
     redis = RedisProcess().start()
     common = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_PROBE_INTERVAL_MS": "100",
               "GATEWAY_STATE_TIMEOUT_MS": "300", **FAST_WATCH}
-    closed = start_gateway(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
-    opened = start_gateway(common)
+    closed = start_in_process(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
+    opened = start_in_process(common)
     try:
         base = mock.scenario()
         run_tag = tag()
