@@ -90,7 +90,7 @@ class GatewayApp:
         for path, build in _doors(parts, runtime.store).items():
             self.add("POST", path, Deferred(build), sets_cache_status=True)
         mount_jobs(self, runtime)
-        self.add("GET", "/v1/logs", LogsEndpoint(runtime.keys, runtime.recorder))
+        self.add("GET", "/v1/logs", LogsEndpoint(runtime.keys, runtime.logs))
         if runtime.settings.console:
             mount_console(self, _console_routes(runtime))
         for group in _admin_groups(runtime):
@@ -100,7 +100,7 @@ class GatewayApp:
                  Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
         self.add("GET", "/metrics", MetricsEndpoint(runtime.keys, runtime.settings.metrics_public))
         self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode,
-                                                  getattr(runtime.recorder, "log_store_health", None)))
+                                                  runtime.logs.health))
         self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
 
     def add(self, method: str, path: str, handler: ASGIApp, sets_cache_status: bool = False) -> None:
@@ -221,9 +221,9 @@ def _console_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
     from gateway.api.logstream import LogStreamEndpoint
     from gateway.api.playground import ValidateConfigEndpoint
 
-    keys, recorder = runtime.keys, runtime.recorder
+    keys, logs = runtime.keys, runtime.logs
     validate = ValidateConfigEndpoint(keys, runtime.records, runtime.configs.checks, runtime.settings.max_body_bytes,
                                       lambda: runtime.steps.runner)
-    return [("GET", "/v1/logs/stream", LogStreamEndpoint(keys, recorder)),
-            ("GET", "/v1/logs/aggregates", AggregatesEndpoint(keys, recorder)),
+    return [("GET", "/v1/logs/stream", LogStreamEndpoint(keys, logs)),
+            ("GET", "/v1/logs/aggregates", AggregatesEndpoint(keys, logs)),
             ("POST", "/v1/configs/validate", validate)]

@@ -16,9 +16,11 @@ from gateway.controlplane.directory import RecordCache
 from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.controlplane.secrets import SecretBox, open_box
 from gateway.observability.cost import Prices
+from gateway.observability.logbackend import LogBackend, WarnOnce
 from gateway.observability.looplag import LoopLagMonitor
 from gateway.observability.metrics import Metrics
-from gateway.observability.record import Recorder
+from gateway.observability.recorder import ObservabilityRecorder
+from gateway.observability.sqlitelog import SqliteLogs
 from gateway.pipeline.pipeline import PipelineParts
 from gateway.policies.gate import PolicyGate
 from gateway.providers.registry import ProviderRegistry
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 
 class Runtime:
-    def __init__(self, settings: Settings, store: StateStore | None = None, recorder: Recorder | None = None,
+    def __init__(self, settings: Settings, store: StateStore | None = None, logs: LogBackend | None = None,
                  breaker_clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
         #: this worker's rare-event counts and loop lag, handed to whatever counts them; the recorder flushes it
@@ -74,7 +76,11 @@ class Runtime:
             from gateway.cache.provider_embedder import embeddings_config
 
             self._embeddings_config = embeddings_config(self.configs, settings.semantic_cache_embeddings)
-        self.recorder = recorder if recorder is not None else _default_recorder(settings, self.prices, self.metrics)
+        warn = WarnOnce()
+        #: the request-log store (SQLite, or PostgreSQL with GATEWAY_LOG_STORE_URL): written by the recorder, read by
+        #: the log routes
+        self.logs = logs if logs is not None else _log_backend(settings, self.metrics, warn)
+        self.recorder = ObservabilityRecorder(settings, self.logs, prices=self.prices, metrics=self.metrics, warn=warn)
         self.loop_lag = LoopLagMonitor(observe=self.metrics.observe_loop_lag)
         #: background services mounted with the routes (the batch scheduler): started last, closed first
         self.services: list = []
@@ -160,12 +166,11 @@ class Runtime:
         self.keys.close()
 
 
-def _default_recorder(settings: Settings, prices: Prices, metrics: Metrics) -> Recorder:
-    """Request logs, metrics and (with GATEWAY_OTLP_ENDPOINT) traces."""
-    if settings.log_store_url:  # PostgreSQL: asyncpg is imported only then
-        from gateway.observability.pglog.recorder import PgRecorder
+def _log_backend(settings: Settings, metrics: Metrics, warn: WarnOnce) -> LogBackend:
+    """The worker's request-log store: PostgreSQL when GATEWAY_LOG_STORE_URL is set (asyncpg is imported only
+    then), else the SQLite file in the data directory."""
+    if settings.log_store_url:
+        from gateway.observability.pglog.backend import PgLogs
 
-        return PgRecorder(settings, prices=prices, metrics=metrics)
-    from gateway.observability.recorder import ObservabilityRecorder
-
-    return ObservabilityRecorder(settings, prices=prices, metrics=metrics)
+        return PgLogs.for_settings(settings, metrics, warn)
+    return SqliteLogs.for_settings(settings, warn)

@@ -18,6 +18,7 @@ from gateway.observability.linesink import LineSink
 from gateway.observability.logstore import LogStore
 from gateway.observability.record import RequestRecord
 from gateway.observability.recorder import ObservabilityRecorder
+from gateway.observability.sqlitelog import SqliteLogs
 from gateway.observability.tracing import request_spans
 from gateway.schema.common import Usage
 from gateway.settings import load
@@ -56,8 +57,7 @@ def make_recorder(tmp_path, otlp: bool = False) -> ObservabilityRecorder:
     env = {"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off"}
     if otlp:
         env["GATEWAY_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
-    return ObservabilityRecorder(load(env), store=_NoStore(":memory:"), sink=LineSink("off"),
-                                 queue_size=10**9)
+    return ObservabilityRecorder(load(env), SqliteLogs(_NoStore(":memory:"), LineSink("off")), queue_size=10**9)
 
 
 def test_record_enqueue(benchmark, tmp_path):

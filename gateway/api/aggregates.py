@@ -6,7 +6,6 @@ no provider's name, is a 400 naming it, as there."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Mapping
 
 import msgspec
@@ -14,11 +13,12 @@ import msgspec
 from gateway.api.admin import provider_query
 from gateway.api.logscope import log_scope
 from gateway.controlplane.keys import KeyStore
-from gateway.http.errors import InvalidRequest, NotFound
+from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.observability.aggregates import report
-from gateway.observability.rollups import WINDOWS, RollupStore
+from gateway.observability.aggregates import read_report
+from gateway.observability.logbackend import LogReader
+from gateway.observability.rollups import WINDOWS
 
 DEFAULT_WINDOW = "1h"
 #: the query names of the route; any other name is a 400 naming it
@@ -43,23 +43,14 @@ def parse_query(query: Mapping[str, str]) -> tuple[str, str | None, str | None]:
 
 
 class AggregatesEndpoint:
-    def __init__(self, keys: KeyStore, recorder: object) -> None:
-        """``recorder``: the worker's recorder, whose rollups (embedded or shared) this route reads."""
+    def __init__(self, keys: KeyStore, logs: LogReader) -> None:
+        """``logs``: the worker's request-log store (embedded or shared), whose rollups this route reads."""
         self.keys = keys
-        self.recorder = recorder
+        self.logs = logs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.keys, scope, QUERY)
         window, provider, model = parse_query(reader.query)
         provider_query(reader.query)
-        shared = getattr(self.recorder, "pg", None)  # the PostgreSQL log store, when configured
-        if shared is not None:
-            from gateway.observability.pglog.aggregates import shared_report
-
-            await send_json(send, 200, _encode(await shared_report(shared, window, reader.workspace, provider, model)))
-            return
-        rollups: RollupStore | None = getattr(self.recorder, "rollups", None)
-        if rollups is None:
-            raise NotFound("request logs are not stored by this gateway")
-        result = await asyncio.to_thread(report, rollups, window, reader.workspace, None, provider, model)
+        result = await read_report(self.logs, window, reader.workspace, provider, model)
         await send_json(send, 200, _encode(result))

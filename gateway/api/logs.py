@@ -9,7 +9,6 @@ no provider's name is a 400 naming it.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from datetime import UTC, datetime
 from typing import Mapping
@@ -21,7 +20,8 @@ from gateway.controlplane.keys import KeyStore
 from gateway.http.errors import InvalidRequest
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
-from gateway.observability.logstore import LogFilter, LogStore
+from gateway.observability.logbackend import LogReader
+from gateway.observability.logstore import LogFilter
 
 MAX_LIMIT = 100
 #: the query names of GET /v1/logs
@@ -99,24 +99,16 @@ def parse_filter(query: bytes | Mapping[str, str]) -> LogFilter:
 
 
 class LogsEndpoint:
-    def __init__(self, keys: KeyStore, recorder: object) -> None:
-        """``recorder``: the worker's recorder, whose log store (embedded or shared) this route reads."""
+    def __init__(self, keys: KeyStore, logs: LogReader) -> None:
+        """``logs``: the worker's request-log store (embedded or shared), which this route reads."""
         self.keys = keys
-        self.recorder = recorder
+        self.logs = logs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.keys, scope, QUERY)
         provider_query(reader.query)
         flt = parse_filter(reader.query)
-        store: LogStore | None = getattr(self.recorder, "store", None)
-        rows: list[tuple[int, bytes]]
-        shared = getattr(self.recorder, "pg", None)  # the PostgreSQL log store, when configured
-        if shared is not None:
-            rows, has_more = await shared.query(reader.workspace, flt, reader.every_workspace)
-        elif store is None:
-            rows, has_more = [], False
-        else:
-            rows, has_more = await asyncio.to_thread(store.query, reader.workspace, flt, reader.every_workspace)
+        rows, has_more = await self.logs.query(reader.workspace, flt, reader.every_workspace)
         items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)
         body = b'{"object":"list","data":[' + items + b'],"has_more":' + (b"true" if has_more else b"false") + b"}"
         await send_json(send, 200, body)

@@ -18,7 +18,7 @@ consoles never hold up a graceful shutdown.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping
+from typing import Mapping
 
 import msgspec
 
@@ -27,11 +27,12 @@ from gateway.api.logs import QUERY as LOG_QUERY
 from gateway.api.logs import parse_filter
 from gateway.api.logscope import log_scope
 from gateway.controlplane.keys import KeyStore
-from gateway.http.errors import GatewayError, InvalidRequest, NotFound
+from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.respond import end_stream, send_chunk, start_stream
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
-from gateway.observability.logstore import LogFilter, LogStore
+from gateway.observability.logbackend import LogReader
+from gateway.observability.logstore import LogFilter
 from gateway.observability.logtail import LogTail, Subscriber, event_frame, row_matcher
 from gateway.waiting import wait_event, within
 
@@ -62,21 +63,17 @@ def _backlog(query: Mapping[str, str]) -> int:
 
 
 class LogStreamEndpoint:
-    def __init__(self, keys: KeyStore, recorder: object) -> None:
-        """``recorder``: the worker's recorder, whose log store (embedded or shared) this route follows."""
+    def __init__(self, keys: KeyStore, logs: LogReader) -> None:
+        """``logs``: the worker's request-log store (embedded or shared), which this route follows."""
         self.keys = keys
-        self.recorder = recorder
+        self.logs = logs
         self.tail: LogTail | None = None
         self.stop = StopNotice()
 
-    def _tail(self, store: LogStore, shared: Any) -> LogTail:
+    def _tail(self) -> LogTail:
+        """The worker's one live tail of the store (made by the first stream)."""
         if self.tail is None:
-            if shared is not None:  # the PostgreSQL log store: LISTEN/NOTIFY across instances
-                from gateway.observability.pglog.tail import PgLogTail
-
-                self.tail = PgLogTail(shared)
-            else:
-                self.tail = LogTail(store.path)
+            self.tail = self.logs.tail()
         return self.tail
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -84,11 +81,7 @@ class LogStreamEndpoint:
         backlog = _backlog(reader.query)
         provider_query(reader.query)
         flt = parse_filter(reader.query)
-        store: LogStore | None = getattr(self.recorder, "store", None)
-        shared = getattr(self.recorder, "pg", None)
-        if store is None:
-            raise NotFound("request logs are not stored by this gateway")
-        tail = self._tail(store, shared)
+        tail = self._tail()
         key = (reader.workspace, reader.every_workspace, flt.trace_id, flt.status, flt.status_class, flt.provider,
                flt.model, flt.since, flt.until)
         subscriber = Subscriber(key, row_matcher(flt, reader.workspace, reader.every_workspace))
@@ -97,8 +90,8 @@ class LogStreamEndpoint:
         try:
             opening = _OPENING
             if backlog:
-                opening += await self._backlog_frames(shared or store, reader.workspace, reader.every_workspace, flt,
-                                                      backlog, subscriber)
+                opening += await self._backlog_frames(reader.workspace, reader.every_workspace, flt, backlog,
+                                                      subscriber)
             await start_stream(send)
             await send_chunk(send, opening)
             gone = asyncio.Event()
@@ -114,14 +107,10 @@ class LogStreamEndpoint:
             if watcher is not None:
                 watcher.cancel()
 
-    @staticmethod
-    async def _backlog_frames(store: Any, workspace: str | None, every_workspace: bool, flt: LogFilter,
-                              count: int, subscriber: Subscriber) -> bytes:
+    async def _backlog_frames(self, workspace: str | None, every_workspace: bool, flt: LogFilter, count: int,
+                              subscriber: Subscriber) -> bytes:
         flt = msgspec.structs.replace(flt, limit=count)
-        if isinstance(store, LogStore):
-            rows, _ = await asyncio.to_thread(store.query, workspace, flt, every_workspace)
-        else:  # the shared store reads without a thread
-            rows, _ = await store.query(workspace, flt, every_workspace)
+        rows, _ = await self.logs.query(workspace, flt, every_workspace)
         if not rows:
             return b""
         subscriber.skip_through(rows[0][0])  # the newest backlog row: live frames start after it

@@ -1,6 +1,7 @@
 """The aggregates of a window (last 15 minutes, hour or day) read from the rollups (``rollups.py``): totals, one
 value per time slot for the charts, and figures per provider and model, each with requests per second, error rate
-and counts by status, p50/p99 of total and gateway-added latency, tokens and cost."""
+and counts by status, p50/p99 of total and gateway-added latency, tokens and cost. ``read_report`` reads them
+through a ``LogReader`` (either backend), ``report`` from an embedded ``RollupStore`` directly."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from gateway.observability.logbackend import LogReader
 from gateway.observability.rollups import WINDOWS, RollupStore, WindowRows, add_into, decode_hist, new_hist, quantile
 
 
@@ -143,16 +145,34 @@ def _series(rows: WindowRows, slots: list[int], res: int, now: float, total: _Ac
     )
 
 
+def first_slot(window: str, now: float) -> tuple[int, int]:
+    """(slot seconds, start of the first slot) of the last ``window`` at ``now``."""
+    seconds, res = WINDOWS[window]
+    return res, int(now // res) * res - (seconds // res - 1) * res
+
+
 def report(store: RollupStore, window: str, workspace: str | None, now: float | None = None,
            provider: str | None = None, model: str | None = None) -> AggregateReport:
     """The aggregates of the last ``window`` (a key of WINDOWS) for one workspace (None: every workspace), of one
     provider and/or model when given."""
-    seconds, res = WINDOWS[window]
     now = time.time() if now is None else now
-    current = int(now // res) * res
-    first = current - (seconds // res - 1) * res
-    slots = list(range(first, current + 1, res))
-    rows = store.read(res, first, workspace, provider, model)
+    res, first = first_slot(window, now)
+    return report_of(store.read(res, first, workspace, provider, model), window, now, provider, model)
+
+
+async def read_report(logs: LogReader, window: str, workspace: str | None, provider: str | None = None,
+                      model: str | None = None, now: float | None = None) -> AggregateReport:
+    """``report`` of the rollups a log store reads (every writer's, summed)."""
+    now = time.time() if now is None else now
+    res, first = first_slot(window, now)
+    return report_of(await logs.window(res, first, workspace, provider, model), window, now, provider, model)
+
+
+def report_of(rows: WindowRows, window: str, now: float, provider: str | None = None, model: str | None = None
+              ) -> AggregateReport:
+    """The report of a window's rollup rows, read at ``now``."""
+    res, first = first_slot(window, now)
+    slots = list(range(first, int(now // res) * res + 1, res))
     total = _Acc()
     per_group: dict[tuple[str, str], _Acc] = {}
     for provider, model, status, *values in rows.group_counts:

@@ -1,17 +1,17 @@
 """The recorder the pipeline hands finished records to: an O(1) enqueue, and one background task per worker that
-turns records into log lines, SQLite rows (and their per-slot aggregates), metric sums and trace spans.
+turns records into log rows and lines (stored through a ``LogWriter``: SQLite or PostgreSQL), metric sums and trace
+spans.
 
 ``record`` only appends to a bounded deque (a full queue drops the record and counts it). The task wakes every
 ``interval_s`` or when ``batch_size`` records wait, builds each record's row, line, stats and metric sums in one
 pass (``RecordRows``: compiled, ``gateway._speedups.recordrow``, or its pure twin) in slices (yielding to the event
-loop between slices), writes rows and lines in a thread, flushes metric sums to prometheus_client about once a
-second and queues spans for the OTLP exporter. ``close`` drains and flushes everything.
+loop between slices), hands rows, lines and rollup figures to the log writer, flushes metric sums to
+prometheus_client about once a second and queues spans for the OTLP exporter. ``close`` drains and flushes everything.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections import deque
 from functools import partial
@@ -19,15 +19,15 @@ from typing import Any
 
 from gateway.observability.cost import Prices
 from gateway.observability.entry import IsoClock, masked_request_headers
-from gateway.observability.linesink import LineSink
-from gateway.observability.logstore import LogStore
+from gateway.observability.logbackend import LogWriter, WarnOnce
 from gateway.observability.masking import Masker
 from gateway.observability.metrics import LOGS_DROPPED, Metrics, MetricsAggregator
 from gateway.observability.record import Recorder, RequestRecord
 from gateway.observability.recordrow_in_use import RecordRows
-from gateway.observability.rollups import RequestStats, RollupStore
+from gateway.observability.rollups import RequestStats
+from gateway.observability.sqlitelog import SqliteLogs
 from gateway.observability.tracing import OtlpExporter, request_spans
-from gateway.settings import Settings, data_path
+from gateway.settings import Settings
 from gateway.waiting import wait_event, within
 
 QUEUE_SIZE = 10_000
@@ -42,18 +42,19 @@ _SLICE = 32  # records built between two yields to the event loop
 
 
 class ObservabilityRecorder(Recorder):
-    """Request logs (SQLite + JSON lines), Prometheus metrics and OTLP traces, all off the request path."""
+    """Request logs (through ``logs``: SQLite by default), Prometheus metrics and OTLP traces, all off the request
+    path."""
 
-    def __init__(self, settings: Settings, store: LogStore | None = None, sink: LineSink | None = None,
-                 exporter: Any = None, queue_size: int = QUEUE_SIZE, batch_size: int = BATCH_SIZE,
-                 interval_s: float = INTERVAL_S, prices: Prices | None = None,
-                 metrics: Metrics | None = None) -> None:
+    def __init__(self, settings: Settings, logs: LogWriter | None = None, exporter: Any = None,
+                 queue_size: int = QUEUE_SIZE, batch_size: int = BATCH_SIZE, interval_s: float = INTERVAL_S,
+                 prices: Prices | None = None, metrics: Metrics | None = None,
+                 warn: WarnOnce | None = None) -> None:
         self.settings = settings
         #: the worker's rare-event counts (a private one when none is given), flushed with the record sums
         self.metrics = metrics if metrics is not None else Metrics()
-        self.store = store or LogStore(str(data_path(settings, "logs.db")), settings.log_retention_rows)
-        self.sink = sink if sink is not None else LineSink(settings.log_file)
-        self.rollups = RollupStore(self.store.path)
+        self._warn = warn if warn is not None else WarnOnce()
+        #: where built batches are stored (the worker's log backend, which the log routes read)
+        self.logs = logs if logs is not None else SqliteLogs.for_settings(settings, self._warn)
         if exporter is None and settings.otlp_endpoint:
             exporter = OtlpExporter(settings.otlp_endpoint, metrics=self.metrics)
         self.exporter = exporter
@@ -71,7 +72,6 @@ class ObservabilityRecorder(Recorder):
         self._task: asyncio.Task | None = None
         self._closing = False
         self._last_metrics = time.monotonic()
-        self._warned: set[str] = set()
 
     # -- the request path ------------------------------------------------------------------------------------
     def record(self, record: RequestRecord) -> None:
@@ -85,7 +85,7 @@ class ObservabilityRecorder(Recorder):
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        await self._open_stores()
+        await self.logs.open()
         if self.exporter is not None:
             await self.exporter.start()
         self._wake = asyncio.Event()
@@ -106,20 +106,7 @@ class ObservabilityRecorder(Recorder):
         self.flush_metrics()
         if self.exporter is not None:
             await self.exporter.close()
-        await asyncio.to_thread(self._close_sinks)
-
-    async def _open_stores(self) -> None:
-        await asyncio.to_thread(self.store.open)
-        await asyncio.to_thread(self.rollups.open)
-
-    def log_store_health(self) -> dict[str, Any]:
-        """What ``/health`` says of the request-log store."""
-        return {"backend": "sqlite", "healthy": True}
-
-    def _close_sinks(self) -> None:
-        self.store.close()
-        self.rollups.close()
-        self.sink.close()
+        await self.logs.close()
 
     async def _run(self) -> None:
         wake = self._wake
@@ -144,7 +131,7 @@ class ObservabilityRecorder(Recorder):
         if records:
             rows, lines, stats = await self._build(records)
             if rows:
-                failed = await self._store(rows, lines, stats)
+                failed = await self.logs.write(rows, lines, stats)
                 if failed:
                     self.metrics.count(LOGS_DROPPED, ("write_failed",), failed)
         now = time.monotonic()
@@ -182,33 +169,3 @@ class ObservabilityRecorder(Recorder):
         """A failed request's error text with the clear secrets of its request headers hidden (as its log line)."""
         _, secrets = masked_request_headers(rec, self.masker)
         return self.masker.scrub(text, secrets=secrets)
-
-    async def _store(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats]) -> int:
-        """Hand a built batch to the stores; returns how many rows could not be stored."""
-        return await asyncio.to_thread(self._write, rows, lines, stats)
-
-    def _write(self, rows: list[tuple], lines: list[bytes], stats: list[RequestStats] | None = None) -> int:
-        """Insert the rows and their aggregates and write the lines (in a thread); returns how many rows could not
-        be stored."""
-        failed = 0
-        try:
-            self.store.insert(rows)
-        except Exception as exc:  # noqa: BLE001 - a locked or full disk loses this batch, not the worker
-            failed = len(rows)
-            self._warn("store", exc)
-        if stats:
-            try:
-                self.rollups.add(stats)
-            except Exception as exc:  # noqa: BLE001 - aggregates are a view: losing one batch is not fatal
-                self._warn("aggregates", exc)
-        try:
-            self.sink.write(lines)
-        except OSError as exc:
-            self._warn("lines", exc)
-        return failed
-
-    def _warn(self, what: str, exc: BaseException) -> None:
-        if what not in self._warned:
-            self._warned.add(what)
-            print(f"gateway: request log {what} failed: {exc.__class__.__name__}: {exc} (reported once)",
-                  file=sys.stderr, flush=True)

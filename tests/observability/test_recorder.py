@@ -11,6 +11,7 @@ from gateway.observability.logstore import LogFilter, LogStore
 from gateway.observability.metrics import LOGS_DROPPED
 from gateway.observability.record import RequestRecord
 from gateway.observability.recorder import ObservabilityRecorder
+from gateway.observability.sqlitelog import SqliteLogs
 from gateway.schema.common import Usage
 from gateway.settings import load
 
@@ -26,7 +27,7 @@ def _record(trace_id: str) -> RequestRecord:
 
 def _recorder(tmp_path) -> ObservabilityRecorder:
     settings = load({"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off"})
-    return ObservabilityRecorder(settings, store=LogStore(str(tmp_path / "logs.db")), sink=LineSink("off"))
+    return ObservabilityRecorder(settings, SqliteLogs(LogStore(str(tmp_path / "logs.db")), LineSink("off")))
 
 
 def test_records_are_stored_as_they_were_and_an_unbuildable_one_is_counted_alone(tmp_path, capsys):
@@ -36,15 +37,15 @@ def test_records_are_stored_as_they_were_and_an_unbuildable_one_is_counted_alone
     for rec in (_record("trace-a"), broken, _record("trace-b")):
         recorder.record(rec)  # the request path: an enqueue
 
-    async def write() -> None:
-        await asyncio.to_thread(recorder.store.open)
+    async def write() -> tuple[list[tuple[int, bytes]], bool]:
+        await recorder.logs.open()
         await recorder.drain()
+        return await recorder.logs.query(None, LogFilter(limit=10), every_workspace=True)
 
-    asyncio.run(write())
-    rows, more = recorder.store.query(None, LogFilter(limit=10), every_workspace=True)
+    rows, more = asyncio.run(write())
     assert not more
     assert [b'"trace_id":"trace-b"' in doc for _, doc in rows] == [True, False]
     assert b'"trace_id":"trace-a"' in rows[1][1] and b'"completion_tokens":40' in rows[1][1]
     assert recorder.metrics._counts[(LOGS_DROPPED, ("build_failed",))] == 1
     assert "request log build failed" in capsys.readouterr().err  # reported once, on stderr
-    recorder.store.close()
+    asyncio.run(recorder.logs.close())

@@ -24,7 +24,7 @@ from gateway.observability.rollups import _KEEP_S, RESOLUTIONS, WindowRows, enco
 
 CHANNEL = "gateway_logs"
 DAY_S = 86400
-#: one staged record: what the spool keeps (see ``PgRecorder._records``)
+#: one staged record: what the spool keeps (made by ``pglog.backend.PgLogs.write``)
 COLUMNS = ("rid", "ts", "workspace", "trace_id", "status", "provider", "model", "latency_ms", "added_ms",
            "tokens_in", "tokens_out", "cost", "lat_bucket", "added_bucket", "doc")
 _STAGING = (
@@ -106,7 +106,7 @@ def partition_name(day_start: int) -> str:
 
 
 class PgLogStore:
-    """The shared store of one worker: ``write`` from the recorder's writer, reads from the API handlers."""
+    """The shared store of one worker: ``write`` from the log writer (``PgWriter``), reads through ``PgLogs``."""
 
     def __init__(self, url: str, retention_days: int = 30, timeout_s: float = 10.0) -> None:
         self.url = url
