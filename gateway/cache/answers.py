@@ -25,6 +25,7 @@ from typing import Awaitable, Callable
 import msgspec
 
 from gateway.state.base import StateStore, StateStoreError
+from gateway.task_set import BoundedTasks
 
 log = logging.getLogger("gateway.cache")
 
@@ -61,7 +62,7 @@ class ResponseCache:
     def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: BoundedTasks[None] = BoundedTasks(WRITES_MAX)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -114,12 +115,9 @@ class ResponseCache:
     def background(self, work: Callable[[], Awaitable[object]]) -> asyncio.Task[None] | None:
         """Run ``work()`` as a task of its own (a cache write nobody waits for, or that must outlive a cancelled
         caller); dropped (None) when ``WRITES_MAX`` writes are already running. A failure is logged."""
-        if len(self._writes) >= WRITES_MAX:
+        task = self._writes.spawn(lambda: self._quietly(work))
+        if task is None:
             log.warning("cache write dropped: %d writes already running", len(self._writes))
-            return None
-        task = asyncio.get_running_loop().create_task(self._quietly(work))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
         return task
 
     async def _put_then(self, key: str, answer: CachedAnswer, then: Callable[[], Awaitable[None]] | None) -> None:
@@ -135,5 +133,4 @@ class ResponseCache:
 
     async def drain(self, timeout_s: float = 5.0) -> None:
         """Wait (bounded) for background writes to finish (at shutdown, and in tests)."""
-        if self._writes:
-            await asyncio.wait(set(self._writes), timeout=timeout_s)
+        await self._writes.wait(timeout_s)

@@ -32,6 +32,7 @@ from gateway.guardrails.webhook import CheckIO
 from gateway.http.errors import InvalidRequest
 from gateway.schema.config import Config
 from gateway.settings import Settings
+from gateway.task_set import BoundedTasks
 from gateway.upstream.client import UpstreamClient
 
 log = logging.getLogger("gateway.guardrails")
@@ -68,14 +69,13 @@ class GuardrailRunner:
         self.on_background = on_background or _log_background
         self.workers = settings.guardrail_workers
         self.queue_max = settings.guardrail_queue
-        self.async_max = settings.guardrail_async_max
         self._executor: ThreadPoolExecutor | None = None
         self._queued = 0
         self._plans: BoundedCache[int, tuple[Config, tuple[PlanItem, ...], tuple[PlanItem, ...]]] = BoundedCache(
             PLAN_CACHE_MAX)
         self._saved: BoundedCache[tuple[int, str, str], tuple[SavedRef, Any, CompiledHook]] = BoundedCache(
             SAVED_CACHE_MAX)
-        self._background: set[asyncio.Task[HookResult | None]] = set()
+        self._background: BoundedTasks[HookResult | None] = BoundedTasks(settings.guardrail_async_max)
 
     # --- what the pipeline calls --------------------------------------------------------------------------------
 
@@ -110,10 +110,7 @@ class GuardrailRunner:
 
     async def close(self) -> None:
         """Cancel background hooks and stop the worker threads."""
-        for task in list(self._background):
-            task.cancel()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._background.cancel()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
@@ -262,13 +259,10 @@ class GuardrailRunner:
     # --- async items --------------------------------------------------------------------------------------------
 
     def _spawn(self, hook: CompiledHook, subject: Subject) -> asyncio.Task[HookResult | None] | None:
-        if len(self._background) >= self.async_max:
+        task = self._background.spawn(lambda: self._run_background(hook, subject))
+        if task is None:
             log.warning("async guardrail %s dropped: %d already running (GATEWAY_GUARDRAIL_ASYNC_MAX)",
                         hook.id, len(self._background))
-            return None
-        task = asyncio.get_running_loop().create_task(self._run_background(hook, subject))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
         return task
 
     async def _run_background(self, hook: CompiledHook, subject: Subject) -> HookResult | None:

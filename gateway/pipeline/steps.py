@@ -43,6 +43,7 @@ from gateway.pipeline.guardrail_step import GuardrailStep
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
 from gateway.pipeline.stream_steps import AnswerTap, first_with, read_whole, replayed, with_usage
 from gateway.routing.plan import Node
+from gateway.task_set import BoundedTasks
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
@@ -78,7 +79,7 @@ class PipelineSteps:
         self.saved = SavedGuardrailCache(guardrail_repository(store), box)
         subscribe(self.saved.invalidate)
         self.runner = GuardrailRunner(settings, client, resolve_saved=self.saved.resolve)
-        self._deferred: set[asyncio.Task[None]] = set()
+        self._deferred: BoundedTasks[None] = BoundedTasks(DEFERRED_MAX)
         self._semantic: SemanticCache | None = None
         self._make_embedder = make_embedder
 
@@ -106,20 +107,15 @@ class PipelineSteps:
     def record_later(self, steps: RequestSteps, record: RequestRecord, recorder: Any,
                      flowed: dict[str, Any] | None) -> None:
         """Write ``record`` once the request's async items (and a flowed stream's output checks) are done."""
-        if len(self._deferred) >= DEFERRED_MAX:
+        if self._deferred.spawn(lambda: steps.settle(record, recorder, flowed)) is None:
             log.warning("request log line written without waiting for its guardrails: %d already waiting",
                         len(self._deferred))
             recorder.record(record)
-            return
-        task = asyncio.get_running_loop().create_task(steps.settle(record, recorder, flowed))
-        self._deferred.add(task)
-        task.add_done_callback(self._deferred.discard)
 
     async def close(self) -> None:
         """Stop async items (their requests' log lines are then written), then let cache writes finish."""
         await self.runner.close()
-        if self._deferred:
-            await asyncio.wait(set(self._deferred), timeout=5.0)
+        await self._deferred.wait(5.0)
         await self.cache.drain()
         if self._semantic is not None:
             await self._semantic.close()

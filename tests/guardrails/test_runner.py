@@ -134,6 +134,21 @@ async def test_async_items_never_delay_the_answer_and_report_in_the_background(h
     await runner.close()
 
 
+
+async def test_async_items_beyond_the_bound_are_dropped_with_a_warning_and_the_answer_goes_on(caplog):
+    seen: list = []
+    runner = GuardrailRunner(Settings(guardrail_async_max=1), on_background=lambda phase, result: seen.append(result))
+    cfg = config(input_guardrails=[{"id": "first", "async": True, **WORDS}, {"id": "second", "async": True, **WORDS}])
+    outcome = await runner.before(cfg, chat("one two"))
+    assert outcome.verdict and not outcome.deny and outcome.results == []
+    for _ in range(100):  # bounded: 5 s
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    await runner.close()
+    assert [result.id for result in seen] == ["first"]  # GATEWAY_GUARDRAIL_ASYNC_MAX=1: the second never ran
+    assert "async guardrail second dropped: 1 already running" in caplog.text
+
 async def test_pii_redaction_rewrites_the_request_body_and_the_answer(runner):
     cfg = config(input_guardrails=[{"default.pii": {"redact": True}}], output_guardrails=[{"default.pii": {
         "redact": True, "categories": ["email"]}}])
