@@ -130,7 +130,7 @@ class GuardrailRoutes:
         box = self.records.box
         try:
             if update.checks is not None:  # replaces the checks: only a masked value needs the stored ones
-                checks = saved.unmasked_checks(update.checks, lambda: saved.stored_secrets(box, record))
+                checks = saved.unmasked_checks(update.checks, lambda: saved.stored_secrets(box, record), record.checks)
                 update = msgspec.structs.replace(update, checks=checks)
             else:
                 record = saved.opened(box, record)

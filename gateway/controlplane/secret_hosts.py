@@ -17,7 +17,7 @@ HOST_FIELDS: tuple[str, ...] = ("provider", "custom_host", "resource_name", "clo
                                 "cloudB_deployment_name", "cloudB_region", "cloudB_deployment_type")
 #: where a webhook check's credentials go, and the path steps under which a check's parameters sit (a hook's
 #: ``{"id", "parameters"}`` or a config's ``{"default.webhook": {...}}``)
-WEBHOOK_URL = "url"
+WEBHOOK_URL = "webhookURL"
 CHECK_MARKERS = ("parameters", "default.webhook")
 
 Path = tuple[str | int, ...]

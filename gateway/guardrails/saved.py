@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 
-from gateway.controlplane import sealing
+from gateway.controlplane import sealing, secret_hosts
 from gateway.controlplane.records import DEFAULT_ORGANISATION, Entity, Repository
 from gateway.controlplane.secrets import SecretBox
 from gateway.guardrails.checks import ParamError, build_check
@@ -195,11 +195,16 @@ def _checks(doc: dict[str, Any]) -> list[SavedCheck]:
     return msgspec.convert(doc["checks"], list[SavedCheck])
 
 
-def unmasked_checks(checks: list[SavedCheck], stored: Callable[[], dict[sealing.Path, Any]]) -> list[SavedCheck]:
+def unmasked_checks(checks: list[SavedCheck], stored: Callable[[], dict[sealing.Path, Any]],
+                    previous: list[SavedCheck] | None = None) -> list[SavedCheck]:
     """``checks`` with each masked credential replaced by the one ``stored()`` holds at the same place (400 naming
-    the place, e.g. ``checks[0].parameters.headers.Authorization``, when none is)."""
+    the place, e.g. ``checks[0].parameters.headers.Authorization``, when none is, or when the update changes the
+    ``url`` of the webhook check that credential goes to: a stored secret never follows a change of host, so
+    ``previous``, the stored checks, tell where it went)."""
     doc = _doc(checks)
-    if not sealing.restore_masked(doc, stored, lambda path: sealing.path_text("", path)):
+    before = None if previous is None else _doc(previous)
+    moved = None if before is None else (lambda path: secret_hosts.moved_from(before, doc, path))
+    if not sealing.restore_masked(doc, stored, lambda path: sealing.path_text("", path), moved):
         return checks
     return _checks(doc)
 

@@ -316,3 +316,37 @@ def test_a_batch_keeps_its_headers_and_inline_webhook_credentials_sealed(mock, w
         no_secret_in(stored, "the state store", (bearer, INPUT_KEY))
     finally:
         server.stop()
+
+
+def test_a_stored_webhook_credential_never_follows_a_change_of_webhook_url(gateway, mock, webhook):
+    """Moving a webhook check to another URL while sending its credentials back masked would send the stored
+    credentials to whoever runs the new URL: the update is refused naming the credential's place, and succeeds when
+    the credential itself is sent again (saved guardrails and saved configs alike)."""
+    admin = create_key(gateway)
+    guard = api(gateway, "POST", "/v1/guardrails", saved_guardrail(webhook, "/before-move"), admin["key"]).json()
+    guard_path = f"/v1/guardrails/{guard['id']}"
+    moved = copy.deepcopy(guard["checks"])
+    moved[0]["parameters"]["webhookURL"] = webhook.url + "/after-move"
+    resp = api(gateway, "PUT", guard_path, {"checks": moved}, admin["key"])
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == "checks[0].parameters.headers.Authorization"
+    assert "another host" in resp.json()["error"]["message"]
+    assert api(gateway, "GET", guard_path, key=admin["key"]).json()["checks"] == guard["checks"]
+    moved[0]["parameters"]["headers"] = {"Authorization": "Bearer wh-new-home-0123456789", "X-Team": "blue"}
+    resp = api(gateway, "PUT", guard_path, {"checks": moved}, admin["key"])
+    assert resp.status == 200, resp.text
+
+    config = config_with_webhooks(mock.scenario(), webhook, guard["id"], tag="-move")
+    saved = api(gateway, "POST", "/v1/configs", {"name": "c", "config": config}, admin["key"]).json()
+    config_path = f"/v1/configs/{saved['id']}"
+    shown = copy.deepcopy(saved["config"])
+    shown["input_guardrails"][0]["default.webhook"]["webhookURL"] = webhook.url + "/elsewhere"
+    resp = api(gateway, "PUT", config_path, {"config": shown}, admin["key"])
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"] == "config.input_guardrails[0].default.webhook.headers.x-api-key"
+    hooked = copy.deepcopy(saved["config"])
+    hooked["targets"][0]["before_request_hooks"][0]["checks"][0]["parameters"]["webhookURL"] = webhook.url + "/x"
+    resp = api(gateway, "PUT", config_path, {"config": hooked}, admin["key"])
+    assert resp.status == 400, resp.text
+    assert resp.json()["error"]["param"].endswith("before_request_hooks[0].checks[0].parameters.headers.Authorization")
+    assert api(gateway, "GET", config_path, key=admin["key"]).json()["config"] == saved["config"]
