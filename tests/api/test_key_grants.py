@@ -15,7 +15,8 @@ from gateway.controlplane.keys import DEFAULT_SCOPES, SCOPES, ApiKeys, KeyRecord
 from gateway.http.errors import Forbidden
 from gateway.state.sqlite import SQLiteStateStore
 from tests.support.controlplane import api, chat, create_key, new_workspace
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.inprocess import start_in_process
+from tests.support.servers import ADMIN_KEY
 
 ALL = tuple(SCOPES)
 #: the scopes whose every subset the tests try: the member's defaults and two admin scopes (every subset of all
@@ -192,7 +193,7 @@ def test_only_a_root_key_rotates_or_revokes_a_root_key(mock):
 
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     root_id = asyncio.run(store_root())
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         full_admin = create_key(server, "admin", "default")
         assert not full_admin["root"]

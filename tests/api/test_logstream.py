@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.controlplane import api, create_key
 from tests.support.http import post, request
+from tests.support.inprocess import start_in_process
 from tests.support.keys import add_key
 from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -134,7 +135,7 @@ def team_gateway(mock_server):
     data_dir = tempfile.mkdtemp(prefix="gw-teams-")
     add_key(data_dir, MEMBER_A, "team-a")
     add_key(data_dir, MEMBER_B, "team-b")
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     yield server
     server.stop()
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.support.http import post, request
+from tests.support.inprocess import start_in_process
 from tests.support.keys import add_key
 from tests.support.policies import (
     ADMIN,
@@ -45,7 +46,7 @@ def gw():
     add_key(data_dir, MEMBER_KEY, "default", "member")
     add_key(data_dir, OTHER_KEY, "ws-other", "admin")
     add_key(data_dir, BOUNDS_KEY, "ws-bounds", "admin")
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     yield server
     server.stop()
 
@@ -226,7 +227,7 @@ def test_the_largest_limits_are_stored_and_requests_still_pass(gw, mock):
 
 
 def test_the_largest_limits_hold_on_redis(mock, shared_redis):
-    server = start_gateway(shared_redis)
+    server = start_in_process(shared_redis)
     try:
         largest_limits_hold(server, mock, ADMIN["x-gateway-api-key"])
     finally:
@@ -356,12 +357,12 @@ def test_unknown_ids_and_other_workspaces_answer_404(gw):
 
 def test_records_survive_a_restart():
     data_dir = tempfile.mkdtemp(prefix="gw-policies-restart-")
-    first = start_gateway(data_dir=data_dir)
+    first = start_in_process(data_dir=data_dir)
     try:
         policy_id = create(first, RATE, RATE_BODY)
     finally:
         first.stop()
-    second = start_gateway(data_dir=data_dir)
+    second = start_in_process(data_dir=data_dir)
     try:
         assert get(second, RATE, policy_id)["value"] == 100
     finally:

@@ -12,6 +12,7 @@ import redis
 
 from tests.support.headers import headers_for
 from tests.support.http import post, request, stream_events
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for, wait_logs
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -216,7 +217,7 @@ def test_every_worker_shares_one_cache(mock):
 def redis_pair():
     url, prefix = test_redis_url(), random_prefix()
     env = {"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix, "GATEWAY_STATE_TIMEOUT_MS": "5000"}
-    first, second = start_gateway(env), start_gateway(env)
+    first, second = start_in_process(env), start_in_process(env)
     try:
         yield first, second
     finally:
@@ -246,7 +247,7 @@ def any_store(request):
     if request.param == "embedded":
         yield request.getfixturevalue("gateway")
         return
-    server = start_gateway(request.getfixturevalue("shared_redis"))
+    server = start_in_process(request.getfixturevalue("shared_redis"))
     try:
         assert request_json(server.url + "/health")["state"]["backend"] == "redis"
         yield server

@@ -28,6 +28,7 @@ from gateway.controlplane.keys import (
 )
 from tests.support.controlplane import CHAT, api, chat, create_key
 from tests.support.http import _conn, post, request
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for
 from tests.support.redis_servers import RedisProcess
 from tests.support.servers import ADMIN_KEY, start_gateway
@@ -74,7 +75,7 @@ def test_a_rotated_keys_old_secret_is_refused_within_a_second_on_every_worker(mo
 
 
 def test_two_instances_on_one_redis_agree_on_keys(mock, shared_redis):
-    first, second = start_gateway(shared_redis), start_gateway(shared_redis)
+    first, second = start_in_process(shared_redis), start_in_process(shared_redis)
     try:
         base = mock.scenario()
         member = create_key(first, "member")
@@ -92,12 +93,12 @@ def test_two_instances_on_one_redis_agree_on_keys(mock, shared_redis):
 
 def test_keys_survive_a_restart(mock):
     data_dir = tempfile.mkdtemp(prefix="gw-keys-")
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         member = create_key(server, "member", rotation_period="monthly")
     finally:
         server.stop()
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         assert chat(server, member["key"], mock.scenario()).status == 200
         got = api(server, "GET", f"/v1/api-keys/{member['id']}?workspace_id={member['workspace_id']}").json()
@@ -125,7 +126,7 @@ def test_the_keys_command_creates_lists_and_revokes_without_a_server(mock):
     listed = gateway_cli(data_dir, "keys", "list")
     assert listed.returncode == 0 and record["id"] in listed.stdout and "ci bot" in listed.stdout
     assert record["key"] not in listed.stdout
-    server = start_gateway(data_dir=data_dir)
+    server = start_in_process(data_dir=data_dir)
     try:
         base = mock.scenario()
         assert chat(server, record["key"], base).status == 200
@@ -174,7 +175,7 @@ def test_the_keys_command_works_on_redis_too(mock, shared_redis):
     made = gateway_cli(tempfile.mkdtemp(prefix="gw-cli-"), "keys", "create", "--name", "on redis", env=shared_redis)
     assert made.returncode == 0, made.stderr
     record = msgspec.json.decode(made.stdout)
-    server = start_gateway(shared_redis)
+    server = start_in_process(shared_redis)
     try:
         assert chat(server, record["key"], mock.scenario()).status == 200
     finally:

@@ -19,6 +19,7 @@ from gateway.upstream.error_text import CUT_MARK
 from tests.observability.test_metrics import total
 from tests.support.hostile import HostileUpstream, response
 from tests.support.http import post, request
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for
 from tests.support.servers import ADMIN_KEY, free_port, start_gateway
 
@@ -89,7 +90,7 @@ def collector():
 
 @pytest.fixture(scope="module")
 def traced_gateway(collector, mock_server):
-    server = start_gateway({"GATEWAY_OTLP_ENDPOINT": collector.url})
+    server = start_in_process({"GATEWAY_OTLP_ENDPOINT": collector.url})
     yield server
     server.stop()
 
@@ -169,7 +170,7 @@ def test_a_collector_answering_without_end_is_read_no_further_than_a_bound(mock_
     connection is dropped instead, and requests go on."""
     endless = response(200, b"{" + b" " * (10 * 1024 * 1024) + b"}")
     with HostileUpstream(lambda head, body: endless) as collector:
-        server = start_gateway({"GATEWAY_OTLP_ENDPOINT": collector.url})
+        server = start_in_process({"GATEWAY_OTLP_ENDPOINT": collector.url})
         try:
             assert send(server, mock).status == 200
             wait_for(lambda: collector.dropped >= 1)  # the export was answered, and its connection dropped
@@ -197,7 +198,7 @@ def test_a_trace_id_that_is_not_hex_is_hashed_and_kept_as_an_attribute(traced_ga
 
 
 def test_requests_do_not_wait_for_a_collector_that_is_down(mock):
-    server = start_gateway({"GATEWAY_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
+    server = start_in_process({"GATEWAY_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
     try:
         for _ in range(5):
             assert send(server, mock).status == 200

@@ -13,10 +13,10 @@ import pytest
 from gateway.observability.cost import Prices
 from gateway.settings import Settings
 from tests.support.controlplane import clear_redis_prefix
+from tests.support.inprocess import start_in_process
 from tests.support.policies import USAGE, chat, chat_headers, concurrently, get, tag, usage_limit
 from tests.support.poll import wait_for
 from tests.support.redis_servers import random_prefix, test_redis_url
-from tests.support.servers import start_gateway
 
 BODY = msgspec.json.encode({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
 #: what the gateway reserves for that body without max_tokens: body bytes / 4 plus the default output cap
@@ -32,7 +32,7 @@ def gw(request):
         yield request.getfixturevalue("gateway")
         return
     url, prefix = test_redis_url(), random_prefix()
-    server = start_gateway({"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix})
+    server = start_in_process({"GATEWAY_REDIS_URL": url, "GATEWAY_REDIS_KEY_PREFIX": prefix})
     try:
         yield server
     finally:

@@ -19,6 +19,7 @@ from gateway.state.memory import MemoryStateStore
 from tests.support.asgi import call, in_process
 from tests.support.headers import headers_for
 from tests.support.http import post, request
+from tests.support.inprocess import start_in_process
 from tests.support.redis_servers import random_prefix, test_redis_url
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -176,7 +177,7 @@ def test_gateway_instances_sharing_redis_share_each_breaker(mock):
            "GATEWAY_STATE_TIMEOUT_MS": "5000"}  # a busy test box is slow
     flaky = mock.scenario([{"status": 500}])
     mock.scenario(name="ok-" + flaky.rsplit("/s/", 1)[1])
-    first, second = start_gateway(env), start_gateway(env)
+    first, second = start_in_process(env), start_in_process(env)
     try:
         assert request("GET", first.url + "/health").json()["state"]["backend"] == "redis"
         send_through([first.url, second.url], failing_config(flaky), 12)

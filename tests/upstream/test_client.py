@@ -17,6 +17,7 @@ from gateway.upstream.client import os_reason
 from tests.support.headers import headers_for
 from tests.support.hostile import HostileUpstream, gzip_bomb, response
 from tests.support.http import post, stream_events
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for
 from tests.support.processes import peak_rss_kb
 from tests.support.proxy import ForwardProxy
@@ -109,7 +110,7 @@ async def _close(upstream: RawUpstream) -> None:
 
 @pytest.fixture(scope="module")
 def impatient_gateway(mock_server):
-    server = start_gateway({"GATEWAY_UPSTREAM_READ_TIMEOUT_MS": "400"})
+    server = start_in_process({"GATEWAY_UPSTREAM_READ_TIMEOUT_MS": "400"})
     yield server
     server.stop()
 

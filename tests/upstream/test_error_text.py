@@ -31,9 +31,9 @@ from tests.support.controlplane import api, create_key
 from tests.support.headers import headers_for
 from tests.support.hostile import HostileUpstream, response
 from tests.support.http import post, stream_events
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_logs
 from tests.support.postgres import pg_url  # noqa: F401 - a fixture
-from tests.support.servers import start_gateway
 
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 CLOUDA_CHAT = {"model": "anthropic.claude-3-5-sonnet-20240620-v1:0", "messages": [{"role": "user", "content": "hi"}]}
@@ -282,7 +282,7 @@ async def _stored_docs(url: str, trace: str) -> str:
 
 
 def test_postgresql_stores_the_cut_and_masked_error(pg_url):  # noqa: F811
-    server = start_gateway({"GATEWAY_LOG_STORE_URL": pg_url})
+    server = start_in_process({"GATEWAY_LOG_STORE_URL": pg_url})
     try:
         config_key = "sk-config-pg-echo-0123456789"
         huge = response(500, b'{"error": {"message": "' + b"p" * (3 * 1024 * 1024) + b'"}}')
