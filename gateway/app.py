@@ -195,22 +195,22 @@ def _doors(parts: PipelineParts, store: Any) -> dict[str, Callable[[], ASGIApp]]
     """The front doors' routes (docs/front-doors.md), each built, its dialect imported, on its first request."""
 
     def responses() -> ASGIApp:
-        from gateway.pipeline.dialects.door import DoorPipeline
+        from gateway.pipeline.dialects.door import door_pipeline
         from gateway.pipeline.dialects.responses import ResponsesDialect
 
-        return DoorPipeline(parts, ResponsesDialect(), store)
+        return door_pipeline(parts, ResponsesDialect(), store)
 
     def messages() -> ASGIApp:
-        from gateway.pipeline.dialects.door import DoorPipeline
+        from gateway.pipeline.dialects.door import door_pipeline
         from gateway.pipeline.dialects.messages import MessagesDialect
 
-        return DoorPipeline(parts, MessagesDialect())
+        return door_pipeline(parts, MessagesDialect())
 
     def count_tokens() -> ASGIApp:
-        from gateway.pipeline.dialects.door import DoorPipeline
+        from gateway.pipeline.dialects.door import door_pipeline
         from gateway.pipeline.dialects.messages import CountTokensDialect
 
-        return DoorPipeline(parts, CountTokensDialect())
+        return door_pipeline(parts, CountTokensDialect())
 
     return {"/v1/responses": responses, "/v1/messages": messages, "/v1/messages/count_tokens": count_tokens}
 

@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import msgspec
 
-from gateway.controlplane.keys import KeyRecord
-from gateway.http.context import RequestContext
 from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, InvalidRequest
 from gateway.http.respond import end_stream, gateway_headers, send_chunk
@@ -52,10 +50,6 @@ _json_encode = msgspec.json.encode
 COALESCE_BYTES = 1024 * 1024
 #: answers sent on read by read: audio and event streams
 _AS_IT_COMES = ("audio/", "text/event-stream", "application/octet-stream")
-#: where a request's received form waits in its ASGI scope between reading and sending
-FORM_KEY = "gateway.media_form"
-#: where a multipart request's ``receive`` waits until its config is known
-_RECEIVE_KEY = "gateway.media_receive"
 
 
 class FormLimits:
@@ -87,57 +81,42 @@ class RawOutcome:
         self.collector: AnswerCollector | None = None
 
 
-class MediaPipeline(Pipeline):
-    """One images or audio route; ``form`` is set for the multipart ones."""
+class FormBody:
+    """A multipart route's body (``Pipeline.form``): the form received once the config is known (its files hashed
+    for the cache key only when the config caches), kept on the exchange (closed when the request ends), and the
+    file part the route requires checked."""
 
-    def __init__(self, parts: PipelineParts, endpoint: str, parse: Callable[[bytes], Any],
-                 form: FormLimits | None = None) -> None:
-        super().__init__(parts, endpoint, parse)
-        self.form = form
+    __slots__ = ("limits",)
 
-    async def read_body(self, scope: Scope, receive: Receive) -> bytes:
-        if self.form is None:
-            return await super().read_body(scope, receive)
-        scope[_RECEIVE_KEY] = receive  # the form is read by _config, once the config is known
-        return b""
+    def __init__(self, limits: FormLimits) -> None:
+        self.limits = limits
 
-    async def _config(self, ctx: RequestContext, key: KeyRecord, scope: Scope, body: bytes) -> tuple[bytes, Config]:
-        body, config = await super()._config(ctx, key, scope, body)
-        limits = self.form
-        if limits is None:
-            return body, config
-        hashed = tree_caches(self.parts.planner.plan(config))  # the files' digests are for the cache key only
-        form = await receive_form(scope, scope.pop(_RECEIVE_KEY), limits.max_file_bytes, limits.spool_dir, hashed)
-        scope[FORM_KEY] = form
+    async def read(self, pipeline: Pipeline, ex: Exchange, scope: Scope, receive: Receive, config: Config) -> bytes:
+        limits = self.limits
+        hashed = tree_caches(pipeline.parts.planner.plan(config))  # the files' digests are for the cache key only
+        ex.form = form = await receive_form(scope, receive, limits.max_file_bytes, limits.spool_dir, hashed)
         required = limits.required
         if not any(name in (required, required + "[]") for name in form.file_names()):
             raise InvalidRequest(f"{required} is required (a multipart part named '{required}' with a filename)",
                                  param=required)
-        return form.body(), config
+        return form.body()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """As every pipeline (admit, run, answer); the form's spooled files are closed however it ended."""
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            form = scope.pop(FORM_KEY, None)
-            if form is not None:
-                form.close()
 
-    async def _admit(self, ex: Exchange, scope: Scope, receive: Receive) -> tuple[bytes, Any, Node]:
-        admitted = await super()._admit(ex, scope, receive)
-        ex.form = scope.get(FORM_KEY)
-        return admitted
+class MediaFlow:
+    """The images and audio flow: attempts that send the body (JSON or a new multipart body) and keep a 2xx answer
+    unread, then the answer relayed as it arrives (or a cache hit replayed)."""
 
-    async def _respond(self, ex: Exchange, receive: Receive, send: Send,  # type: ignore[override]
-                       outcome: RawOutcome | CachedMedia) -> None:
+    __slots__ = ()
+
+    async def respond(self, pipeline: Pipeline, ex: Exchange, receive: Receive, send: Send,
+                      outcome: RawOutcome | CachedMedia) -> None:
         if isinstance(outcome, CachedMedia):
-            await self._replay(ex, send, outcome)
+            await self._replay(pipeline, ex, send, outcome)
         else:
-            await self._relay(ex, receive, send, outcome)
+            await self._relay(pipeline, ex, receive, send, outcome)
 
-    async def _run(self, ex: Exchange, body: bytes, request: Any, node: Node  # type: ignore[override]
-                   ) -> RawOutcome | CachedMedia:
+    async def run(self, pipeline: Pipeline, ex: Exchange, body: bytes, request: Any, node: Node
+                  ) -> RawOutcome | CachedMedia:
         form: MediaForm | None = ex.form
         ctx = ex.ctx
         assert ctx is not None
@@ -153,11 +132,11 @@ class MediaPipeline(Pipeline):
         if node.tree_has_steps:  # a cache or guardrails somewhere in the config
             # the request's steps write its log line (with hook_results, once async items are done); their
             # guardrail step acts on these routes, and their cache step through MediaCache
-            steps = self.parts.steps().for_request(ctx, self.endpoint, request, ex.record.stream, ex.record)
+            steps = pipeline.parts.steps().for_request(ctx, pipeline.endpoint, request, ex.record.stream, ex.record)
             guard = steps.guard
             cache = MediaCache(steps.cache)
-        attempt = MediaAttempt(self, ctx, body, request, ex.record, params, form, guard, cache)
-        router = self.parts.router
+        attempt = MediaAttempt(pipeline, ctx, body, request, ex.record, params, form, guard, cache)
+        router = pipeline.parts.router
         if needs_router(node, state, router.default_timeout_ms):
             outcome = await router.run(node, attempt, state)
         else:
@@ -169,7 +148,8 @@ class MediaPipeline(Pipeline):
             outcome.cache = cache
         return outcome
 
-    async def _relay(self, ex: Exchange, receive: Receive, send: Send, outcome: RawOutcome) -> None:
+    async def _relay(self, pipeline: Pipeline, ex: Exchange, receive: Receive, send: Send, outcome: RawOutcome
+                     ) -> None:
         """Send the answer on as it arrives; the record gets what the meter counted."""
         record = ex.record
         ctx = ex.ctx
@@ -183,7 +163,7 @@ class MediaPipeline(Pipeline):
         headers = gateway_headers(ctx.trace_id, outcome.provider, record.cache_status, ex.state)
         headers.append((b"content-type", content_type.encode("latin-1")))
         collector = outcome.collector
-        meter = MediaMeter(self.endpoint, content_type, getattr(record.request, "response_format", None))
+        meter = MediaMeter(pipeline.endpoint, content_type, getattr(record.request, "response_format", None))
         task = asyncio.current_task()
         assert task is not None  # ASGI calls run in a task
         watch = DisconnectWatch(receive, task)
@@ -235,9 +215,9 @@ class MediaPipeline(Pipeline):
             response.release()
             record.upstream_s = time.perf_counter() - record.upstream_started
             record.usage, record.usage_source = meter.result()
-            self._finish(ex)
+            pipeline.finish(ex)
 
-    async def _replay(self, ex: Exchange, send: Send, hit: CachedMedia) -> None:
+    async def _replay(self, pipeline: Pipeline, ex: Exchange, send: Send, hit: CachedMedia) -> None:
         """Answer a cache hit: the stored bytes with their content type (an SSE answer event by event)."""
         record = ex.record
         ctx = ex.ctx
@@ -263,7 +243,7 @@ class MediaPipeline(Pipeline):
             record.status = 499
             record.error = "client disconnected"
         finally:
-            self._finish(ex)
+            pipeline.finish(ex)
 
     @staticmethod
     async def _pieces(outcome: RawOutcome) -> AsyncIterator[bytes]:
@@ -284,7 +264,7 @@ class MediaAttempt(Attempt):
 
     __slots__ = ("form", "guard", "cache")
 
-    def __init__(self, pipeline: MediaPipeline, ctx: Any, body: bytes, request: Any, record: RequestRecord,
+    def __init__(self, pipeline: Pipeline, ctx: Any, body: bytes, request: Any, record: RequestRecord,
                  params: Callable[[], dict], form: MediaForm | None, guard: GuardrailStep | None,
                  cache: MediaCache | None) -> None:
         super().__init__(pipeline, ctx, body, request, record, params, None)
@@ -342,7 +322,16 @@ class MediaAttempt(Attempt):
         return RawOutcome(response, provider, result.model or call.model, result.body)
 
 
-def media_routes(parts: PipelineParts, settings: Any) -> list[tuple[str, str, MediaPipeline]]:
+MEDIA_FLOW = MediaFlow()
+
+
+def media_pipeline(parts: PipelineParts, endpoint: str, parse: Callable[[bytes], Any],
+                   form: FormLimits | None = None) -> Pipeline:
+    """One images or audio route: the pipeline with the media flow, and a multipart body when ``form`` is given."""
+    return Pipeline(parts, endpoint, parse, flow=MEDIA_FLOW, form=FormBody(form) if form is not None else None)
+
+
+def media_routes(parts: PipelineParts, settings: Any) -> list[tuple[str, str, Pipeline]]:
     """The images and audio routes of a worker (``settings`` gives the file limit and the spool directory)."""
     from gateway.providers import base
     from gateway.schema import media
@@ -356,13 +345,13 @@ def media_routes(parts: PipelineParts, settings: Any) -> list[tuple[str, str, Me
 
     return [
         ("POST", "/v1/images/generations",
-         MediaPipeline(parts, base.IMAGES_GENERATIONS, media.parse_image_generation)),
-        ("POST", "/v1/images/edits", MediaPipeline(parts, base.IMAGES_EDITS, media.parse_image_edit, form("image"))),
+         media_pipeline(parts, base.IMAGES_GENERATIONS, media.parse_image_generation)),
+        ("POST", "/v1/images/edits", media_pipeline(parts, base.IMAGES_EDITS, media.parse_image_edit, form("image"))),
         ("POST", "/v1/images/variations",
-         MediaPipeline(parts, base.IMAGES_VARIATIONS, media.parse_image_variation, form("image"))),
+         media_pipeline(parts, base.IMAGES_VARIATIONS, media.parse_image_variation, form("image"))),
         ("POST", "/v1/audio/transcriptions",
-         MediaPipeline(parts, base.AUDIO_TRANSCRIPTIONS, media.parse_transcription, form("file"))),
+         media_pipeline(parts, base.AUDIO_TRANSCRIPTIONS, media.parse_transcription, form("file"))),
         ("POST", "/v1/audio/translations",
-         MediaPipeline(parts, base.AUDIO_TRANSLATIONS, media.parse_transcription, form("file"))),
-        ("POST", "/v1/audio/speech", MediaPipeline(parts, base.AUDIO_SPEECH, media.parse_speech)),
+         media_pipeline(parts, base.AUDIO_TRANSLATIONS, media.parse_transcription, form("file"))),
+        ("POST", "/v1/audio/speech", media_pipeline(parts, base.AUDIO_SPEECH, media.parse_speech)),
     ]

@@ -15,7 +15,7 @@ far (the provider's, else the gateway's estimate). Each record says where its to
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import msgspec
 
@@ -112,44 +112,75 @@ class Exchange:
         self.ctx: RequestContext | None = None
         self.state: RunState | None = None
         self.steps: RequestSteps | None = None
-        #: an images or audio request's multipart form, once read (pipeline/media.py closes it)
+        #: an images or audio request's multipart form, once read (closed when the request ends)
         self.form: Any = None
         #: response headers the run adds to the answer (a front door's ``x-gateway-max-tokens-capped``)
         self.headers: RawHeaders | None = None
 
 
-class Pipeline:
-    """One endpoint's handler: ``endpoint`` name and the body parser for it. A request is admitted (key, body,
-    config, policies), run (routing, steps, upstream attempts), then answered (JSON or a relayed stream)."""
+class Flow(Protocol):
+    """How a pipeline runs an admitted request and answers it: the chat flow (``UnifiedFlow``), the images and
+    audio routes' (``media.MediaFlow``) and a front door's (``dialects.door.DoorFlow``)."""
 
-    #: the relay of a stream answer (a front door relays in its dialect)
-    relay: Callable[[StreamOutcome, RequestRecord], StreamRelay] = StreamRelay
+    async def run(self, pipeline: Pipeline, ex: Exchange, body: bytes, request: Any, node: Node) -> Any: ...
+
+    async def respond(self, pipeline: Pipeline, ex: Exchange, receive: Receive, send: Send, outcome: Any) -> None: ...
+
+
+class FormReader(Protocol):
+    """A multipart body, read once the config is known (``media.FormBody``)."""
+
+    async def read(self, pipeline: Pipeline, ex: Exchange, scope: Scope, receive: Receive, config: Config) -> bytes:
+        ...
+
+
+class Pipeline:
+    """One endpoint's handler, put together from parts: the ``endpoint`` name and its body parser, how the body is
+    read (JSON, or a multipart ``form``), and the ``flow`` that runs the request and writes the answer. A request is
+    admitted (key, body, config, policies), run (routing, steps, upstream attempts), then answered.
+
+    No pipeline subclasses another: the images and audio routes and the front doors are this class with their
+    flow (and a form reader, a header reading, an error shape) handed in."""
 
     def __init__(self, parts: PipelineParts, endpoint: str, parse: Callable[[bytes], Any], prompt_route: bool = False,
-                 scope: str = "inference") -> None:
+                 scope: str = "inference", *, flow: Flow | None = None, form: FormReader | None = None,
+                 build: Callable[[Any], RequestContext] = build_context,
+                 error_shape: Callable[[GatewayError], GatewayError] | None = None) -> None:
         self.parts = parts
         self.endpoint = endpoint
         self.parse = parse
         #: ``POST /v1/prompts/{prompt_id}/completions``: the body is a render body for that prompt
         self.prompt_route = prompt_route
         self.scope = scope
-        #: headers -> RequestContext: the compiled kernel or its pure twin (``context_in_use``, chosen at import)
-        self.build_context: Callable[[Any], RequestContext] = build_context
+        #: runs an admitted request and answers it (the unified chat flow unless handed one)
+        self.flow: Flow = flow if flow is not None else UNIFIED_FLOW
+        #: the multipart body of an images or audio route; None: a JSON body
+        self.form = form
+        #: headers -> RequestContext: the compiled kernel or its pure twin (``context_in_use``, chosen at import),
+        #: or a front door's reading of its credential forms before it
+        self.build_context = build
+        #: an error in the route's own shape (a front door's dialect); None: the vendorA envelope as it is
+        self.error_shape = error_shape
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ex = Exchange(RequestRecord("", self.endpoint, time.perf_counter()))
+        flow = self.flow
         try:
-            body, request, node = await self._admit(ex, scope, receive)
-            outcome = await self._run(ex, body, request, node)
-        except ClientDisconnected:
-            ex.record.status = 499
-            ex.record.error = "client disconnected before sending its body"
-            self._finish(ex)
-            return
-        except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
-            await self._fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
-            return
-        await self._respond(ex, receive, send, outcome)
+            try:
+                body, request, node = await self._admit(ex, scope, receive)
+                outcome = await flow.run(self, ex, body, request, node)
+            except ClientDisconnected:
+                ex.record.status = 499
+                ex.record.error = "client disconnected before sending its body"
+                self.finish(ex)
+                return
+            except Exception as exc:  # noqa: BLE001 - every failure gets the one error format
+                await self.fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
+                return
+            await flow.respond(self, ex, receive, send, outcome)
+        finally:
+            if ex.form is not None:  # a multipart request's spooled files, however it ended
+                ex.form.close()
 
     async def _admit(self, ex: Exchange, scope: Scope, receive: Receive) -> tuple[bytes, Any, Node]:
         """The caller's key, the body, the config (a prompt template rendered into the body when one is named), the
@@ -163,8 +194,11 @@ class Pipeline:
         if key is None or not key.can_infer or self.prompt_route:
             key = await authenticate(parts.keys, ctx, self.scope, record=None if ctx.api_key else key)
         ctx.workspace = record.workspace = key.workspace
-        body = await self.read_body(scope, receive)
+        form = self.form
+        body = await read_request_body(scope, receive, parts.max_body_bytes) if form is None else b""
         body, config = await self._config(ctx, key, scope, body)
+        if form is not None:  # read once the config is known: its files are hashed only when it caches
+            body = await form.read(self, ex, scope, receive, config)
         request = self.parse(body)
         record.stream = bool(getattr(request, "stream", False))
         record.model = getattr(request, "model", None)
@@ -172,10 +206,6 @@ class Pipeline:
         if parts.policies.may_apply(ctx.workspace):  # a dict lookup unless the workspace has policies
             record.budget = await parts.policies.admit(ctx, request, len(body), node)
         return body, request, node
-
-    async def read_body(self, scope: Scope, receive: Receive) -> bytes:
-        """The request's JSON body (the multipart images and audio routes read a form: pipeline/media.py)."""
-        return await read_request_body(scope, receive, self.parts.max_body_bytes)
 
     async def _config(self, ctx: RequestContext, key: KeyRecord, scope: Scope, body: bytes) -> tuple[bytes, Config]:
         resolver = self.parts.resolver
@@ -192,69 +222,14 @@ class Pipeline:
             return await prompted.config_prompt(resolver, records, ctx, body, config, self.endpoint)
         return body, config
 
-    async def _run(self, ex: Exchange, body: bytes, request: Any, node: Node) -> JsonOutcome | StreamOutcome:
-        """The attempts the routing tree calls for, with the node's steps around each, then the answer's steps."""
-        ctx = ex.ctx
-        assert ctx is not None
-        record = ex.record
-        params_cache: list[dict] = []
-
-        def params() -> dict:
-            if not params_cache:
-                params_cache.append(_json_decode(body))
-            return params_cache[0]
-
-        ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
-        steps = None
-        if node.tree_has_steps:  # a cache or guardrails somewhere in the config (else nothing is made)
-            ex.steps = steps = self.parts.steps().for_request(ctx, self.endpoint, request, record.stream, record)
-        attempt = Attempt(self, ctx, body, request, record, params, steps)
-        router = self.parts.router
-        if needs_router(node, state, router.default_timeout_ms):
-            outcome = await router.run(node, attempt, state)
-        else:
-            state.attempts = 1
-            outcome = await attempt(node)
-        if steps is not None:
-            dropped = outcome.dropped
-            outcome = await steps.answered(outcome)
-            outcome.dropped = dropped  # a held stream comes back as a new outcome
-        return outcome
-
-    async def _respond(self, ex: Exchange, receive: Receive, send: Send, outcome: JsonOutcome | StreamOutcome
-                       ) -> None:
-        record = ex.record
-        ctx = ex.ctx
-        assert ctx is not None
-        record.provider = outcome.provider
-        headers = gateway_headers(ctx.trace_id, outcome.provider, record.cache_status, ex.state)
-        if ex.steps is not None and ex.steps.held:
-            headers.extend(ex.steps.response_headers())
-        if outcome.dropped is not None:
-            headers.append((DROPPED_HEADER, outcome.dropped))
-        if ex.headers is not None:
-            headers.extend(ex.headers)
-        if isinstance(outcome, JsonOutcome):
-            record.status = outcome.status
-            usage = outcome.usage
-            if usage is not None:
-                record.usage = usage
-                record.usage_source = "reported"
-            elif self.endpoint in _TEXT_ENDPOINTS:
-                record.answer = outcome.body
-                record.usage_source = "estimated"
-            record.model = outcome.model or record.model
-            await send_json(send, outcome.status, outcome.body, headers)
-            self._finish(ex, outcome.body)
-            return
-        await self.relay(outcome, record).run(receive, send, headers)
-        self._finish(ex)
-
-    async def _fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:
+    async def fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:
+        """Answer ``error`` (in the route's shape) with the gateway's headers, and log the request."""
+        if self.error_shape is not None:
+            error = self.error_shape(error)
         record = ex.record
         record.status = error.status
         record.error = error.message
-        self._finish(ex)
+        self.finish(ex)
         ctx = ex.ctx
         # a gateway header that does not parse leaves no context: the cache status still goes out
         headers = (gateway_headers(ctx.trace_id, record.provider, record.cache_status, ex.state) if ctx is not None
@@ -263,7 +238,8 @@ class Pipeline:
             headers.extend(ex.steps.response_headers())
         await send_error(send, error, headers)
 
-    def _finish(self, ex: Exchange, response_body: bytes | None = None) -> None:
+    def finish(self, ex: Exchange, response_body: bytes | None = None) -> None:
+        """The request's record completed from its exchange and handed to the recorder (or the steps' hooks)."""
         record = ex.record
         ctx = ex.ctx
         state = ex.state
@@ -291,6 +267,79 @@ class Pipeline:
             record.hooks.finish(record, parts.recorder)
         else:
             parts.recorder.record(record)
+
+
+class UnifiedFlow:
+    """The chat flow: the attempts the routing tree calls for, each answer turned into the unified format, written
+    as JSON or relayed as SSE by ``relay`` (a front door hands in its dialect's relay)."""
+
+    __slots__ = ("relay",)
+
+    def __init__(self, relay: Callable[[StreamOutcome, RequestRecord], StreamRelay] = StreamRelay) -> None:
+        self.relay = relay
+
+    async def run(self, pipeline: Pipeline, ex: Exchange, body: bytes, request: Any, node: Node
+                  ) -> JsonOutcome | StreamOutcome:
+        """The attempts the routing tree calls for, with the node's steps around each, then the answer's steps."""
+        ctx = ex.ctx
+        assert ctx is not None
+        record = ex.record
+        params_cache: list[dict] = []
+
+        def params() -> dict:
+            if not params_cache:
+                params_cache.append(_json_decode(body))
+            return params_cache[0]
+
+        ex.state = state = RunState(ctx.request_timeout, ctx.metadata, params)
+        steps = None
+        if node.tree_has_steps:  # a cache or guardrails somewhere in the config (else nothing is made)
+            ex.steps = steps = pipeline.parts.steps().for_request(ctx, pipeline.endpoint, request, record.stream,
+                                                                  record)
+        attempt = Attempt(pipeline, ctx, body, request, record, params, steps)
+        router = pipeline.parts.router
+        if needs_router(node, state, router.default_timeout_ms):
+            outcome = await router.run(node, attempt, state)
+        else:
+            state.attempts = 1
+            outcome = await attempt(node)
+        if steps is not None:
+            dropped = outcome.dropped
+            outcome = await steps.answered(outcome)
+            outcome.dropped = dropped  # a held stream comes back as a new outcome
+        return outcome
+
+    async def respond(self, pipeline: Pipeline, ex: Exchange, receive: Receive, send: Send,
+                      outcome: JsonOutcome | StreamOutcome) -> None:
+        record = ex.record
+        ctx = ex.ctx
+        assert ctx is not None
+        record.provider = outcome.provider
+        headers = gateway_headers(ctx.trace_id, outcome.provider, record.cache_status, ex.state)
+        if ex.steps is not None and ex.steps.held:
+            headers.extend(ex.steps.response_headers())
+        if outcome.dropped is not None:
+            headers.append((DROPPED_HEADER, outcome.dropped))
+        if ex.headers is not None:
+            headers.extend(ex.headers)
+        if isinstance(outcome, JsonOutcome):
+            record.status = outcome.status
+            usage = outcome.usage
+            if usage is not None:
+                record.usage = usage
+                record.usage_source = "reported"
+            elif pipeline.endpoint in _TEXT_ENDPOINTS:
+                record.answer = outcome.body
+                record.usage_source = "estimated"
+            record.model = outcome.model or record.model
+            await send_json(send, outcome.status, outcome.body, headers)
+            pipeline.finish(ex, outcome.body)
+            return
+        await self.relay(outcome, record).run(receive, send, headers)
+        pipeline.finish(ex)
+
+
+UNIFIED_FLOW = UnifiedFlow()
 
 
 class Attempt:

@@ -1,2 +1,2 @@
 """Front doors: API dialects other than chat completions (the Responses API, the Messages API), served over every
-provider by one mechanism (``base.Dialect``, ``door.DoorPipeline``). See docs/front-doors.md."""
+provider by one mechanism (``base.Dialect``, ``door.door_pipeline``). See docs/front-doors.md."""

@@ -19,13 +19,15 @@ from typing import Any
 
 import msgspec
 
+from gateway._speedups.context_in_use import build_context
+from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.http.respond import gateway_headers, send_json
-from gateway.http.types import Receive, Scope, Send
+from gateway.http.types import Receive, Send
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.dialects.base import Dialect, DoorRequest, NativeStream, TranslatedStream, dialect_error
 from gateway.pipeline.outcome import JsonOutcome, StreamOutcome
-from gateway.pipeline.pipeline import AnswerReader, Attempt, Exchange, Pipeline, PipelineParts
+from gateway.pipeline.pipeline import AnswerReader, Attempt, Exchange, Pipeline, PipelineParts, UnifiedFlow
 from gateway.pipeline.relay import StreamRelay
 from gateway.providers.base import CHAT, ProviderAdapter, UpstreamCall, malformed
 from gateway.routing.execute import RunState, needs_router
@@ -86,25 +88,40 @@ class DialectRelay(StreamRelay):
         return self.dialect.stream_error(error)
 
 
-class DoorPipeline(Pipeline):
-    """One dialect route (``dialect``); ``store`` keeps what a dialect remembers (stored responses)."""
+def door_context(headers: Any) -> RequestContext:
+    """The request's context with the door's credential forms read first (``door_headers``)."""
+    return build_context(door_headers(list(headers)))
 
-    def __init__(self, parts: PipelineParts, dialect: Dialect, store: Any = None) -> None:
-        super().__init__(parts, dialect.name, dialect.parse)
+
+def door_pipeline(parts: PipelineParts, dialect: Dialect, store: Any = None) -> Pipeline:
+    """One dialect route: the pipeline with the door's reading of credentials, its flow and its error shape."""
+    flow = DoorFlow(dialect, store)
+    return Pipeline(parts, dialect.name, dialect.parse, flow=flow, build=door_context, error_shape=flow.error_shape)
+
+
+class DoorFlow:
+    """A front door's flow (``dialect``): attempts forwarded or translated, a translated answer turned back into
+    the dialect, written as the chat flow writes (with the dialect's relay); ``store`` keeps what a dialect
+    remembers (stored responses)."""
+
+    __slots__ = ("dialect", "store", "reader", "unified")
+
+    def __init__(self, dialect: Dialect, store: Any = None) -> None:
         self.dialect = dialect
         self.store = store
         #: how a forwarded answer is read (the same for every request of this door)
         self.reader = NativeReader(dialect)
-        self.relay = self._relay
+        #: the chat flow's writer with the dialect's relay
+        self.unified = UnifiedFlow(self._relay)
 
     def _relay(self, outcome: StreamOutcome, record: RequestRecord) -> StreamRelay:
         return DialectRelay(outcome, record, self.dialect)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["headers"] = door_headers(list(scope["headers"]))
-        await super().__call__(scope, receive, send)
+    def error_shape(self, error: GatewayError) -> GatewayError:
+        return dialect_error(error, self.dialect)
 
-    async def _run(self, ex: Exchange, body: bytes, request: Any, node: Node) -> JsonOutcome | StreamOutcome:
+    async def run(self, pipeline: Pipeline, ex: Exchange, body: bytes, request: Any, node: Node
+                  ) -> JsonOutcome | StreamOutcome:
         ctx = ex.ctx
         assert ctx is not None
         dialect = self.dialect
@@ -120,9 +137,9 @@ class DoorPipeline(Pipeline):
         steps = None
         if node.tree_has_steps:
             _, chat_request = self.chat_view(request)
-            ex.steps = steps = self.parts.steps().for_request(ctx, CHAT, chat_request, request.stream, ex.record)
-        attempt = DoorAttempt(self, ctx, body, request, ex.record, steps)
-        router = self.parts.router
+            ex.steps = steps = pipeline.parts.steps().for_request(ctx, CHAT, chat_request, request.stream, ex.record)
+        attempt = DoorAttempt(pipeline, self, ctx, body, request, ex.record, steps)
+        router = pipeline.parts.router
         if needs_router(node, state, router.default_timeout_ms):
             outcome = await router.run(node, attempt, state)
         else:
@@ -158,24 +175,21 @@ class DoorPipeline(Pipeline):
             request.chat = (body, parse_chat(body))
         return request.chat
 
-    async def _respond(self, ex: Exchange, receive: Receive, send: Send, outcome: JsonOutcome | StreamOutcome
-                       ) -> None:
+    async def respond(self, pipeline: Pipeline, ex: Exchange, receive: Receive, send: Send,
+                      outcome: JsonOutcome | StreamOutcome) -> None:
         if isinstance(outcome, JsonOutcome) and outcome.provider == "" and ex.ctx is not None:
             record = ex.record  # a token count the gateway estimated: nothing was sent upstream
             record.status = 200
             headers = gateway_headers(ex.ctx.trace_id, None, "DISABLED", ex.state)
             headers.append(ESTIMATE_HEADER)
             await send_json(send, 200, outcome.body, headers)
-            self._finish(ex, outcome.body)
+            pipeline.finish(ex, outcome.body)
             return
-        await super()._respond(ex, receive, send, outcome)
+        await self.unified.respond(pipeline, ex, receive, send, outcome)
         transformer = getattr(outcome, "transformer", None)
         final = getattr(getattr(transformer, "events", None), "final", None)
         if final is not None and ex.ctx is not None and ex.record.status == 200:
             await self.dialect.answered(ex.record.request, ex.ctx, self.store, final)
-
-    async def _fail(self, ex: Exchange, send: Send, error: GatewayError) -> None:
-        await super()._fail(ex, send, dialect_error(error, self.dialect))
 
 
 class DoorAttempt(Attempt):
@@ -185,11 +199,11 @@ class DoorAttempt(Attempt):
 
     __slots__ = ("door", "dialect", "door_body", "door_request", "native", "estimated")
 
-    def __init__(self, pipeline: DoorPipeline, ctx: Any, body: bytes, request: DoorRequest, record: RequestRecord,
-                 steps: Any) -> None:
+    def __init__(self, pipeline: Pipeline, door: DoorFlow, ctx: Any, body: bytes, request: DoorRequest,
+                 record: RequestRecord, steps: Any) -> None:
         super().__init__(pipeline, ctx, body, request, record, self._chat_params, steps)
-        self.door = pipeline
-        self.dialect = pipeline.dialect
+        self.door = door
+        self.dialect = door.dialect
         self.endpoint = CHAT
         self.parse = parse_chat
         self.door_body = body
@@ -197,7 +211,7 @@ class DoorAttempt(Attempt):
         self.native: set[int] = set()
         self.estimated: set[int] = set()
         if steps is not None:
-            self.body, self.request = pipeline.chat_view(request)
+            self.body, self.request = door.chat_view(request)
 
     def _chat_params(self) -> dict:
         params: dict = _decode(self.door.chat_view(self.door_request)[0])
