@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 import msgspec
 
-from gateway.http.errors import mid_sentence
+from gateway.http.fields import problem_words, read_fault
 from gateway.log_store_url import check_log_store_url
 from gateway.redis_url import check_redis_url
 
@@ -342,16 +342,14 @@ def load(environ: Mapping[str, str] | None = None, flags: Mapping[str, str | boo
 
 
 def _explain(exc: msgspec.ValidationError, values: Mapping[str, Any], source: Mapping[str, str]) -> str:
-    """``GATEWAY_WORKERS: expected `int` >= 1, got '0'`` from msgspec's ``Expected `int` >= 1 - at `$.workers```."""
-    message, _, where = str(exc).partition(" - at `$.")
-    name = where.rstrip("`")
-    if name not in source:
-        return message
-    detail = mid_sentence(message)
-    if ", got " in detail:  # a type error: say what was given rather than its type
-        detail = detail.partition(", got ")[0]
-    given = repr(values[name])
-    return f"{source[name]}: {detail}" + ("" if given in detail else f", got {given}")
+    """``GATEWAY_WORKERS: must be an integer >= 1, got '0'`` from msgspec's ``Expected `int` >= 1 - at `$.workers```
+    (read by ``gateway.http.fields``, in its words; a type error says what was given rather than its type)."""
+    fault = read_fault(exc)
+    if fault.path not in source:
+        return f"{fault.path}: {problem_words(fault)}"
+    detail = f"must be {fault.want}" if fault.kind == "type" else problem_words(fault)
+    given = repr(values[fault.path])
+    return f"{source[fault.path]}: {detail}" + ("" if given in detail else f", got {given}")
 
 
 def hand_to_workers(settings: Settings) -> None:

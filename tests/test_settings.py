@@ -133,6 +133,18 @@ def test_guardrail_settings_below_one_are_refused(var):
     assert var in str(info.value)
 
 
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"GATEWAY_WORKERS": "abc"}, "GATEWAY_WORKERS: must be an integer, got 'abc'"),
+    ({"GATEWAY_WORKERS": "0"}, "GATEWAY_WORKERS: must be an integer >= 1, got '0'"),
+    ({"GATEWAY_STATE_FAIL_MODE": "maybe"}, "GATEWAY_STATE_FAIL_MODE: invalid enum value 'maybe'"),
+])
+def test_a_bad_setting_is_refused_in_the_words_a_request_field_is(env, message):
+    """docs/http-api.md, Errors: the variable's name, then what is wrong in the words every 400 uses."""
+    with pytest.raises(ValueError) as info:
+        load(env)
+    assert str(info.value) == message
+
 def test_state_settings_are_read_with_defaults():
     defaults = load({})
     assert (defaults.redis_url, defaults.redis_key_prefix, defaults.state_fail_mode) == (None, "gw:", "open")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.config.validate import ConfigChecks, join_path
+from gateway.config.validate import ConfigChecks
 from gateway.http.errors import ConfigError
+from gateway.http.fields import join_path
 from gateway.routing.conditions import CompiledQuery, QueryError, compile_query
 
 if TYPE_CHECKING:

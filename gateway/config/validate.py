@@ -29,7 +29,6 @@ Beyond the schema's types and unknown-key checks, a config obeys:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -38,6 +37,7 @@ import msgspec
 from gateway.bounded_cache import BoundedCache
 from gateway.config.inherit import Inheritance
 from gateway.http.errors import ConfigError, InvalidRequest, mid_sentence
+from gateway.http.fields import join_path, problem_words, read_fault
 from gateway.providers.registry import is_known, provider_names
 from gateway.schema import header_values
 from gateway.schema.common import is_not_utf8
@@ -91,23 +91,6 @@ _GUARDRAIL_KEYS = frozenset({"id", "deny", "async", "on_fail", "on_success"})
 _OUTCOMES = ("on_fail", "on_success")
 
 
-# --- msgspec errors -> JSON paths -----------------------------------------------------------------------------
-
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]*)`$")
-_MISSING = re.compile(r"^Object missing required field `(?P<key>[^`]*)`$")
-_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`$")
-_KINDS = {
-    "str": "a string",
-    "int": "an integer",
-    "float": "a number",
-    "bool": "a boolean",
-    "object": "an object",
-    "array": "an array",
-    "null": "null",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigChecks:
     """The checks a config parser borrows from the layers above config (routing's condition queries, the
@@ -122,41 +105,12 @@ class ConfigChecks:
     validate_guardrail: Callable[[Guardrail, str], None]
 
 
-def join_path(base: str, tail: str) -> str:
-    """``base`` and ``tail`` as one JSON path (``a.b``, ``a[0]``)."""
-    return _join(base, tail)
-
-
-def _join(base: str, tail: str) -> str:
-    if not base:
-        return tail
-    if not tail:
-        return base
-    return base + tail if tail[0] == "[" else f"{base}.{tail}"
-
-
-def _kind(msgspec_type: str) -> str:
-    parts = [p for p in msgspec_type.split(" | ") if p != "null"] or ["null"]
-    if "int" in parts and "float" in parts:
-        parts = [p for p in parts if p != "int"]
-    return " or ".join(_KINDS.get(p, f"`{p}`") for p in parts)
-
-
 def _from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> ConfigError:
     """The ConfigError for a msgspec ValidationError raised at ``prefix`` (its ``$`` path appended)."""
-    match = _AT.match(str(exc))
-    assert match is not None  # the pattern matches any text
-    message, path = match.group("msg"), _join(prefix, (match.group("path") or "").lstrip("."))
-    if found := _UNKNOWN.match(message):
-        return ConfigError.at(_join(path, found.group("key")), "unknown key")
-    if found := _MISSING.match(message):
-        return ConfigError.at(_join(path, found.group("key")), "is required")
-    if found := _EXPECTED.match(message):
-        got = _kind(found.group("got"))
-        if not path:
-            return ConfigError.at("config", f"must be a JSON object, got {got}")
-        return ConfigError.at(path, f"must be {_kind(found.group('want'))}, got {got}")
-    return ConfigError.at(path or "config", mid_sentence(message))
+    fault = read_fault(exc, prefix)
+    if fault.kind == "type" and not fault.path:
+        return ConfigError.at("config", f"must be a JSON object, got {fault.got}")
+    return ConfigError.at(fault.path or "config", problem_words(fault))
 
 
 # --- the parser and its caches ---------------------------------------------------------------------------------
@@ -301,7 +255,7 @@ def _check_node(parser: ConfigParser, node: Config, base: str, inherited: Config
     _check_routing(parser, node, eff, base)
     _check_groups(eff, base)
     if node.targets:
-        prefix = _join(base, "targets")
+        prefix = join_path(base, "targets")
         for i, target in enumerate(node.targets):
             if not isinstance(target, Config):
                 raise ConfigError.at(f"{prefix}[{i}]", "must be an object")
@@ -328,15 +282,15 @@ def _check_provider(n: Config, base: str) -> None:
     provider = n.provider
     if provider is not None:
         if not provider or provider == "@":
-            raise ConfigError.at(_join(base, "provider"), "must be a non-empty provider name or @slug")
+            raise ConfigError.at(join_path(base, "provider"), "must be a non-empty provider name or @slug")
         if provider[0] != "@":
             if not is_known(provider):
                 raise ConfigError.at(
-                    _join(base, "provider"),
+                    join_path(base, "provider"),
                     f"unknown provider {provider!r}; accepted providers: {', '.join(provider_names())}",
                 )
     if n.custom_host is not None:
-        at = _join(base, "custom_host")
+        at = join_path(base, "custom_host")
         try:
             check_base_url(n.custom_host, at)
         except InvalidRequest as exc:
@@ -346,48 +300,48 @@ def _check_provider(n: Config, base: str) -> None:
 def _check_keys(checks: ConfigChecks, n: Config, base: str) -> None:
     broken = field_with_breaks(n)
     if broken is not None:
-        raise ConfigError.at(_join(base, broken), header_values.MESSAGE)
+        raise ConfigError.at(join_path(base, broken), header_values.MESSAGE)
     if n.provider is not None or n.custom_host is not None:
         _check_provider(n, base)
     if n.request_timeout is not None and (not _is_int(n.request_timeout) or n.request_timeout <= 0):
-        raise ConfigError.at(_join(base, "request_timeout"), "must be an integer > 0 (milliseconds)")
+        raise ConfigError.at(join_path(base, "request_timeout"), "must be an integer > 0 (milliseconds)")
     if n.weight is not None and (not _is_number(n.weight) or n.weight < 0):
-        raise ConfigError.at(_join(base, "weight"), "must be a number >= 0")
-    _status_codes(n.on_status_codes, _join(base, "on_status_codes"))
+        raise ConfigError.at(join_path(base, "weight"), "must be a number >= 0")
+    _status_codes(n.on_status_codes, join_path(base, "on_status_codes"))
     if n.cache is not None:
         if n.cache.mode not in CACHE_MODES:
-            raise ConfigError.at(_join(base, "cache.mode"), "must be one of simple, semantic")
+            raise ConfigError.at(join_path(base, "cache.mode"), "must be one of simple, semantic")
         if n.cache.max_age is not None and (not _is_int(n.cache.max_age) or n.cache.max_age < 0):
-            raise ConfigError.at(_join(base, "cache.max_age"), "must be an integer >= 0 (seconds)")
+            raise ConfigError.at(join_path(base, "cache.max_age"), "must be an integer >= 0 (seconds)")
     if n.cb_config is not None:
         cb = n.cb_config
         if not _is_number(cb.failure_threshold) or cb.failure_threshold < 1:
-            raise ConfigError.at(_join(base, "cb_config.failure_threshold"), "must be >= 1")
+            raise ConfigError.at(join_path(base, "cb_config.failure_threshold"), "must be >= 1")
         if not _is_number(cb.cooldown_interval) or cb.cooldown_interval < 30000:
-            raise ConfigError.at(_join(base, "cb_config.cooldown_interval"), "must be >= 30000 (milliseconds)")
-        _status_codes(cb.failure_status_codes, _join(base, "cb_config.failure_status_codes"))
+            raise ConfigError.at(join_path(base, "cb_config.cooldown_interval"), "must be >= 30000 (milliseconds)")
+        _status_codes(cb.failure_status_codes, join_path(base, "cb_config.failure_status_codes"))
     if n.retry is not None:
         attempts = n.retry.attempts
         if not _is_int(attempts) or not 0 <= attempts <= RETRY_ATTEMPTS_MAX:
-            raise ConfigError.at(_join(base, "retry.attempts"), f"must be an integer 0..{RETRY_ATTEMPTS_MAX}")
-        _status_codes(n.retry.on_status_codes, _join(base, "retry.on_status_codes"))
+            raise ConfigError.at(join_path(base, "retry.attempts"), f"must be an integer 0..{RETRY_ATTEMPTS_MAX}")
+        _status_codes(n.retry.on_status_codes, join_path(base, "retry.on_status_codes"))
     if n.cloudB_deployment_type is not None and n.cloudB_deployment_type not in CLOUDB_DEPLOYMENT_TYPES:
-        raise ConfigError.at(_join(base, "cloudB_deployment_type"), "must be one of serverless, managed")
+        raise ConfigError.at(join_path(base, "cloudB_deployment_type"), "must be one of serverless, managed")
     if n.drop_params is not None:
         for i, path in enumerate(n.drop_params):
             if type(path) is not str or not path or "" in path.split("."):
                 raise ConfigError.at(
-                    f"{_join(base, 'drop_params')}[{i}]",
+                    f"{join_path(base, 'drop_params')}[{i}]",
                     "must be a dot path with no empty segment (like `metadata.user` or `messages.0.name`)",
                 )
     if n.before_request_hooks is not None:
-        _check_hooks(checks, n.before_request_hooks, _join(base, "before_request_hooks"), before=True)
+        _check_hooks(checks, n.before_request_hooks, join_path(base, "before_request_hooks"), before=True)
     if n.after_request_hooks is not None:
-        _check_hooks(checks, n.after_request_hooks, _join(base, "after_request_hooks"), before=False)
+        _check_hooks(checks, n.after_request_hooks, join_path(base, "after_request_hooks"), before=False)
     if n.input_guardrails is not None:
-        _check_guardrails(checks, n.input_guardrails, _join(base, "input_guardrails"), output=False)
+        _check_guardrails(checks, n.input_guardrails, join_path(base, "input_guardrails"), output=False)
     if n.output_guardrails is not None:
-        _check_guardrails(checks, n.output_guardrails, _join(base, "output_guardrails"), output=True)
+        _check_guardrails(checks, n.output_guardrails, join_path(base, "output_guardrails"), output=True)
 
 
 def _check_outcome(outcome: HookOutcome | None, path: str, deny_allowed: bool, where: str) -> None:
@@ -432,7 +386,7 @@ def _check_guardrails(checks: ConfigChecks, items: list[Any], path: str, output:
             raise ConfigError.at(at, "must have an id or at least one check")
         for key, parameters in item.checks.items():
             if type(parameters) is not dict:
-                raise ConfigError.at(_join(at, key), "must be an object (the parameters of that check)")
+                raise ConfigError.at(join_path(at, key), "must be an object (the parameters of that check)")
         for name in _OUTCOMES:
             _check_outcome(getattr(item, name), f"{at}.{name}", output, "output_guardrails")
         checks.validate_guardrail(item, at)
@@ -463,7 +417,7 @@ def _guardrail_from_dict(raw: dict[str, Any], at: str) -> Guardrail:
         if key in _GUARDRAIL_KEYS:
             continue
         if type(value) is not dict:
-            raise ConfigError.at(_join(at, key), "must be an object (the parameters of that check)")
+            raise ConfigError.at(join_path(at, key), "must be an object (the parameters of that check)")
         checks[key] = value
     return Guardrail(
         id=gid,
@@ -478,10 +432,10 @@ def _guardrail_from_dict(raw: dict[str, Any], at: str) -> Guardrail:
 def _check_passthrough(node: Config, eff: Config, base: str) -> None:
     for key in PASSTHROUGH_EXCLUSIVE:
         if getattr(node, key) is not None:
-            raise ConfigError.at(_join(base, key), "cannot be combined with passthrough: true")
+            raise ConfigError.at(join_path(base, key), "cannot be combined with passthrough: true")
         if getattr(eff, key) is not None:
             raise ConfigError.at(
-                _join(base, "passthrough"), f"passthrough: true cannot be combined with the inherited {key}"
+                join_path(base, "passthrough"), f"passthrough: true cannot be combined with the inherited {key}"
             )
 
 
@@ -489,21 +443,22 @@ def _check_routing(parser: ConfigParser, node: Config, eff: Config, base: str) -
     strategy, targets = node.strategy, node.targets
     if strategy is None:
         if targets is not None and eff.provider is None and eff.virtual_key is None:
-            raise ConfigError.at(_join(base, "strategy"), "is required with targets when neither provider nor "
+            raise ConfigError.at(join_path(base, "strategy"), "is required with targets when neither provider nor "
                                  "virtual_key is set")
         return
     if not isinstance(strategy, Strategy):
-        raise ConfigError.at(_join(base, "strategy"), "must be an object")
+        raise ConfigError.at(join_path(base, "strategy"), "must be an object")
     if not targets:
-        raise ConfigError.at(_join(base, "targets"), "must be a non-empty array when strategy is set")
-    at = _join(base, "strategy")
+        raise ConfigError.at(join_path(base, "targets"), "must be a non-empty array when strategy is set")
+    at = join_path(base, "strategy")
     if strategy.mode not in STRATEGY_MODES:
         raise ConfigError.at(f"{at}.mode", f"must be one of {', '.join(STRATEGY_MODES)}")
     _status_codes(strategy.on_status_codes, f"{at}.on_status_codes")
     if strategy.mode == "loadbalance":
         # An unset weight counts as 1, so only targets that all say 0 leave nothing to draw.
         if all(isinstance(t, Config) and t.weight is not None and t.weight == 0 for t in targets):
-            raise ConfigError.at(_join(base, "targets"), "in loadbalance mode at least one target needs a weight > 0")
+            raise ConfigError.at(join_path(base, "targets"),
+                                 "in loadbalance mode at least one target needs a weight > 0")
         return
     if strategy.mode != "conditional":
         return

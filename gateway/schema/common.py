@@ -1,13 +1,14 @@
-"""Shared wire types and the one decoder front: msgspec errors become 400s that name the field."""
+"""Shared wire types and the one decoder front: msgspec errors become 400s that name the field (read by
+``gateway.http.fields.read_fault``, worded as docs/http-api.md says)."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from gateway.http.errors import InvalidRequest, mid_sentence
+from gateway.http.errors import InvalidRequest
+from gateway.http.fields import problem_words, read_fault
 
 T = TypeVar("T")
 #: the spec's metadata limits (batches, fine-tuning jobs, chat and Responses requests: vendorA's own)
@@ -24,17 +25,6 @@ Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 LogitBias = dict[str, Annotated[float, msgspec.Meta(ge=-100, le=100)]]
 Stop = str | Annotated[list[str], msgspec.Meta(max_length=4)]
 
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_MISSING = re.compile(r"missing required field `([^`]+)`")
-_UNKNOWN = re.compile(r"contains unknown field `([^`]+)`")
-
-
-def field_path(msgspec_path: str) -> str:
-    """``$.messages[0].role`` -> ``messages[0].role``."""
-    path = msgspec_path[1:] if msgspec_path.startswith(".") else msgspec_path
-    return path.replace("[...]", "")
-
-
 def is_not_utf8(exc: BaseException) -> bool:
     """Whether a decoder failed because its input is not UTF-8: msgspec before 0.23 raises ``UnicodeDecodeError``,
     0.23 and later a ``DecodeError`` saying "Invalid UTF-8 encoded string"."""
@@ -45,24 +35,16 @@ def validation_error(exc: msgspec.MsgspecError, what: str = "body") -> InvalidRe
     """A 400 naming the field msgspec complained about."""
     if is_not_utf8(exc):
         return not_utf8(what)
-    text = str(exc)
-    match = _AT.match(text)
-    message = match.group("msg") if match else text
-    path = field_path(match.group("path") or "") if match else ""
-    missing = _MISSING.search(message)
-    if missing:
-        field = f"{path}.{missing.group(1)}" if path else missing.group(1)
-        return InvalidRequest(f"{field} is required", param=field)
-    unknown = _UNKNOWN.search(message)
-    if unknown:
-        field = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
-        return InvalidRequest(f"unknown field {field}", param=field)
-    if not isinstance(exc, msgspec.ValidationError) and not path:
-        return InvalidRequest(f"request {what} is not valid JSON: {message}", param=None)
-    if not path:
-        return InvalidRequest(f"invalid request {what}: {message}", param=None)
-    message = mid_sentence(message)
-    return InvalidRequest(f"invalid {path}: {message}", param=path)
+    fault = read_fault(exc)
+    if fault.kind == "missing":
+        return InvalidRequest(f"{fault.path} is required", param=fault.path)
+    if fault.kind == "unknown":
+        return InvalidRequest(f"unknown field {fault.path}", param=fault.path)
+    if not isinstance(exc, msgspec.ValidationError) and not fault.path:
+        return InvalidRequest(f"request {what} is not valid JSON: {exc}", param=None)
+    if not fault.path:  # the document itself: msgspec's words as they are
+        return InvalidRequest(f"invalid request {what}: {exc}", param=None)
+    return InvalidRequest(f"invalid {fault.path}: {problem_words(fault)}", param=fault.path)
 
 
 def not_utf8(what: str = "body") -> InvalidRequest:

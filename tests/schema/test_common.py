@@ -99,3 +99,30 @@ def test_both_msgspec_spellings_of_bad_utf8_give_the_documented_message(error):
 
 def test_other_decode_errors_still_say_not_valid_json():
     assert "not valid JSON" in validation_error(msgspec.DecodeError("Input data was truncated")).message
+
+
+WORDS = "default.wordCount"
+
+
+@pytest.mark.parametrize(("body", "config", "param", "message"), [
+    ({**CHAT, "temperature": "hot"}, None, "temperature", "invalid temperature: must be a number, got a string"),
+    ({**CHAT, "temperature": 5}, None, "temperature", "invalid temperature: must be a number <= 2.0"),
+    ({**CHAT, "stop": ["a", "b", "c", "d", "e"]}, None, "stop", "invalid stop: must be an array of length <= 4"),
+    (CHAT, {"retry": {"attempts": "x"}}, "retry.attempts",
+     "invalid config: retry.attempts: must be an integer, got a string"),
+    (CHAT, {"input_guardrails": [{WORDS: {"minWords": "x"}}]}, f"input_guardrails[0].{WORDS}.minWords",
+     f"invalid config: input_guardrails[0].{WORDS}.minWords: must be an integer, got a string"),
+    (CHAT, {"input_guardrails": [{WORDS: {"minWordz": 1}}]}, f"input_guardrails[0].{WORDS}.minWordz",
+     f"invalid config: input_guardrails[0].{WORDS}.minWordz: unknown key"),
+])
+def test_a_field_at_fault_is_named_in_the_one_wording(gateway, mock, gw_headers, body, config, param, message):
+    """docs/http-api.md, Errors: a body's fault reads ``invalid <path>: <what is wrong>``, a config's (and its
+    guardrails' parameters') ``invalid config: <path>: <what is wrong>``, in the same words."""
+    base = mock.scenario()
+    headers = gw_headers(base + "/v1")
+    if config is not None:
+        headers = gw_headers(config={"provider": "vendorA", "api_key": "sk", "custom_host": base + "/v1", **config})
+    resp = post(f"{gateway.url}/v1/chat/completions", msgspec.json.encode(body), headers)
+    assert resp.status == 400, resp.text
+    assert (resp.json()["error"]["param"], resp.json()["error"]["message"]) == (param, message)
+    assert mock.calls(base)["calls"] == 0

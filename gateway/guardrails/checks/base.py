@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import abc
-import re
 from typing import Any, ClassVar
 
 import msgspec
 
 from gateway.guardrails.text import Subject
-from gateway.http.errors import mid_sentence
+from gateway.http.fields import join_path as join_path  # the one JSON-path join, as the checks import it
+from gateway.http.fields import problem_words, read_fault
 
 #: Input larger than this many characters makes a CPU-bound check run in the guardrail worker pool instead of on
 #: the event loop (each check may say otherwise through ``offload_chars``).
@@ -82,36 +82,16 @@ class Check(abc.ABC):
 
 # --- parameter decoding -----------------------------------------------------------------------------------------
 
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]*)`$")
-_MISSING = re.compile(r"^Object missing required field `(?P<key>[^`]*)`$")
-
-
-def join_path(base: str, tail: str) -> str:
-    """``base`` and a relative path (``.key`` / ``[i]`` / ``key``) as one JSON path."""
-    tail = tail.lstrip(".")
-    if not tail:
-        return base
-    if not base:
-        return tail
-    return base + tail if tail[0] == "[" else f"{base}.{tail}"
-
-
-def decode_params(params_type: type[Params], raw: Any, path: str, noun: str = "parameter") -> Any:
-    """``raw`` (a JSON object) as ``params_type``; ParamError naming the parameter's path when it does not fit."""
+def decode_params(params_type: type[Params], raw: Any, path: str, noun: str = "key") -> Any:
+    """``raw`` (a JSON object) as ``params_type``; ParamError naming the parameter's path when it does not fit, in
+    a config's words (the parameters are part of one; a body says ``unknown field`` with ``noun="field"``)."""
     if not isinstance(raw, dict):
         raise ParamError(path, "must be an object (the parameters of the check)")
     try:
         return msgspec.convert(raw, params_type)
     except msgspec.ValidationError as exc:
-        match = _AT.match(str(exc))
-        assert match is not None  # the pattern matches any text
-        message, where = match.group("msg"), join_path(path, match.group("path") or "")
-        if found := _UNKNOWN.match(message):
-            raise ParamError(join_path(where, found.group("key")), f"unknown {noun}") from None
-        if found := _MISSING.match(message):
-            raise ParamError(join_path(where, found.group("key")), "is required") from None
-        raise ParamError(where, mid_sentence(message)) from None
+        fault = read_fault(exc, path)
+        raise ParamError(fault.path, f"unknown {noun}" if fault.kind == "unknown" else problem_words(fault)) from None
 
 
 def check_range(low: int | None, high: int | None, path: str, low_name: str, high_name: str) -> None:
