@@ -3,10 +3,10 @@
 What a user sees (roles, scopes, rotation, who may create, rotate or revoke what): docs/control-plane.md, "Gateway
 keys". This module owns the records and the rules. Two records per key: the key itself (``api_key``, by id, listed
 per workspace) and its principal (``api_key_secret``, by the secret's hash: what a request's lookup reads, one
-record get); revoking deletes both, and the per-worker cache (``KeyStore``) forgets every answer when records
-change. ``SCOPES`` and ``DEFAULT_SCOPES`` are the scope table; ``check_grant`` keeps a key from creating, rotating
-or revoking a key wider than itself (a rotated key's secret lands in the caller's hands; revoking a wider key would
-take away what the caller could not give back).
+record get); revoking deletes both, and the per-worker cache (``KeyStore``) forgets the answer for a secret when its
+principal changes. ``SCOPES`` and ``DEFAULT_SCOPES`` are the scope table; ``check_grant`` keeps a key from creating,
+rotating or revoking a key wider than itself (a rotated key's secret lands in the caller's hands; revoking a wider
+key would take away what the caller could not give back).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import hmac
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 import msgspec
 
@@ -346,7 +346,11 @@ class ApiKeys:
 
     async def principal(self, secret: str) -> KeyRecord | None:
         """Who ``secret`` is, from the store (None for an unknown or revoked key)."""
-        found = await self.store.record_get(SECRET_KIND, key_hash(secret))
+        return await self.principal_by_hash(key_hash(secret))
+
+    async def principal_by_hash(self, hash_: str) -> KeyRecord | None:
+        """Who the secret hashed to ``hash_`` is, from the store (None for an unknown or revoked key)."""
+        found = await self.store.record_get(SECRET_KIND, hash_)
         return None if found is None else KeyRecord.of(_principal_decoder.decode(found.doc))
 
     async def has_root(self) -> bool:
@@ -383,14 +387,16 @@ class KeyStore:
     the store has failed, lookups answer 503 at once for ``BUSY_BACKOFF_S``. So a slow or unreachable store costs
     an unknown key a 503 (retry shortly) and never stalls anything else, while keys already known keep working.
     Unknown keys are remembered for ``NEGATIVE_TTL_S`` (guessing costs one read per guess and window).
-    ``invalidate`` (called by the records watcher when a principal record changes, here or anywhere: another kind's
-    write keeps every answer) forgets every answer; a read that raced with it answers its request but is not
-    remembered.
+    ``forget`` (called by the records watcher with the hashes of the principals that changed, here at once or
+    anywhere by its next poll) forgets the answers for those secrets only, so a key created, rotated or revoked in
+    one workspace leaves every other key's answer cached; ``invalidate`` (when the watcher cannot say which changed:
+    its change log fell behind, or the store was unreachable) forgets every answer. A read that raced with either
+    answers its request but is not remembered.
     """
 
-    #: the record kinds its answers come from (the records watcher drops them when one changes): the principals,
-    #: and the keys themselves (written with them)
-    KINDS: tuple[str, ...] = (SECRET_KIND, KEY_KIND)
+    #: the record kind its answers come from (the records watcher tells it when one changes): the principals, by
+    #: secret hash (a key's own record changes only with its principal; ``by_id`` reads the store)
+    KINDS: tuple[str, ...] = (SECRET_KIND,)
 
     def __init__(self, keys: ApiKeys, admin_key: str | None) -> None:
         self.keys = keys
@@ -398,6 +404,8 @@ class KeyStore:
         self._admin_record = KeyRecord(DEFAULT_WORKSPACE, "admin", key_id="admin", root=True)
         self._known: BoundedCache[str, KeyRecord] = BoundedCache(POSITIVE_MAX)
         self._unknown: BoundedCache[str, float] = BoundedCache(NEGATIVE_MAX)
+        #: the secret of each hash read (remembered or not), so ``forget`` can find a changed principal's answer
+        self._secrets: BoundedCache[str, str] = BoundedCache(POSITIVE_MAX + NEGATIVE_MAX)
         self._pending: dict[str, asyncio.Future] = {}
         self._busy_until = 0.0
         self._generation = 0
@@ -448,12 +456,14 @@ class KeyStore:
             raise _busy("the state store is slow or unreachable") from None
 
     async def _read(self, secret: str, generation: int) -> KeyRecord | None:
+        hash_ = key_hash(secret)
         try:
-            record = await self.keys.principal(secret)
+            record = await self.keys.principal_by_hash(hash_)
         except StateStoreError:
             self._busy_until = time.monotonic() + BUSY_BACKOFF_S
             raise
         if generation == self._generation:  # not when the records changed while reading: the answer may be stale
+            self._secrets[hash_] = secret
             if record is None:
                 self._unknown[secret] = time.monotonic() + NEGATIVE_TTL_S
             else:
@@ -468,11 +478,25 @@ class KeyStore:
     def _remember(self, secret: str, record: KeyRecord) -> None:
         self._known[secret] = record
 
+    def forget(self, changed: Mapping[str, Collection[str]]) -> None:
+        """Forget the answers for the secrets whose principals changed (``changed[SECRET_KIND]``: their hashes)."""
+        self._generation += 1
+        known, unknown, secrets_ = self._known, self._unknown, self._secrets
+        for hash_ in changed.get(SECRET_KIND, ()):
+            secret = secrets_.pop(hash_, "")
+            if secret:
+                if secret in known:
+                    del known[secret]
+                if secret in unknown:
+                    del unknown[secret]
+        self._busy_until = 0.0
+
     def invalidate(self) -> None:
-        """Forget every answer (the records changed somewhere)."""
+        """Forget every answer (principals changed somewhere and which is not known)."""
         self._generation += 1
         self._known = BoundedCache(POSITIVE_MAX)
         self._unknown = BoundedCache(NEGATIVE_MAX)
+        self._secrets = BoundedCache(POSITIVE_MAX + NEGATIVE_MAX)
         self._busy_until = 0.0
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ Conventions for every method:
 from __future__ import annotations
 
 import abc
-from typing import Callable, Literal, Sequence
+from typing import Callable, Iterable, Literal, Sequence
 
 import msgspec
 
@@ -66,15 +66,39 @@ class Admission(msgspec.Struct, frozen=True, gc=False):
 ADMITTED = Admission(True)
 
 
+#: how many changes each record kind's change log keeps (the ids of its newest changes, by change number): a reader
+#: that fell further behind than this (or whose gap holds a change an older release made, which logs nothing) learns
+#: only that something of the kind changed
+RECORD_CHANGE_LOG = 100
+
+
 class RecordVersions(msgspec.Struct, frozen=True, gc=False):
     """Change counters of the records (``record_versions``): ``kinds`` one per kind asked for (bumped by every put
     and delete of a record of that kind), ``total`` bumped by every record change (``records_version``), and
     ``unkinded`` the changes made without kind counters (by an older release: readers take them as changes of
-    every kind). All 0 before the first write."""
+    every kind). All 0 before the first write. ``changed``, when ids were asked for (``since``): per kind, the ids
+    of the records changed after the count given, or None when the kind's change log no longer holds every one of
+    those changes (or none was asked for it)."""
 
     kinds: tuple[int, ...]
     total: int
     unkinded: int
+    changed: tuple[tuple[str, ...] | None, ...] = ()
+
+
+def logged_changes(count: int, since: int, entries: Iterable[tuple[int, str]]) -> tuple[str, ...] | None:
+    """The ids of a kind changed after change number ``since`` up to ``count`` (its counter now), from its change
+    log's ``entries`` (change number, id); None when ids were not asked for (``since`` < 0), the counter went back
+    (a store restarted empty) or a change in the gap is missing from the log (trimmed, or made by an older
+    release)."""
+    if since < 0 or count < since:
+        return None
+    if count == since:
+        return ()
+    found = {number: id for number, id in entries if since < number <= count}
+    if len(found) != count - since:
+        return None
+    return tuple(sorted(set(found.values())))
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -135,18 +159,17 @@ class StateStore(abc.ABC):
     backend: str = "abstract"
     #: kept by a background probe (cheap to read); false while the backend cannot be reached
     healthy: bool = True
-    #: told the kind of every record this process put or deleted, as soon as the store has done it
-    _change_listeners: tuple[Callable[[str], None], ...] = ()
+    #: told the kind and id of every record this process put or deleted, as soon as the store has done it
+    _change_listeners: tuple[Callable[[str, str], None], ...] = ()
 
-    def on_record_change(self, listener: Callable[[str], None]) -> None:
-        """Call ``listener(kind)`` right after each record put or delete made through this store object (so this
-        worker's caches of that kind are dropped before the writer answers; other workers poll
-        ``record_versions``)."""
+    def on_record_change(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(kind, id)`` right after each record put or delete made through this store object (so
+        this worker's cached copy is dropped before the writer answers; other workers poll ``record_versions``)."""
         self._change_listeners = (*self._change_listeners, listener)
 
-    def _record_changed(self, kind: str) -> None:
+    def _record_changed(self, kind: str, id: str) -> None:
         for listener in self._change_listeners:
-            listener(kind)
+            listener(kind, id)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -255,7 +278,8 @@ class StateStore(abc.ABC):
     @abc.abstractmethod
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
         """Create or replace a record; returns the new records version (bumped by every put and delete). The
-        kind's counter is bumped too, and this process's change listeners are told (``on_record_change``)."""
+        kind's counter is bumped too, the id logged under the kind's new count in the same atomic write (the last
+        ``RECORD_CHANGE_LOG`` are kept), and this process's change listeners are told (``on_record_change``)."""
 
     @abc.abstractmethod
     async def record_get(self, kind: str, id: str) -> Record | None:
@@ -263,7 +287,8 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     async def record_delete(self, kind: str, id: str) -> bool:
-        """Delete a record; True when it existed (only then are the versions bumped and listeners told)."""
+        """Delete a record; True when it existed (only then are the versions bumped, the id logged and listeners
+        told)."""
 
     @abc.abstractmethod
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
@@ -274,9 +299,12 @@ class StateStore(abc.ABC):
         """A counter bumped by every record write, in every worker and instance. 0 before the first write."""
 
     @abc.abstractmethod
-    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
+    async def record_versions(self, kinds: Sequence[str], since: Sequence[int] = ()) -> RecordVersions:
         """The change counters of ``kinds`` (one each, in order), with the total and the unkinded count, read at
-        once; ``watch.RecordWatcher`` polls this, so a change of one kind drops only the caches of that kind."""
+        once; ``watch.RecordWatcher`` polls this, so a change of one kind drops only the caches of that kind.
+        ``since`` (one per kind when given; -1 for a kind whose ids are not wanted) asks for the ids changed after
+        each count too, read in the same call (``RecordVersions.changed``, ``logged_changes``), so a cache can drop
+        only the records that changed."""
 
     # -- append-only logs ------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 from gateway.state.base import (
     ADMITTED,
+    RECORD_CHANGE_LOG,
     SETTLED_KEEP_MS,
     Admission,
     BudgetItem,
@@ -23,6 +24,7 @@ from gateway.state.base import (
     admitted,
     check_reserve,
     check_settle,
+    logged_changes,
     reserved_amount,
 )
 
@@ -124,6 +126,8 @@ class MemoryStateStore(StateStore):
         self._records: dict[str, dict[str, Record]] = {}
         self._version = 0
         self._kind_versions: dict[str, int] = {}
+        #: per kind, its newest changes as (change number, id)
+        self._change_logs: dict[str, deque[tuple[int, str]]] = {}
         self._logs: dict[str, tuple[list[int], deque[bytes]]] = {}  # name -> ([last_seq], items)
 
     # -- key-value -------------------------------------------------------------------------------------------
@@ -280,13 +284,17 @@ class MemoryStateStore(StateStore):
 
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
         self._records.setdefault(kind, {})[id] = Record(kind, id, workspace, doc)
-        self._bump(kind)
+        self._bump(kind, id)
         return self._version
 
-    def _bump(self, kind: str) -> None:
+    def _bump(self, kind: str, id: str) -> None:
         self._version += 1
-        self._kind_versions[kind] = self._kind_versions.get(kind, 0) + 1
-        self._record_changed(kind)
+        count = self._kind_versions[kind] = self._kind_versions.get(kind, 0) + 1
+        changes = self._change_logs.get(kind)
+        if changes is None:
+            changes = self._change_logs[kind] = deque(maxlen=RECORD_CHANGE_LOG)
+        changes.append((count, id))
+        self._record_changed(kind, id)
 
     async def record_get(self, kind: str, id: str) -> Record | None:
         return self._records.get(kind, {}).get(id)
@@ -294,7 +302,7 @@ class MemoryStateStore(StateStore):
     async def record_delete(self, kind: str, id: str) -> bool:
         if self._records.get(kind, {}).pop(id, None) is None:
             return False
-        self._bump(kind)
+        self._bump(kind, id)
         return True
 
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
@@ -304,9 +312,11 @@ class MemoryStateStore(StateStore):
     async def records_version(self) -> int:
         return self._version
 
-    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
-        counts = self._kind_versions
-        return RecordVersions(tuple(counts.get(k, 0) for k in kinds), self._version, 0)
+    async def record_versions(self, kinds: Sequence[str], since: Sequence[int] = ()) -> RecordVersions:
+        counts = tuple(self._kind_versions.get(k, 0) for k in kinds)
+        changed = tuple(logged_changes(count, after, self._change_logs.get(kind, ()))
+                        for kind, count, after in zip(kinds, counts, since))
+        return RecordVersions(counts, self._version, 0, changed)
 
     # -- logs ------------------------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from gateway.redis_url import is_cluster_url, parse_cluster_url
 from gateway.state import redis_scripts as lua
 from gateway.state.base import (
     ADMITTED,
+    RECORD_CHANGE_LOG,
     SETTLED_KEEP_MS,
     Admission,
     BudgetItem,
@@ -51,6 +52,7 @@ from gateway.state.base import (
     admitted,
     check_reserve,
     check_settle,
+    logged_changes,
 )
 from gateway.waiting import cancel_and_wait, wait_event
 
@@ -67,6 +69,12 @@ def _honour_cancel(task: asyncio.Task | None, asked: int) -> None:
 def _record_value(workspace: str, doc: bytes) -> bytes:
     ws = workspace.encode()
     return str(len(ws)).encode() + b":" + ws + doc
+
+
+def _change_entry(entry: bytes) -> tuple[int, str]:
+    """A change log entry, ``<change number>:<id>``."""
+    number, _, id = entry.decode().partition(":")
+    return int(number), id
 
 
 def _record_parts(value: bytes) -> tuple[str, bytes]:
@@ -113,7 +121,7 @@ class RedisStateStore(StateStore):
         self._client = self._make_client()
         self._scripts = {name: self._client.register_script(getattr(lua, name)) for name in (
             "RESERVE", "SETTLE", "USAGE", "INCR", "LEASE", "RELEASE", "BREAKER_FAILURE", "BREAKER_SUCCESS",
-            "RECORD_PUT", "RECORD_DELETE", "RECORD_LIST_WORKSPACE", "LOG_APPEND", "LOG_READ")}
+            "RECORD_PUT", "RECORD_DELETE", "RECORD_LIST_WORKSPACE", "RECORD_VERSIONS", "LOG_APPEND", "LOG_READ")}
         await self._probe_once()
         if not self.healthy:
             log.warning("redis state store unreachable at start (%s); requests go on, reconnecting",
@@ -288,15 +296,17 @@ class RedisStateStore(StateStore):
         return base + "d:" + kind, base + "v", base + "w:" + kind + ":"
 
     def _version_keys(self, kind: str) -> list[str]:
-        """The total counter, the kind's own and the count of changes counted per kind (one slot: ``{rec}``)."""
+        """The total counter, the kind's own, the count of changes counted per kind and the kind's change log (one
+        slot: ``{rec}``)."""
         base = f"{self.prefix}{{rec}}:"
-        return [base + "v", base + "vk:" + kind, base + "vk"]
+        return [base + "v", base + "vk:" + kind, base + "vk", base + "vl:" + kind]
 
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
         docs, _, ws_prefix = self._record_keys(kind)
         version = int(await self._run("record_put", "RECORD_PUT", [docs, *self._version_keys(kind)],
-                                      [ws_prefix, id, workspace, _record_value(workspace, doc)], retry_safe=True))
-        self._record_changed(kind)
+                                      [ws_prefix, id, workspace, _record_value(workspace, doc), RECORD_CHANGE_LOG],
+                                      retry_safe=True))
+        self._record_changed(kind, id)
         return version
 
     async def record_get(self, kind: str, id: str) -> Record | None:
@@ -309,9 +319,9 @@ class RedisStateStore(StateStore):
     async def record_delete(self, kind: str, id: str) -> bool:
         docs, _, ws_prefix = self._record_keys(kind)
         deleted = bool(await self._run("record_delete", "RECORD_DELETE", [docs, *self._version_keys(kind)],
-                                       [ws_prefix, id]))
+                                       [ws_prefix, id, RECORD_CHANGE_LOG]))
         if deleted:
-            self._record_changed(kind)
+            self._record_changed(kind, id)
         return deleted
 
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
@@ -331,12 +341,17 @@ class RedisStateStore(StateStore):
         raw = await self._call("records_version", self._client.get, self._record_keys("")[1], retry_safe=True)
         return int(raw) if raw else 0
 
-    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
-        total, _, kinded = self._version_keys("")
-        keys = [total, kinded, *(self._version_keys(k)[1] for k in kinds)]
-        raw = await self._call("record_versions", self._client.mget, keys, retry_safe=True)
-        values = [int(v) if v else 0 for v in raw]
-        return RecordVersions(tuple(values[2:]), values[0], values[0] - values[1])
+    async def record_versions(self, kinds: Sequence[str], since: Sequence[int] = ()) -> RecordVersions:
+        total, _, kinded, _ = self._version_keys("")
+        keys = [total, kinded]
+        for kind in kinds:
+            keys += self._version_keys(kind)[1::2]
+        after = [since[i] if i < len(since) else -1 for i in range(len(kinds))]
+        raw = await self._run("record_versions", "RECORD_VERSIONS", keys, after, retry_safe=True)
+        counts = tuple(int(c) for c in raw[2::2])
+        changed = tuple(logged_changes(count, n, map(_change_entry, entries))
+                        for count, n, entries in zip(counts, since, raw[3::2]))
+        return RecordVersions(counts, int(raw[0]), int(raw[0]) - int(raw[1]), changed)
 
     # -- logs ------------------------------------------------------------------------------------------------
 

@@ -161,13 +161,20 @@ if u > 0 and u <= tonumber(ARGV[1]) then redis.call('DEL', KEYS[1]) end
 return 0
 """
 
-# Records: KEYS: docs hash of the kind, version counter, the kind's counter, the count of changes counted per kind;
-# ARGV: workspace-set prefix, id, workspace, value (value = '<len(workspace)>:<workspace><doc>', so the old workspace
-# can be read back here). The total counter less the per-kind count is what older releases changed.
+# Records: KEYS: docs hash of the kind, version counter, the kind's counter, the count of changes counted per kind,
+# the kind's change log (a list, newest first, of '<change number>:<id>'); ARGV: workspace-set prefix, id, workspace,
+# value (value = '<len(workspace)>:<workspace><doc>', so the old workspace can be read back here), the log's length.
+# The total counter less the per-kind count is what older releases changed.
 _OLD_WORKSPACE = """
 local function workspace_of(value)
   local n = string.match(value, '^(%d+):')
   return string.sub(value, #n + 2, #n + 1 + tonumber(n))
+end
+local function count_change(log_len)
+  local n = redis.call('INCR', KEYS[3])
+  redis.call('INCR', KEYS[4])
+  redis.call('LPUSH', KEYS[5], n .. ':' .. ARGV[2])
+  redis.call('LTRIM', KEYS[5], 0, tonumber(log_len) - 1)
 end
 """
 
@@ -179,8 +186,7 @@ if old then
 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
 redis.call('SADD', ARGV[1] .. ARGV[3], ARGV[2])
-redis.call('INCR', KEYS[3])
-redis.call('INCR', KEYS[4])
+count_change(ARGV[5])
 return redis.call('INCR', KEYS[2])
 """
 
@@ -190,9 +196,27 @@ if not old then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('SREM', ARGV[1] .. workspace_of(old), ARGV[2])
 redis.call('INCR', KEYS[2])
-redis.call('INCR', KEYS[3])
-redis.call('INCR', KEYS[4])
+count_change(ARGV[3])
 return 1
+"""
+
+# The record counters and, per kind, the changes logged after a count. KEYS: total counter, the count of changes
+# counted per kind, then per kind its counter and its change log; ARGV: per kind the count whose later changes are
+# wanted (-1: none). Returns {total, kinded, count, {entries...}, count, {entries...}...}: a kind's entries are the
+# newest of its log, enough to cover its gap (the reader checks they do: ``base.logged_changes``).
+RECORD_VERSIONS = """
+local out = {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('GET', KEYS[2]) or '0')}
+for i = 1, #ARGV do
+  local count = tonumber(redis.call('GET', KEYS[2 * i + 1]) or '0')
+  local since = tonumber(ARGV[i])
+  local entries = {}
+  if since >= 0 and count > since then
+    entries = redis.call('LRANGE', KEYS[2 * i + 2], 0, count - since - 1)
+  end
+  out[#out + 1] = count
+  out[#out + 1] = entries
+end
+return out
 """
 
 # KEYS: docs hash, workspace set. Returns id, value, id, value...

@@ -273,7 +273,7 @@ class SQLiteStateStore(StateStore):
 
     async def record_put(self, kind: str, id: str, workspace: str, doc: bytes) -> int:
         version: int = await self._do("record_put", ops.record_put, kind, id, workspace, doc)
-        self._record_changed(kind)
+        self._record_changed(kind, id)
         return version
 
     async def record_get(self, kind: str, id: str) -> Record | None:
@@ -282,7 +282,7 @@ class SQLiteStateStore(StateStore):
     async def record_delete(self, kind: str, id: str) -> bool:
         deleted: bool = await self._do("record_delete", ops.record_delete, kind, id)
         if deleted:
-            self._record_changed(kind)
+            self._record_changed(kind, id)
         return deleted
 
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
@@ -291,8 +291,8 @@ class SQLiteStateStore(StateStore):
     async def records_version(self) -> int:
         return await self._do("records_version", ops.records_version)
 
-    async def record_versions(self, kinds: Sequence[str]) -> RecordVersions:
-        return await self._do("record_versions", ops.record_versions, kinds)
+    async def record_versions(self, kinds: Sequence[str], since: Sequence[int] = ()) -> RecordVersions:
+        return await self._do("record_versions", ops.record_versions, kinds, since)
 
     # -- logs ------------------------------------------------------------------------------------------------
 

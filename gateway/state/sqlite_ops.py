@@ -18,12 +18,14 @@ import msgspec
 from gateway import sqlitefile
 from gateway.state.base import (
     ADMITTED,
+    RECORD_CHANGE_LOG,
     SETTLED_KEEP_MS,
     Admission,
     BudgetItem,
     Record,
     RecordVersions,
     admitted,
+    logged_changes,
     reserved_amount,
 )
 
@@ -48,6 +50,8 @@ CREATE TABLE IF NOT EXISTS records (kind TEXT, id TEXT, workspace TEXT NOT NULL,
 CREATE INDEX IF NOT EXISTS records_workspace ON records (kind, workspace, id);
 CREATE TABLE IF NOT EXISTS logs (name TEXT, seq INTEGER, item BLOB NOT NULL, PRIMARY KEY (name, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS record_changes (kind TEXT, number INTEGER, id TEXT NOT NULL, PRIMARY KEY (kind, number))
+    WITHOUT ROWID;
 """
 
 #: expired reservations released per budget call (the rest by the next calls and the background purge)
@@ -266,10 +270,15 @@ def breaker_success(conn: sqlite3.Connection, key: str, now: int) -> None:
 _TOTAL, _KINDED, _KIND = "records_version", "records_version_kinded", "records_version:"
 
 
-def _bump_version(conn: sqlite3.Connection, kind: str) -> int:
+def _bump_version(conn: sqlite3.Connection, kind: str, id: str) -> int:
+    """Count a change of the record ``kind``/``id`` and log it under the kind's new count (in the caller's write
+    transaction), keeping the kind's last ``RECORD_CHANGE_LOG`` changes."""
     for name in (_TOTAL, _KINDED, _KIND + kind):
         conn.execute("INSERT INTO meta (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
                      (name,))
+    count = conn.execute("SELECT value FROM meta WHERE name = ?", (_KIND + kind,)).fetchone()[0]
+    conn.execute("INSERT OR REPLACE INTO record_changes (kind, number, id) VALUES (?, ?, ?)", (kind, count, id))
+    conn.execute("DELETE FROM record_changes WHERE kind = ? AND number <= ?", (kind, count - RECORD_CHANGE_LOG))
     return conn.execute("SELECT value FROM meta WHERE name = ?", (_TOTAL,)).fetchone()[0]
 
 
@@ -277,7 +286,7 @@ def record_put(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc
     with write(conn):
         conn.execute("INSERT OR REPLACE INTO records (kind, id, workspace, doc) VALUES (?, ?, ?, ?)",
                      (kind, id, workspace, doc))
-        return _bump_version(conn, kind)
+        return _bump_version(conn, kind, id)
 
 
 def record_get(conn: sqlite3.Connection, kind: str, id: str) -> Record | None:
@@ -289,7 +298,7 @@ def record_delete(conn: sqlite3.Connection, kind: str, id: str) -> bool:
     with write(conn):
         if conn.execute("DELETE FROM records WHERE kind = ? AND id = ?", (kind, id)).rowcount == 0:
             return False
-        _bump_version(conn, kind)
+        _bump_version(conn, kind, id)
         return True
 
 
@@ -307,12 +316,24 @@ def records_version(conn: sqlite3.Connection) -> int:
     return row[0] if row is not None else 0
 
 
-def record_versions(conn: sqlite3.Connection, kinds: Sequence[str]) -> RecordVersions:
+def record_versions(conn: sqlite3.Connection, kinds: Sequence[str], since: Sequence[int]) -> RecordVersions:
+    """The counters and, for the kinds that moved past their ``since``, their logged changes: one read transaction,
+    so both come from the same moment."""
     names = [_TOTAL, _KINDED, *(_KIND + k for k in kinds)]
-    rows = conn.execute(f"SELECT name, value FROM meta WHERE name IN ({', '.join('?' * len(names))})", names)
-    found = dict(rows.fetchall())
+    conn.execute("BEGIN")
+    try:
+        rows = conn.execute(f"SELECT name, value FROM meta WHERE name IN ({', '.join('?' * len(names))})", names)
+        found = dict(rows.fetchall())
+        counts = tuple(found.get(_KIND + k, 0) for k in kinds)
+        changed = tuple(
+            logged_changes(count, after, conn.execute(
+                "SELECT number, id FROM record_changes WHERE kind = ? AND number > ?", (kind, after)).fetchall()
+                if 0 <= after < count else ())
+            for kind, count, after in zip(kinds, counts, since))
+    finally:
+        conn.execute("COMMIT")
     total = found.get(_TOTAL, 0)
-    return RecordVersions(tuple(found.get(_KIND + k, 0) for k in kinds), total, total - found.get(_KINDED, 0))
+    return RecordVersions(counts, total, total - found.get(_KINDED, 0), changed)
 
 
 # -- logs ------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from gateway.controlplane.keys import ApiKeys
+from gateway.state.base import RECORD_CHANGE_LOG
 from gateway.state.redis import RedisStateStore
 from tests.support.asgi import call, in_process
 from tests.support.http import post, request
@@ -142,6 +143,87 @@ async def test_a_revoked_key_stops_at_once_here_and_promptly_when_revoked_elsewh
             await ApiKeys(other_instance).revoke("team-b", elsewhere["id"])
             await await_for(lambda: app.runtime.keys.known(elsewhere["key"]) is None, OUTAGE_S)
             assert await _chat(app, elsewhere["key"], base) == 401
+    finally:
+        await other_instance.close()
+        redis.stop()
+
+
+async def test_keys_another_tenant_creates_rotates_and_revokes_before_an_outage_leave_every_cached_key_serving(mock):
+    redis = RedisProcess().start()
+    env = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_PROBE_INTERVAL_MS": "100",
+           "GATEWAY_STATE_TIMEOUT_MS": "300", "GATEWAY_STATE_WATCH_INTERVAL_MS": "50"}
+    other_instance = RedisStateStore(redis.url, key_prefix="gw:", timeout_ms=2000)
+    try:
+        async with in_process(env) as app:
+            await other_instance.start()
+            team, other = await _member(app, "team-a"), await _member(app, "team-b")
+            await app.runtime.watcher.poll()
+            base = mock.scenario()
+            assert await _chat(app, team, base) == 200 and await _chat(app, other, base) == 200  # cached now
+            # an unrelated tenant's admin creates and revokes keys here, and another instance does the same
+            tenant_admin = await call(app, "POST", "/v1/api-keys",
+                                      {"name": "c", "workspace_id": "team-c", "role": "admin"},
+                                      {"x-gateway-api-key": ADMIN_KEY})
+            assert tenant_admin.status == 201, tenant_admin.text
+            as_tenant = {"x-gateway-api-key": tenant_admin.json()["key"]}
+            made = await call(app, "POST", "/v1/api-keys", {"name": "bot"}, as_tenant)
+            assert made.status == 201, made.text
+            assert (await call(app, "DELETE", f"/v1/api-keys/{made.json()['id']}", b"", as_tenant)).status == 200
+            elsewhere = ApiKeys(other_instance)
+            record, _ = await elsewhere.create(name="elsewhere", role="member", workspace="team-c")
+            await elsewhere.rotate("team-c", record.id)
+            await elsewhere.revoke("team-c", record.id)
+            await app.runtime.watcher.poll()  # what the watcher would read within 50 ms: every write seen
+            assert app.runtime.keys.known(team) is not None and app.runtime.keys.known(other) is not None
+            redis.stop()
+            await await_for(lambda: not app.runtime.store.healthy, OUTAGE_S)
+            for _ in range(3):
+                assert await _chat(app, team, base) == 200
+                assert await _chat(app, other, base) == 200
+            unknown = await call(app, "POST", "/v1/chat/completions", CHAT, {"x-gateway-api-key": "gw-unseen"})
+            assert unknown.status == 503, unknown.text  # the store is down indeed
+    finally:
+        await other_instance.close()
+        redis.stop()
+
+
+async def test_a_key_revoked_elsewhere_stops_by_the_next_poll_and_leaves_the_other_keys_cached(mock):
+    redis = RedisProcess().start()
+    env = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_WATCH_INTERVAL_MS": "100"}
+    other_instance = RedisStateStore(redis.url, key_prefix="gw:", timeout_ms=2000)
+    try:
+        async with in_process(env) as app:
+            await other_instance.start()
+            kept, revoked = await _member_record(app, "team-a"), await _member_record(app, "team-b")
+            await app.runtime.watcher.poll()
+            base = mock.scenario()
+            assert await _chat(app, kept["key"], base) == 200 and await _chat(app, revoked["key"], base) == 200
+            await ApiKeys(other_instance).revoke("team-b", revoked["id"])
+            await await_for(lambda: app.runtime.keys.known(revoked["key"]) is None, OUTAGE_S)
+            assert await _chat(app, revoked["key"], base) == 401
+            assert app.runtime.keys.known(kept["key"]) is not None  # never dropped: served from memory
+    finally:
+        await other_instance.close()
+        redis.stop()
+
+
+async def test_more_key_changes_than_the_change_log_holds_drop_every_cached_key(mock):
+    redis = RedisProcess().start()
+    env = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_WATCH_INTERVAL_MS": "60000"}  # polled by hand below
+    other_instance = RedisStateStore(redis.url, key_prefix="gw:", timeout_ms=2000)
+    try:
+        async with in_process(env) as app:
+            await other_instance.start()
+            team = await _member(app, "team-a")
+            await app.runtime.watcher.poll()
+            base = mock.scenario()
+            assert await _chat(app, team, base) == 200
+            elsewhere = ApiKeys(other_instance)
+            for i in range(RECORD_CHANGE_LOG + 1):  # one principal written per key: the log cannot cover the gap
+                await elsewhere.create(name=f"bulk {i}", role="member", workspace="team-c")
+            await app.runtime.watcher.poll()
+            assert app.runtime.keys.known(team) is None  # which keys changed is unknown: every answer dropped
+            assert await _chat(app, team, base) == 200  # and read again
     finally:
         await other_instance.close()
         redis.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from gateway.state.base import Record
+from gateway.state.base import RECORD_CHANGE_LOG, Record
 
 # generous: a TTL of SHORT_MS is surely over after WAIT_S on a slow, busy machine
 SHORT_MS = 150
@@ -136,7 +136,7 @@ async def test_records_put_get_list_delete(store):
 async def test_each_record_kind_counts_its_own_changes_and_this_process_hears_of_each(store):
     kind, other = "k" + name(), "o" + name()
     heard: list[str] = []
-    store.on_record_change(heard.append)
+    store.on_record_change(lambda kind, id: heard.append(kind))
     before = await store.record_versions([kind, other])
     assert before.kinds == (0, 0)
     await store.record_put(kind, "a", "ws", b"1")
@@ -200,3 +200,31 @@ async def test_a_caller_cancelled_during_a_call_ends_cancelled_wherever_the_canc
         except asyncio.CancelledError:
             pass
     assert carried_on == []
+
+
+async def test_a_kinds_change_log_names_the_records_changed_after_a_count(store):
+    kind, other = "k" + name(), "o" + name()
+    start = await store.record_versions([kind, other], since=(0, 0))
+    assert start.kinds == (0, 0) and start.changed == ((), ())
+    await store.record_put(kind, "a", "ws1", b"1")
+    await store.record_put(kind, "b", "ws2", b"1")
+    assert await store.record_delete(kind, "a")
+    await store.record_put(other, "x:y", "ws1", b"1")  # an id may hold the log's separator
+    after = await store.record_versions([kind, other, "never-written"], since=(0, 0, 0))
+    assert after.kinds == (3, 1, 0)
+    assert after.changed == (("a", "b"), ("x:y",), ())
+    later = await store.record_versions([kind, other], since=(2, -1))
+    assert later.changed == (("a",), None)  # after change 2 only the delete of a; -1: the ids were not asked for
+    assert (await store.record_versions([kind])).changed == ()  # nothing asked: nothing read
+
+
+async def test_past_its_length_a_change_log_says_it_no_longer_covers_the_gap(store):
+    kind = "k" + name()
+    for i in range(RECORD_CHANGE_LOG + 1):
+        await store.record_put(kind, f"r{i}", "ws", b"1")
+    count = RECORD_CHANGE_LOG + 1
+    versions = await store.record_versions([kind], since=(0,))
+    assert versions.kinds == (count,) and versions.changed == (None,)  # the first change was trimmed
+    covered = await store.record_versions([kind], since=(1,))
+    assert covered.changed == (tuple(sorted(f"r{i}" for i in range(1, count))),)
+    assert (await store.record_versions([kind], since=(count + 5,))).changed == (None,)  # a store that restarted

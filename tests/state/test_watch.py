@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 import time
 
-from gateway.state.base import StateStoreUnavailable
+from gateway.state.base import RECORD_CHANGE_LOG, StateStoreUnavailable
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis import RedisStateStore
 from gateway.state.sqlite import SQLiteStateStore
@@ -74,10 +74,10 @@ async def test_a_change_made_by_another_instance_is_heard():
 class FlakyVersionStore(MemoryStateStore):
     down = False
 
-    async def record_versions(self, kinds):
+    async def record_versions(self, kinds, since=()):
         if self.down:
             raise StateStoreUnavailable("down")
-        return await super().record_versions(kinds)
+        return await super().record_versions(kinds, since)
 
 
 async def test_subscribers_hear_after_an_outage_even_when_the_version_looks_unchanged():
@@ -114,9 +114,9 @@ async def test_no_store_calls_while_nobody_subscribed():
     calls: list[int] = []
 
     class Counting(MemoryStateStore):
-        async def record_versions(self, kinds):
+        async def record_versions(self, kinds, since=()):
             calls.append(1)
-            return await super().record_versions(kinds)
+            return await super().record_versions(kinds, since)
 
     watcher = RecordWatcher(Counting(), interval_ms=10)
     await watcher.start()  # one read: the baseline
@@ -211,3 +211,114 @@ async def test_an_older_release_writing_to_the_same_redis_is_heard_too():
     finally:
         await delete_prefix(store._client, prefix)
         await store.close()
+
+
+class PerRecord:
+    """A per-record subscriber's record of what it was told."""
+
+    def __init__(self) -> None:
+        self.forgotten: list[dict[str, frozenset[str]]] = []
+        self.dropped_all = 0
+
+    def forget(self, changed) -> None:
+        self.forgotten.append(dict(changed))
+
+    def drop_all(self) -> None:
+        self.dropped_all += 1
+
+
+async def test_a_per_record_subscriber_is_told_which_records_changed_here_and_elsewhere(tmp_path):
+    writer, reader = await _two_workers(tmp_path)
+    watcher = RecordWatcher(reader)
+    told = PerRecord()
+    watcher.subscribe(told.drop_all, ("api_key_secret",), forget=told.forget)
+    try:
+        await watcher.poll()
+        await writer.record_put("api_key_secret", "hash-1", "other-team", b"{}")  # another worker
+        await writer.record_delete("api_key_secret", "hash-1")
+        await writer.record_put("api_key_secret", "hash-2", "other-team", b"{}")
+        await writer.record_put("file", "file-1", "other-team", b"{}")
+        assert await watcher.poll()
+        assert told.forgotten == [{"api_key_secret": frozenset({"hash-1", "hash-2"})}] and told.dropped_all == 0
+        await reader.record_delete("api_key_secret", "hash-2")  # this worker: told at once, before the poll
+        assert told.forgotten[-1] == {"api_key_secret": frozenset({"hash-2"})}
+        await watcher.poll()
+        assert told.dropped_all == 0
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_past_the_change_log_a_per_record_subscriber_drops_everything(tmp_path):
+    writer, reader = await _two_workers(tmp_path)
+    watcher = RecordWatcher(reader)
+    told = PerRecord()
+    watcher.subscribe(told.drop_all, ("api_key_secret",), forget=told.forget)
+    try:
+        await watcher.poll()
+        for i in range(RECORD_CHANGE_LOG + 1):  # more changes between two polls than the log keeps
+            await writer.record_put("api_key_secret", f"hash-{i}", "ws", b"{}")
+        assert await watcher.poll()
+        assert told.dropped_all == 1 and told.forgotten == []
+        await writer.record_put("api_key_secret", "hash-x", "ws", b"{}")
+        await watcher.poll()
+        assert told.forgotten == [{"api_key_secret": frozenset({"hash-x"})}]  # back to per record
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_a_change_an_older_release_counted_but_did_not_log_drops_everything(tmp_path):
+    writer, reader = await _two_workers(tmp_path)
+    watcher = RecordWatcher(reader)
+    told = PerRecord()
+    watcher.subscribe(told.drop_all, ("api_key_secret",), forget=told.forget)
+    try:
+        await watcher.poll()
+        await writer.record_put("api_key_secret", "hash-1", "ws", b"{}")
+        with sqlite3.connect(tmp_path / "state.db") as conn:  # a release that counted kinds but logged no ids
+            for name in ("records_version", "records_version_kinded", "records_version:api_key_secret"):
+                conn.execute("UPDATE meta SET value = value + 1 WHERE name = ?", (name,))
+        assert await watcher.poll()
+        assert told.dropped_all == 1 and told.forgotten == []
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_after_an_outage_a_per_record_subscriber_drops_everything():
+    store = FlakyVersionStore()
+    watcher = RecordWatcher(store)
+    told = PerRecord()
+    watcher.subscribe(told.drop_all, ("api_key_secret",), forget=told.forget)
+    await watcher.poll()
+    store.down = True
+    assert not await watcher.poll()
+    store.down = False
+    assert await watcher.poll()
+    assert told.dropped_all == 1 and told.forgotten == []
+
+
+async def test_redis_hands_the_changed_records_to_a_per_record_subscriber_in_one_call():
+    url, prefix = test_redis_url(), random_prefix()
+    writer, reader = RedisStateStore(url, key_prefix=prefix), RedisStateStore(url, key_prefix=prefix)
+    await writer.start()
+    await reader.start()
+    watcher = RecordWatcher(reader)
+    told = PerRecord()
+    watcher.subscribe(told.drop_all, ("api_key_secret",), forget=told.forget)
+    try:
+        await watcher.poll()
+        await writer.record_put("api_key_secret", "hash-1", "ws", b"{}")
+        await writer.record_put("api_key_secret", "hash-2", "ws", b"{}")
+        assert await watcher.poll()
+        assert told.forgotten == [{"api_key_secret": frozenset({"hash-1", "hash-2"})}] and told.dropped_all == 0
+        await writer._client.incr(prefix + "{rec}:vk:api_key_secret")  # counted, never logged
+        await writer._client.incr(prefix + "{rec}:vk")
+        await writer._client.incr(prefix + "{rec}:v")
+        await watcher.poll()
+        assert told.dropped_all == 1
+    finally:
+        await delete_prefix(writer._client, prefix)
+        await writer.close()
+        await reader.close()
