@@ -6,6 +6,7 @@ gate), so a fresh runtime starts with fresh caches.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -15,6 +16,7 @@ from gateway.config.validate import ConfigParser
 from gateway.controlplane.directory import RecordCache
 from gateway.controlplane.keys import ApiKeys, KeyStore
 from gateway.controlplane.secrets import SecretBox, open_box
+from gateway.lifecycle import Lifecycle, Service, Stage
 from gateway.observability.cost import Prices
 from gateway.observability.logbackend import LogBackend, WarnOnce
 from gateway.observability.looplag import LoopLagMonitor
@@ -51,9 +53,8 @@ class Runtime:
         #: gateway keys and the records the request path reads (slugs, saved configs, prompts), per worker
         self.keys = KeyStore(self.api_keys, settings.admin_key)
         self.records = RecordCache(self.store, self._open_box)
-        # per kind: a write of another kind (a file, a batch, a policy) leaves these caches as they are; and per key:
-        # a key created or revoked drops only its own answer (all of them when the watcher cannot say which changed)
-        self.watcher.subscribe(self.keys.invalidate, KeyStore.KINDS, forget=self.keys.forget)
+        # per kind: a write of another kind (a file, a batch, a policy) leaves these caches as they are
+        self.watcher.subscribe(self.keys.invalidate, KeyStore.KINDS)
         self.watcher.subscribe(self.records.invalidate, RecordCache.KINDS)
         self.configs = ConfigParser(config_checks())
         self.resolver = ConfigResolver(self.configs)
@@ -83,8 +84,8 @@ class Runtime:
         self.logs = logs if logs is not None else _log_backend(settings, self.metrics, warn)
         self.recorder = ObservabilityRecorder(settings, self.logs, prices=self.prices, metrics=self.metrics, warn=warn)
         self.loop_lag = LoopLagMonitor(observe=self.metrics.observe_loop_lag)
-        #: background services mounted with the routes (the batch scheduler): started last, closed first
-        self.services: list = []
+        #: background services mounted with the routes (the batch scheduler, the body watch): started last, closed first
+        self.services: list[Service] = []
         self.ready = False
 
     @property
@@ -140,31 +141,38 @@ class Runtime:
                              self.providers, self.exchange, self.recorder, lambda: self.steps,
                              settings.max_body_bytes, settings.log_bodies)
 
+    def _lifecycle(self) -> Lifecycle:
+        """The worker's parts in the order they start; they close in the reverse order (the background services
+        mounted with the routes first, the state store last but for the key cache), and a start that fails closes
+        what had started."""
+        parts: list[Service] = [
+            Stage("key cache", close=self.keys.close), self.store, self.watcher, self.client,
+            Stage("providers", close=self.providers.close),
+            Stage("loop lag", start=self.loop_lag.start, close=self.loop_lag.stop), self.policies, self.recorder,
+            Stage("pipeline steps", close=self._close_steps), *self.services,
+        ]
+        lifecycle = Lifecycle()
+        for part in parts:
+            lifecycle.add(part)
+        return lifecycle
+
+    async def _close_steps(self) -> None:
+        """Stop the cache and guardrail steps, when a request made them (their log lines reach the recorder)."""
+        if self._steps is not None:
+            await self._steps.close()
+
+    @functools.cached_property
+    def lifecycle(self) -> Lifecycle:
+        """Made at the first start, once the routes have added their services."""
+        return self._lifecycle()
+
     async def start(self) -> None:
-        await self.store.start()
-        await self.watcher.start()
-        await self.policies.start()
-        await self.client.start()
-        await self.recorder.start()
-        self.loop_lag.start()
-        for service in self.services:
-            await service.start()
+        await self.lifecycle.start()
         self.ready = True
 
     async def close(self) -> None:
         self.ready = False
-        for service in reversed(self.services):
-            await service.close()
-        await self.policies.close()
-        self.loop_lag.stop()
-        if self._steps is not None:
-            await self._steps.close()
-        await self.recorder.close()
-        await self.providers.close()
-        await self.client.close()
-        await self.watcher.close()
-        await self.store.close()
-        self.keys.close()
+        await self.lifecycle.close()
 
 
 def _log_backend(settings: Settings, metrics: Metrics, warn: WarnOnce) -> LogBackend:

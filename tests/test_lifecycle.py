@@ -1,0 +1,77 @@
+"""One start/stop shape (gateway/lifecycle.py): services start in the order added and close in the reverse order;
+a start that fails closes what had started, and a close that fails does not keep the others open. A worker's
+runtime is built on it: a start that fails part way leaves nothing of the worker open."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.lifecycle import Lifecycle, Stage
+from gateway.observability.sqlitelog import SqliteLogs
+from gateway.runtime import Runtime
+from gateway.settings import load
+
+
+class Part:
+    def __init__(self, name: str, seen: list[str], fail_start: bool = False, fail_close: bool = False) -> None:
+        self.name, self.seen, self.fail_start, self.fail_close = name, seen, fail_start, fail_close
+
+    async def start(self) -> None:
+        if self.fail_start:
+            raise RuntimeError(f"{self.name} cannot start")
+        self.seen.append(f"start {self.name}")
+
+    async def close(self) -> None:
+        self.seen.append(f"close {self.name}")
+        if self.fail_close:
+            raise RuntimeError(f"{self.name} cannot close")
+
+
+async def test_services_close_in_the_reverse_order_they_started():
+    seen: list[str] = []
+    lifecycle = Lifecycle()
+    for part in (Part("store", seen), Stage("sync", start=lambda: seen.append("start sync"),
+                                            close=lambda: seen.append("close sync")), Part("recorder", seen)):
+        lifecycle.add(part)
+    await lifecycle.start()
+    await lifecycle.close()
+    assert seen == ["start store", "start sync", "start recorder", "close recorder", "close sync", "close store"]
+    await lifecycle.close()  # closing again closes nothing twice
+    assert len(seen) == 6
+
+
+async def test_a_start_that_fails_closes_what_had_started_and_raises():
+    seen: list[str] = []
+    lifecycle = Lifecycle()
+    for part in (Part("store", seen), Part("client", seen), Part("recorder", seen, fail_start=True),
+                 Part("scheduler", seen)):
+        lifecycle.add(part)
+    with pytest.raises(RuntimeError, match="recorder cannot start"):
+        await lifecycle.start()
+    assert seen == ["start store", "start client", "close client", "close store"]
+
+
+async def test_a_close_that_fails_is_logged_and_the_others_still_close(caplog):
+    seen: list[str] = []
+    lifecycle = Lifecycle()
+    for part in (Part("store", seen), Part("client", seen, fail_close=True), Part("recorder", seen)):
+        lifecycle.add(part)
+    await lifecycle.start()
+    await lifecycle.close()
+    assert seen[3:] == ["close recorder", "close client", "close store"]
+    assert "closing" in caplog.text and "client cannot close" in caplog.text
+
+
+class UnopenableLogs(SqliteLogs):
+    async def open(self) -> None:
+        raise OSError("the log store cannot be opened")
+
+
+async def test_a_worker_whose_start_fails_part_way_leaves_nothing_open(tmp_path):
+    settings = load({"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off"})
+    runtime = Runtime(settings, logs=UnopenableLogs.for_settings(settings))
+    with pytest.raises(OSError, match="cannot be opened"):
+        await runtime.start()
+    assert not runtime.ready
+    assert runtime.client.session is None  # started before the recorder, closed again
+    assert runtime.watcher._task is None
