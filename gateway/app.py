@@ -52,13 +52,13 @@ class _Routes(Protocol):
 
 def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
     """The admin route groups, each given the runtime's objects it uses (the steps are made at first use)."""
-    keys, changed, records, settings = runtime.keys, runtime.records_changed, runtime.records, runtime.settings
+    keys, records, settings = runtime.keys, runtime.records, runtime.settings
     return (
         PolicyRoutes(keys, runtime.store, runtime.policies, settings),
-        KeyRoutes(runtime.api_keys, keys, changed),
-        ProviderRoutes(keys, changed, records),
-        ConfigRoutes(keys, changed, records, runtime.configs, runtime.resolver, lambda: runtime.steps.runner),
-        PromptRoutes(keys, changed, records, runtime.store),
+        KeyRoutes(runtime.api_keys, keys),
+        ProviderRoutes(keys, records),
+        ConfigRoutes(keys, records, runtime.configs, runtime.resolver, lambda: runtime.steps.runner),
+        PromptRoutes(keys, records, runtime.store),
         ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.client),
         GuardrailRoutes(keys, records, lambda: runtime.steps.saved),
     )

@@ -53,8 +53,9 @@ class Runtime:
         #: gateway keys and the records the request path reads (slugs, saved configs, prompts), per worker
         self.keys = KeyStore(self.api_keys, settings.admin_key)
         self.records = RecordCache(self.store, self._open_box)
-        # per kind: a write of another kind (a file, a batch, a policy) leaves these caches as they are
-        self.watcher.subscribe(self.keys.invalidate, KeyStore.KINDS)
+        # per kind: a write of another kind (a file, a batch, a policy) leaves these caches as they are; and per key:
+        # a key created or revoked drops only its own answer (all of them when the watcher cannot say which changed)
+        self.watcher.subscribe(self.keys.invalidate, KeyStore.KINDS, forget=self.keys.forget)
         self.watcher.subscribe(self.records.invalidate, RecordCache.KINDS)
         self.configs = ConfigParser(config_checks())
         self.resolver = ConfigResolver(self.configs)
@@ -105,11 +106,6 @@ class Runtime:
 
     def _open_box(self) -> SecretBox:
         return open_box(self.settings.secret_key, data_path(self.settings))
-
-    def records_changed(self) -> None:
-        """This worker wrote records (the admin routes call this after a write). Nothing is left to drop: the store
-        told the records watcher, which told this worker's caches of the kinds written before the write returned
-        (``StateStore.on_record_change``); other workers hear it from their watchers."""
 
     @property
     def steps(self) -> PipelineSteps:

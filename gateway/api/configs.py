@@ -43,11 +43,11 @@ class ConfigRoutes(RecordRoutes[configs.SavedConfig, configs.ConfigBody]):
     id_param = "config_id"
     object = "config"
 
-    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], records: RecordCache,
+    def __init__(self, keys: KeyStore, records: RecordCache,
                  parser: ConfigParser, resolver: ConfigResolver, guardrails: Callable[[], GuardrailRunner]) -> None:
         """``guardrails``: this worker's guardrail runner (made with the pipeline steps at first use), which
         resolves the saved guardrails a config names."""
-        super().__init__(keys, records_changed, records.configs, _body)
+        super().__init__(keys, records.configs, _body)
         self.records = records
         self.parser = parser
         self.resolver = resolver

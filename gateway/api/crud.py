@@ -37,11 +37,10 @@ class RecordRoutes(Generic[R, B]):
     #: the query names a list reads
     list_query: tuple[str, ...] = PAGED
 
-    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], repo: Repository[R],
-                 body: BodyDecoder[B]) -> None:
-        """``keys`` authorise the callers; ``records_changed`` tells this worker's caches that a record changed."""
+    def __init__(self, keys: KeyStore, repo: Repository[R], body: BodyDecoder[B]) -> None:
+        """``keys`` authorise the callers (a write reaches this worker's caches through the store's change
+        listeners, others' through their records watchers)."""
         self.keys = keys
-        self.records_changed = records_changed
         self.repo = repo
         self.body = body
         # the scopes the routes need (with the admin role): ``<family>.read`` to read, ``<family>.write`` to change,
@@ -97,7 +96,6 @@ class RecordRoutes(Generic[R, B]):
         caller, workspace, body = await self._caller_and_body(scope, receive)
         record = await self.repo.create(await self.build(caller, workspace, body))
         await self.created(record)
-        self.records_changed()
         await send_record(send, await self.shown(record), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -118,12 +116,10 @@ class RecordRoutes(Generic[R, B]):
         _, workspace, body = await self._caller_and_body(scope, receive)
         current = await self.repo.get(workspace, self.record_id(scope))
         record = await self.repo.replace(await self.updated(current, workspace, body))
-        self.records_changed()
         await send_record(send, await self.shown(record))
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.keys, scope, self.write_scope)
         record = await self.repo.delete(caller.workspace, self.record_id(scope))
         await self.deleted(record)
-        self.records_changed()
         await send_record(send, {"id": record.id, "object": self.object, "deleted": True})

@@ -11,8 +11,6 @@ within a second.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import msgspec
 
 from gateway.api.admin import PAGED, authorize, int_query, page, read_json, send_list, send_record
@@ -34,11 +32,11 @@ _body = BodyDecoder(KeyBody)
 
 
 class KeyRoutes:
-    def __init__(self, api_keys: ApiKeys, keys: KeyStore, records_changed: Callable[[], None]) -> None:
-        """``api_keys`` stores the keys; ``keys`` authorises callers; ``records_changed`` tells this worker's caches."""
+    def __init__(self, api_keys: ApiKeys, keys: KeyStore) -> None:
+        """``api_keys`` stores the keys (every write reaches this worker's key cache at once, through the store's
+        change listeners); ``keys`` authorises callers."""
         self.keys = api_keys
         self.lookup = keys
-        self.records_changed = records_changed
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [
@@ -57,7 +55,6 @@ class KeyRoutes:
             name=body.name, role=body.role, workspace=workspace, organisation=caller.key.organisation,
             scopes=body.scopes, rotation_period=body.rotation_period, granter=caller.key,
         )
-        self.records_changed()
         await send_record(send, record.public(secret), 201)
 
     async def list(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -78,11 +75,9 @@ class KeyRoutes:
         if key_id != caller.key.key_id:  # a key may always revoke itself, keys.write or not
             check_access(caller.key, "keys.write")
         record = await self.keys.revoke(caller.workspace, key_id, caller.key)
-        self.records_changed()
         await send_record(send, {"id": record.id, "object": "api_key", "deleted": True})
 
     async def rotate(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.lookup, scope, "keys.write")
         record, secret = await self.keys.rotate(caller.workspace, scope["path_params"]["key_id"], caller.key)
-        self.records_changed()
         await send_record(send, record.public(secret))

@@ -38,9 +38,9 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
     object = "prompt"
     list_query = (*PAGED, "search")
 
-    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], records: RecordCache,
+    def __init__(self, keys: KeyStore, records: RecordCache,
                  store: StateStore) -> None:
-        super().__init__(keys, records_changed, records.prompts, _body)
+        super().__init__(keys, records.prompts, _body)
         self.records = records
         self.versions = prompts.PromptVersions(store)
 

@@ -41,8 +41,8 @@ class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
     object = "provider"
     list_query = (*PAGED, "provider")
 
-    def __init__(self, keys: KeyStore, records_changed: Callable[[], None], records: RecordCache) -> None:
-        super().__init__(keys, records_changed, records.slugs, _body)
+    def __init__(self, keys: KeyStore, records: RecordCache) -> None:
+        super().__init__(keys, records.slugs, _body)
         self.records = records
 
     async def build(self, caller: Caller, workspace: str, body: ProviderBody) -> providers.ProviderSlug:
