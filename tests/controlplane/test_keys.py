@@ -22,10 +22,12 @@ from gateway.controlplane.keys import (
     ADMIN_SCOPES,
     SCOPES_BEFORE_ADMIN_SCOPES,
     SCOPES_VERSION,
+    ApiKeys,
     KeyRecord,
     Principal,
     held_scopes,
 )
+from tests.support.asgi import call, in_process
 from tests.support.controlplane import CHAT, api, chat, create_key
 from tests.support.http import _conn, post, request
 from tests.support.inprocess import start_in_process
@@ -305,3 +307,42 @@ def test_an_admin_key_stored_before_the_admin_scopes_holds_them_only_when_it_hel
     assert held_scopes("admin", old_defaults, SCOPES_VERSION) == SCOPES_BEFORE_ADMIN_SCOPES  # a new key: as given
     old = Principal("gk-1", "ws", "default", "admin", tuple(old_defaults))  # decoded without scopes_version
     assert "providers.write" in KeyRecord.of(old).scopes
+
+
+async def _chat_in_process(app, key: str, base: str) -> int:
+    headers = {"x-gateway-api-key": key, "x-gateway-provider": "vendorA", "x-gateway-custom-host": base + "/v1",
+               "authorization": "Bearer sk-test", "content-type": "application/json"}
+    return (await call(app, "POST", "/v1/chat/completions", CHAT, headers)).status
+
+
+async def _member_in_process(app, workspace: str) -> dict:
+    made = await call(app, "POST", "/v1/api-keys", {"name": workspace, "workspace_id": workspace},
+                      {"x-gateway-api-key": ADMIN_KEY})
+    assert made.status == 201, made.text
+    return made.json()
+
+
+async def test_a_key_revoked_by_another_worker_drops_only_that_key_from_this_workers_cache(mock, tmp_path):
+    env = {"GATEWAY_STATE_WATCH_INTERVAL_MS": "60000"}  # polled by hand below
+    async with in_process(env, str(tmp_path)) as here, in_process(env, str(tmp_path)) as there:
+        kept, revoked = await _member_in_process(here, "team-a"), await _member_in_process(there, "team-b")
+        await here.runtime.watcher.poll()
+        base = mock.scenario()
+        assert await _chat_in_process(here, kept["key"], base) == 200
+        assert await _chat_in_process(here, revoked["key"], base) == 200
+        gone = await call(there, "DELETE", f"/v1/api-keys/{revoked['id']}?workspace_id=team-b", b"",
+                          {"x-gateway-api-key": ADMIN_KEY})
+        assert gone.status == 200, gone.text
+        assert await _chat_in_process(there, revoked["key"], base) == 401  # the worker that revoked it: at once
+        assert await here.runtime.watcher.poll()  # this worker: by its next poll
+        assert await _chat_in_process(here, revoked["key"], base) == 401
+        assert here.runtime.keys.known(kept["key"]) is not None  # the other workspace's key was never dropped
+
+
+async def test_a_key_made_with_a_secret_just_refused_as_unknown_serves_at_once(mock):
+    async with in_process() as app:
+        secret = "gw-imported-" + secrets.token_urlsafe(16)
+        base = mock.scenario()
+        assert await _chat_in_process(app, secret, base) == 401  # remembered as unknown for a while
+        await ApiKeys(app.runtime.store).create(name="imported", role="member", workspace="team-a", secret=secret)
+        assert await _chat_in_process(app, secret, base) == 200
