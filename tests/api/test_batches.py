@@ -303,20 +303,22 @@ def test_a_batch_runs_as_its_key_by_id_through_rotation_and_stops_when_the_key_i
     from pathlib import Path
 
     from tests.support.controlplane import api, create_key
-    from tests.support.servers import start_gateway
+    from tests.support.inprocess import start_in_process
 
     data_dir = tempfile.mkdtemp(prefix="gw-batch-keys-")
-    server = start_gateway({"GATEWAY_BATCH_CONCURRENCY": "2", "GATEWAY_BATCH_POLL_MS": "100"}, data_dir=data_dir)
+    server = start_in_process({"GATEWAY_BATCH_CONCURRENCY": "2", "GATEWAY_BATCH_POLL_MS": "100"}, data_dir=data_dir)
     try:
         creator = create_key(server, role="member")
         reader = create_key(server, workspace=creator["workspace_id"])
-        watch = OpenAI(base_url=f"{server.url}/v1", api_key=reader["key"], max_retries=0, timeout=60)
+        watch = OpenAI(base_url=f"{server.url}/v1", api_key=reader["key"], max_retries=0, timeout=60,
+                       http_client=server.http_client())
         base = mock.scenario([{"delay_ms": 60}])
         headers = {"x-gateway-api-key": creator["key"], "x-gateway-provider": "vendorA",
                    "x-gateway-custom-host": base + "/v1"}
 
         def start(lines: int) -> str:
             client = OpenAI(base_url=f"{server.url}/v1", api_key="sk-provider", max_retries=0, timeout=60,
+                            http_client=server.http_client(),
                             default_headers=headers)
             batch = client.batches.create(input_file_id=gateway_file(watch, jsonl(lines)), endpoint=CHAT,
                                           completion_window="immediate")
@@ -415,17 +417,19 @@ def test_a_batchs_provider_secrets_are_sealed_in_the_state_store(mock, request, 
     import tempfile
     import uuid
 
-    from tests.support.servers import start_gateway
+    from tests.support.inprocess import start_in_process
 
     redis_env: dict[str, str] = request.getfixturevalue("shared_redis") if state == "redis" else {}
     data_dir = tempfile.mkdtemp(prefix="gw-batch-sealed-")
-    server = start_gateway({"GATEWAY_BATCH_POLL_MS": "100", **redis_env}, data_dir=data_dir)
+    server = start_in_process({"GATEWAY_BATCH_POLL_MS": "100", **redis_env}, data_dir=data_dir)
     bearer, config_key = f"sk-bearer-{uuid.uuid4().hex}", f"sk-config-{uuid.uuid4().hex}"
     try:
         base = mock.scenario()
-        watch = OpenAI(base_url=f"{server.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+        watch = OpenAI(base_url=f"{server.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60,
+                       http_client=server.http_client())
         config = {"provider": "vendorA", "api_key": config_key, "custom_host": base + "/v1"}
-        runner = OpenAI(base_url=f"{server.url}/v1", api_key=bearer, max_retries=0, timeout=60, default_headers={
+        runner = OpenAI(base_url=f"{server.url}/v1", api_key=bearer, max_retries=0, timeout=60,
+                        http_client=server.http_client(), default_headers={
             "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode()})
         created = runner.batches.create(input_file_id=gateway_file(watch, jsonl(3)), endpoint=CHAT,
                                         completion_window="immediate")

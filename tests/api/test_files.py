@@ -10,6 +10,7 @@ import pytest
 from openai import BadRequestError, NotFoundError, OpenAI
 
 from tests.support.http import request
+from tests.support.inprocess import start_in_process
 from tests.support.servers import ADMIN_KEY, start_gateway
 
 JSONL = b'{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {}}\n'
@@ -166,13 +167,14 @@ def test_a_provider_without_files_is_a_400_naming_it(openai_client, mock):
 
 @pytest.fixture(scope="module")
 def small_limit_gateway(mock_server):
-    server = start_gateway({"GATEWAY_FILE_MAX_BYTES": "65536"})
+    server = start_in_process({"GATEWAY_FILE_MAX_BYTES": "65536"})
     yield server
     server.stop()
 
 
 def test_a_file_over_the_limit_is_a_413_and_leaves_nothing(small_limit_gateway):
-    client = OpenAI(base_url=f"{small_limit_gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0)
+    client = OpenAI(base_url=f"{small_limit_gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0,
+                    http_client=small_limit_gateway.http_client())
     with pytest.raises(Exception) as caught:
         upload(client, b"x" * 70_000)
     assert getattr(caught.value, "status_code", None) == 413

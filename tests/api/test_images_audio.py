@@ -19,6 +19,7 @@ import openai
 import pytest
 
 from tests.support.http import request
+from tests.support.inprocess import start_in_process
 from tests.support.policies import RATE, create
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -382,13 +383,14 @@ def test_the_routes_are_counted_in_metrics(gateway, openai_client):
 
 @pytest.fixture(scope="module")
 def small_files_gateway(mock_server):
-    server = start_gateway({"GATEWAY_FILE_MAX_BYTES": "65536"})
+    server = start_in_process({"GATEWAY_FILE_MAX_BYTES": "65536"})
     yield server
     server.stop()
 
 
 def test_an_audio_file_over_the_file_limit_is_a_413(small_files_gateway, mock):
     client = openai.OpenAI(base_url=f"{small_files_gateway.url}/v1", api_key="sk-t", max_retries=0,
+                           http_client=small_files_gateway.http_client(),
                            default_headers={"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
                                             "x-gateway-custom-host": mock.url + "/v1"})
     with pytest.raises(openai.APIStatusError) as info:

@@ -300,10 +300,12 @@ def test_a_batch_keeps_its_headers_and_inline_webhook_credentials_sealed(mock, w
     bearer = "sk-batch-bearer-0123456789abcdef"
     config = {"provider": "vendorA", "custom_host": base + "/v1", "input_guardrails": [
         {"deny": True, "default.webhook": {"webhookURL": webhook.url + "/batch", "headers": {"x-api-key": INPUT_KEY}}}]}
-    server = start_gateway({"GATEWAY_BATCH_POLL_MS": "100", **env}, data_dir=data_dir)
+    server = start_in_process({"GATEWAY_BATCH_POLL_MS": "100", **env}, data_dir=data_dir)
     try:
-        watch = OpenAI(base_url=f"{server.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
-        runner = OpenAI(base_url=f"{server.url}/v1", api_key=bearer, max_retries=0, timeout=60, default_headers={
+        watch = OpenAI(base_url=f"{server.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60,
+                       http_client=server.http_client())
+        runner = OpenAI(base_url=f"{server.url}/v1", api_key=bearer, max_retries=0, timeout=60,
+                        http_client=server.http_client(), default_headers={
             "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode()})
         created = runner.batches.create(input_file_id=gateway_file(watch, jsonl(2)), endpoint=CHAT,
                                         completion_window="immediate")

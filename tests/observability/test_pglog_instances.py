@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from tests.support.http import post, request
+from tests.support.inprocess import start_in_process
 from tests.support.postgres import PrivatePostgres, pg_url  # noqa: F401 - a fixture
 from tests.support.servers import ADMIN_KEY, free_port, start_gateway
 from tests.support.sse import EventStream
@@ -177,7 +178,7 @@ async def _silence_listeners(url: str, seconds: float) -> int:
 
 
 def test_a_live_stream_misses_no_record_stored_while_it_could_not_listen(mock_server, mock, pg_url):  # noqa: F811
-    server = start_gateway({"GATEWAY_LOG_STORE_URL": pg_url})
+    server = start_in_process({"GATEWAY_LOG_STORE_URL": pg_url})
     trace = f"gap-{uuid.uuid4().hex}"
     base = mock.scenario()
     live = EventStream(f"{server.url}/v1/logs/stream?trace_id={trace}", ADMIN)

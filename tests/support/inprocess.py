@@ -20,6 +20,7 @@ from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+import httpx
 import msgspec
 
 from gateway.app import GatewayApp
@@ -81,7 +82,10 @@ class InProcessGateway:
                 self.run(self._client.__aexit__(None, None, None), STARTUP_S * 2)
         finally:
             self._client = None
-            self._stop_loop()
+            try:
+                self.run(_cancel_the_rest(), STARTUP_S)
+            finally:
+                self._stop_loop()
 
     async def _start(self) -> None:
         self.app = GatewayApp(Runtime(self.settings, **self._runtime_args))
@@ -117,6 +121,10 @@ class InProcessGateway:
              timeout: float = READ_S) -> Response:
         return self.request("POST", target, body, headers, timeout)
 
+    def http_client(self, **options: Any) -> httpx.Client:
+        """An ``httpx.Client`` whose requests this gateway answers (an SDK's ``http_client=``), bodies streamed."""
+        return httpx.Client(transport=GatewayTransport(self), **options)
+
     def events(self, method: str, target: str, body: Body = None, headers: Mapping[str, str] | None = None,
                timeout: float = READ_S) -> SyncEventStream:
         """Open a streamed answer (its head arrived) to read event by event; ``close`` it when done."""
@@ -136,6 +144,45 @@ class InProcessGateway:
                 stream.close()
 
         return stream.status, stream.headers, payloads()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel the tasks still on the loop and wait for them, as ``asyncio.run`` does before it closes a loop (a
+    worker's process ends instead, so a task its shutdown does not stop would otherwise outlive the loop)."""
+    current = asyncio.current_task()
+    rest = [task for task in asyncio.all_tasks() if task is not current]
+    for task in rest:
+        task.cancel()
+    if rest:
+        await asyncio.wait(rest, timeout=STARTUP_S)
+
+
+class GatewayTransport(httpx.BaseTransport):
+    """httpx's transport interface over an in-process gateway: each request goes to its app, and the answer's body
+    is read as the app sends it (httpx's ``MockTransport`` is the model)."""
+
+    def __init__(self, gateway: InProcessGateway) -> None:
+        self.gateway = gateway
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        gateway = self.gateway
+        headers = dict(request.headers.multi_items())
+        answer = gateway.run(gateway.client.open(request.method, str(request.url), request.read(), headers))
+        return httpx.Response(answer.status, headers=answer.header_list, stream=_BodyStream(gateway, answer),
+                              request=request)
+
+
+class _BodyStream(httpx.SyncByteStream):
+    def __init__(self, gateway: InProcessGateway, answer: StreamedResponse) -> None:
+        self.gateway = gateway
+        self.answer = answer
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (chunk := self.gateway.run(self.answer.next_chunk())) is not None:
+            yield chunk
+
+    def close(self) -> None:
+        self.gateway.run(self.answer.close())
 
 
 class SyncEventStream:

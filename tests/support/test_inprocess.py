@@ -3,6 +3,8 @@ streams read event by event, a client leaving mid-stream, and the raw HTTP helpe
 
 from __future__ import annotations
 
+from openai import OpenAI
+
 from tests.support.asgi import served
 from tests.support.headers import headers_for
 from tests.support.http import post, request
@@ -84,3 +86,16 @@ async def test_the_async_client_serves_requests_and_streams(mock):
         assert events[-1] == "[DONE]"
         keys = await client.request("GET", "/v1/api-keys", headers={"x-gateway-api-key": ADMIN_KEY})
         assert keys.status == 200
+
+
+def test_an_sdk_reaches_the_gateway_through_its_http_client(mock):
+    base = mock.scenario([{"chunks": 3}])
+    with InProcessGateway() as gw:
+        client = OpenAI(base_url=f"{gw.url}/v1", api_key="sk-test", max_retries=0, http_client=gw.http_client(),
+                        default_headers={"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
+                                         "x-gateway-custom-host": base + "/v1"})
+        answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        assert answer.choices[0].message.content
+        chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                     stream=True))
+        assert len(chunks) >= 4 and chunks[0].choices[0].delta.role == "assistant"
