@@ -175,14 +175,14 @@ def report_of(rows: WindowRows, window: str, now: float, provider: str | None = 
     slots = list(range(first, int(now // res) * res + 1, res))
     total = _Acc()
     per_group: dict[tuple[str, str], _Acc] = {}
-    for provider, model, status, *values in rows.group_counts:
-        group = per_group.get((provider, model))
+    for group_provider, group_model, status, *values in rows.group_counts:
+        group = per_group.get((group_provider, group_model))
         if group is None:
-            group = per_group[(provider, model)] = _Acc()
+            group = per_group[(group_provider, group_model)] = _Acc()
         group.count(status, *values)
         total.count(status, *values)
-    for provider, model, latency_blob, added_blob in rows.group_latency:
-        group = per_group.get((provider, model))
+    for group_provider, group_model, latency_blob, added_blob in rows.group_latency:
+        group = per_group.get((group_provider, group_model))
         if group is not None:
             add_into(group.latency_hist, *decode_hist(latency_blob))
             add_into(group.added_hist, *decode_hist(added_blob))

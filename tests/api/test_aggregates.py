@@ -55,6 +55,7 @@ async def test_requests_show_in_totals_series_and_groups(app, mock):
     body = await wait_for(app, lambda b: b["totals"]["requests"] >= 5)
     totals = body["totals"]
     assert body["object"] == "logs.aggregates" and body["window"] == "15m" and body["slot_seconds"] == 10
+    assert body["provider"] is None and body["model"] is None  # not narrowed (not the last group's names)
     assert totals["requests"] == 5 and totals["errors"] == 1 and totals["by_status"] == {"200": 4, "500": 1}
     assert totals["error_rate"] == 0.2
     assert 0 < totals["latency_p50_ms"] <= totals["latency_p99_ms"]
