@@ -381,7 +381,7 @@ async def ensure_admin_key(store: StateStore, admin_key: str | None) -> str | No
 class KeyStore:
     """The per-worker answer to "who is this key?", never blocking the event loop.
 
-    ``known`` answers from memory (the admin key, keys seen since the records last changed): the request path's
+    ``known`` answers from memory (the admin key, keys seen since their principals last changed): the request path's
     dict lookup. ``lookup`` also asks the state store: the same key asked for by several requests at once is one
     read; at most ``LOOKUP_PENDING_MAX`` reads wait at a time and a request waits at most ``LOOKUP_WAIT_S``; once
     the store has failed, lookups answer 503 at once for ``BUSY_BACKOFF_S``. So a slow or unreachable store costs

@@ -99,7 +99,7 @@ async def test_a_file_written_by_another_workspace_before_an_outage_leaves_every
         async with in_process(env) as app:
             await other_instance.start()
             team, other = await _member(app, "team-a"), await _member(app, "team-b")
-            await app.runtime.watcher.poll()  # the keys' own creation seen (it drops cached keys, rightly)
+            await app.runtime.watcher.poll()  # the keys' own creation seen (each drops only its own key's answer)
             base = mock.scenario()
             assert await _chat(app, team, base) == 200 and await _chat(app, other, base) == 200  # cached now
             # another workspace writes a file here, and another instance writes records of other kinds
