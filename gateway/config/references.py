@@ -19,6 +19,7 @@ from gateway.config.slug_hosts import EMPTY, Scope, SlugUse
 from gateway.controlplane.directory import SLUG, RecordCache, RecordsNeeded
 from gateway.controlplane.providers import CREDENTIAL_FIELDS
 from gateway.http.errors import InvalidRequest
+from gateway.http.fields import join_path
 from gateway.schema.config import Config
 
 CACHE_MAX = 4096
@@ -44,21 +45,17 @@ def slug_name(node: Config) -> tuple[str, str] | None:
     return None
 
 
-def _join(base: str, key: str) -> str:
-    return f"{base}.{key}" if base else key
-
-
 def _scan(node: Config, path: str, slugs: list[str]) -> None:
     found = slug_name(node)
     if found is not None and found[0] not in slugs:
         slugs.append(found[0])
     if path and node.prompt_id is not None:
         raise InvalidRequest(
-            f"invalid config: {_join(path, 'prompt_id')}: prompt_id is honoured only at the config's root",
-            param=_join(path, "prompt_id"),
+            f"invalid config: {join_path(path, 'prompt_id')}: prompt_id is honoured only at the config's root",
+            param=join_path(path, "prompt_id"),
         )
     for i, target in enumerate(node.targets or ()):
-        _scan(target, f"{_join(path, 'targets')}[{i}]", slugs)
+        _scan(target, f"{join_path(path, 'targets')}[{i}]", slugs)
 
 
 def _expand(node: Config, path: str, workspace: str, records: RecordCache, above: Scope) -> Config:
@@ -69,9 +66,9 @@ def _expand(node: Config, path: str, workspace: str, records: RecordCache, above
         name, field = found
         slug = records.slug(workspace, name)
         if slug is None:
-            param = _join(path, field)
+            param = join_path(path, field)
             raise InvalidRequest(f"invalid config: {param}: unknown provider slug '@{name}'", param=param)
-        use = SlugUse(name, slug, _join(path, field))
+        use = SlugUse(name, slug, join_path(path, field))
         changes["provider"] = slug.provider
         changes["virtual_key"] = None
         for key in CREDENTIAL_FIELDS:
@@ -80,7 +77,7 @@ def _expand(node: Config, path: str, workspace: str, records: RecordCache, above
                 changes[key] = value
     scope = above.below(node, path, use)
     if node.targets:
-        targets = [_expand(t, f"{_join(path, 'targets')}[{i}]", workspace, records, scope)
+        targets = [_expand(t, f"{join_path(path, 'targets')}[{i}]", workspace, records, scope)
                    for i, t in enumerate(node.targets)]
         if any(new is not old for new, old in zip(targets, node.targets)):
             changes["targets"] = targets
