@@ -32,7 +32,7 @@ from gateway.pipeline.media_form import MediaForm, receive_form
 from gateway.pipeline.media_meter import MediaMeter
 from gateway.pipeline.outcome import stream_broke
 from gateway.pipeline.pipeline import Attempt, Exchange, Pipeline, PipelineParts
-from gateway.providers.base import UpstreamCall
+from gateway.providers.base import ProviderAdapter, UpstreamCall
 from gateway.routing.execute import RunState, needs_router
 from gateway.routing.params import needs_rewrite
 from gateway.routing.plan import Node
@@ -258,54 +258,64 @@ class MediaFlow:
         response.close()
 
 
-class MediaAttempt(Attempt):
+class MediaAttempt:
     """One attempt at a node: the body (params rewritten, input guardrails run) sent as JSON or as a new multipart
-    body of the form's fields and spooled files; a 2xx answer comes back unread."""
+    body of the form's fields and spooled files; a 2xx answer comes back unread. The request's parts (its body,
+    adapter choice and rewrites) are the chat attempt's (``base``)."""
 
-    __slots__ = ("form", "guard", "cache")
+    __slots__ = ("base", "form", "guard", "cache")
 
     def __init__(self, pipeline: Pipeline, ctx: Any, body: bytes, request: Any, record: RequestRecord,
                  params: Callable[[], dict], form: MediaForm | None, guard: GuardrailStep | None,
                  cache: MediaCache | None) -> None:
-        super().__init__(pipeline, ctx, body, request, record, params, None)
+        self.base = Attempt(pipeline, ctx, body, request, record, params, None)
         self.form = form
         self.guard = guard
         self.cache = cache
 
-    async def __call__(self, node: Node) -> RawOutcome | CachedMedia:  # type: ignore[override]
+    async def __call__(self, node: Node) -> RawOutcome | CachedMedia:
+        base = self.base
         config = node.config
-        provider, adapter = self._adapter(node)
-        adapter.check_endpoint(self.endpoint)
-        body, request = self.body, self.request
+        provider, adapter = base.target_adapter(node)
+        adapter.check_endpoint(base.endpoint)
+        body, request = base.body, base.request
         if needs_rewrite(config):
-            body, request = self._rewritten(node)
+            body, request = base.rewritten_body(node)
         guard = self.guard
         doc = None
         if guard is not None and node.has_steps:
-            doc = self.params() if body is self.body else _json_decode(body)
+            doc = base.params() if body is base.body else _json_decode(body)
             redacted = await guard.before(node, doc)
             if redacted is not None:
                 doc = redacted
                 body = _json_encode(redacted)
-                request = self.parse(body)
+                request = base.parse(body)
         if self.cache is not None:  # the body as sent upstream is the key's (input checks ran first)
             if doc is None and node.config.cache is not None:
-                doc = self.params() if body is self.body else _json_decode(body)
+                doc = base.params() if body is base.body else _json_decode(body)
             hit = await self.cache.lookup(node, doc or {}, bool(getattr(request, "stream", False)), self.form)
             if hit is not None:
                 return hit
-        record = self.record
-        record.request = request
-        call = UpstreamCall(self.endpoint, config, body, request, record.stream, self.ctx, provider)
+        base.record.request = request
+        return await self._send(adapter, UpstreamCall(base.endpoint, config, body, request, base.record.stream,
+                                                      base.ctx, provider))
+
+    async def _send(self, adapter: ProviderAdapter, call: UpstreamCall) -> RawOutcome:
+        """The call sent (a multipart body rebuilt from the form), a 2xx answer kept unread, or translated and read
+        whole by an adapter that does not relay media."""
+        base = self.base
+        config = call.target
+        provider = call.provider
+        record = base.record
         upstream = await adapter.build_request(call)
         if self.form is not None:
             headers = {k: v for k, v in upstream.headers.items() if k != "content-type"}
-            payload: Any = self.form.payload(_json_decode(body))
+            payload: Any = self.form.payload(_json_decode(call.body))
             upstream = UpstreamRequest(upstream.url, headers, payload, upstream.method)
         record.provider = provider
         record.upstream_started = time.perf_counter()
-        exchange = self.parts.exchange
-        response = await exchange.send(self.ctx, config, upstream, stream=True)
+        exchange = base.parts.exchange
+        response = await exchange.send(base.ctx, config, upstream, stream=True)
         if not 200 <= response.status < 300:
             raise await exchange.refused(response, adapter, call, upstream, config)
         if adapter.relays_media:

@@ -361,7 +361,7 @@ class Attempt:
         self.steps = steps
         self.rewritten: dict[int, tuple[bytes, Any]] = {}
 
-    def _adapter(self, node: Node) -> tuple[str, ProviderAdapter]:
+    def target_adapter(self, node: Node) -> tuple[str, ProviderAdapter]:
         """The node's provider and its adapter; a node without one is a 400 naming its path."""
         provider = node.config.provider
         if not provider:
@@ -370,12 +370,12 @@ class Attempt:
 
     async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
         config = node.config
-        provider, adapter = self._adapter(node)
+        provider, adapter = self.target_adapter(node)
         endpoint = self.endpoint
         adapter.check_endpoint(endpoint)
         body, request = self.body, self.request
         if needs_rewrite(config):
-            body, request = self._rewritten(node)
+            body, request = self.rewritten_body(node)
         steps = self.steps
         if steps is not None:  # input checks, then the cache lookup
             new_body, cached = await steps.before_attempt(node, body, self.params if body is self.body else None)
@@ -396,7 +396,7 @@ class Attempt:
         call = UpstreamCall(endpoint, config, body, request, stream, self.ctx, provider, strip_usage)
         return await self._send(adapter, call)
 
-    def _rewritten(self, node: Node) -> tuple[bytes, Any]:
+    def rewritten_body(self, node: Node) -> tuple[bytes, Any]:
         """The body with the node's params rewritten, and its decoded request (made once per node)."""
         hit = self.rewritten.get(id(node))
         if hit is None:
@@ -408,9 +408,9 @@ class Attempt:
         """The unified request sent in the provider's wire format, its answer turned back into the unified one."""
         upstream_request = await adapter.build_request(call)
         dropped = adapter.dropped_params(call.endpoint, call.target, call.body) if adapter.fields is not None else None
-        return await self._exchange(adapter, call, upstream_request, UNIFIED, dropped)
+        return await self.exchange(adapter, call, upstream_request, UNIFIED, dropped)
 
-    async def _exchange(self, adapter: ProviderAdapter, call: UpstreamCall, upstream_request: UpstreamRequest,
+    async def exchange(self, adapter: ProviderAdapter, call: UpstreamCall, upstream_request: UpstreamRequest,
                         reader: AnswerReader, dropped: bytes | None = None) -> JsonOutcome | StreamOutcome:
         """Send ``upstream_request`` through the exchange and read its answer with ``reader``: a non-2xx answer
         raises the provider's error; a JSON answer is read whole, a stream up to its first events. An error on the

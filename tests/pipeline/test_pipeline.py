@@ -1,4 +1,4 @@
-"""Pipelines are put together from parts: no pipeline subclasses another, and a request's data stays on its
+"""Pipelines are put together from parts: no pipeline (or attempt) subclasses another, and a request's data stays on its
 exchange, never in the ASGI scope (a door's reading of its credentials, a multipart form)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 import gateway.pipeline
-from gateway.pipeline.pipeline import Pipeline
+from gateway.pipeline.pipeline import Attempt, Pipeline
 from gateway.upstream.mock import MockResponse, MockTransport
 from tests.support.asgi import in_process
 from tests.support.servers import ADMIN_KEY
@@ -23,12 +23,13 @@ CHAT_ANSWER = {"id": "c-1", "object": "chat.completion", "created": 1, "model": 
                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
 
 
-def test_no_pipeline_subclasses_another():
+def test_no_pipeline_or_attempt_subclasses_another():
     modules = [importlib.import_module(info.name)
                for info in pkgutil.walk_packages(gateway.pipeline.__path__, "gateway.pipeline.")]
     subclasses = [f"{module.__name__}.{name}" for module in modules
                   for name, cls in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(cls, Pipeline) and cls is not Pipeline]
+                  if (issubclass(cls, Pipeline) and cls is not Pipeline)
+                  or (issubclass(cls, Attempt) and cls is not Attempt)]
     assert len(modules) > 10  # the walk found the package's modules
     assert subclasses == []
 

@@ -192,38 +192,39 @@ class DoorFlow:
             await self.dialect.answered(ex.record.request, ex.ctx, self.store, final)
 
 
-class DoorAttempt(Attempt):
+class DoorAttempt:
     """One attempt of a dialect request: forwarded to a provider serving the dialect, else translated to unified
-    chat and sent as a chat attempt is (``Attempt``). Remembers which outcomes it forwarded (``native``) and which
-    it estimated without an upstream (``estimated``)."""
+    chat and sent as a chat attempt is (``chat``, an ``Attempt`` over the unified view). Remembers which outcomes
+    it forwarded (``native``) and which it estimated without an upstream (``estimated``)."""
 
-    __slots__ = ("door", "dialect", "door_body", "door_request", "native", "estimated")
+    __slots__ = ("chat", "door", "dialect", "door_body", "door_request", "native", "estimated")
 
     def __init__(self, pipeline: Pipeline, door: DoorFlow, ctx: Any, body: bytes, request: DoorRequest,
                  record: RequestRecord, steps: Any) -> None:
-        super().__init__(pipeline, ctx, body, request, record, self._chat_params, steps)
+        self.chat = chat = Attempt(pipeline, ctx, body, request, record, self._chat_params, steps)
+        chat.endpoint = CHAT
+        chat.parse = parse_chat
         self.door = door
         self.dialect = door.dialect
-        self.endpoint = CHAT
-        self.parse = parse_chat
         self.door_body = body
         self.door_request = request
         self.native: set[int] = set()
         self.estimated: set[int] = set()
         if steps is not None:
-            self.body, self.request = door.chat_view(request)
+            chat.body, chat.request = door.chat_view(request)
 
     def _chat_params(self) -> dict:
         params: dict = _decode(self.door.chat_view(self.door_request)[0])
         return params
 
     async def __call__(self, node: Node) -> JsonOutcome | StreamOutcome:
-        _, adapter = self._adapter(node)
+        chat = self.chat
+        _, adapter = chat.target_adapter(node)
         dialect = self.dialect
         if adapter.serves(dialect.native_endpoint, self.door_request.model):
-            steps = self.steps
+            steps = chat.steps
             if steps is not None:
-                new_body, cached = await steps.before_attempt(node, self.body, None)
+                new_body, cached = await steps.before_attempt(node, chat.body, None)
                 if cached is not None:
                     return cached
                 if new_body is not None:  # a redacted input: the redaction is in the unified body
@@ -239,12 +240,14 @@ class DoorAttempt(Attempt):
             outcome = JsonOutcome(estimate, None, self.door_request.model, "")
             self.estimated.add(id(outcome))
             return outcome
-        if self.body is self.door_body:
-            self.body, self.request = self.door.chat_view(self.door_request)
-        return await super().__call__(node)
+        chat = self.chat
+        if chat.body is self.door_body:
+            chat.body, chat.request = self.door.chat_view(self.door_request)
+        return await chat(node)
 
     async def _forward(self, adapter: ProviderAdapter, node: Node) -> JsonOutcome | StreamOutcome:
         """The client's body sent as it came (params rewritten for the node), the answer relayed as it comes."""
+        chat = self.chat
         config = node.config
         dialect = self.dialect
         request = self.door_request
@@ -252,15 +255,15 @@ class DoorAttempt(Attempt):
         body = self.door_body
         if needs_rewrite(config):
             body = _encode(rewrite(dict(request.doc), config))
-        provider: str = config.provider or ""  # checked by _adapter
-        call = UpstreamCall(dialect.native_endpoint, config, body, request, stream, self.ctx, provider)
+        provider: str = config.provider or ""  # checked by target_adapter
+        call = UpstreamCall(dialect.native_endpoint, config, body, request, stream, chat.ctx, provider)
         upstream = await adapter.forward_request(call, dialect.native_path)
         for name in dialect.native_headers:
-            value = _header(self.ctx.raw_headers, name)
+            value = _header(chat.ctx.raw_headers, name)
             if value:
                 upstream.headers[name] = value
-        self.record.request = request
-        return await self._exchange(adapter, call, upstream, self.door.reader)
+        chat.record.request = request
+        return await chat.exchange(adapter, call, upstream, self.door.reader)
 
 
 class NativeReader(AnswerReader):
