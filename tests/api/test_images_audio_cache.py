@@ -16,7 +16,8 @@ from openai import OpenAI
 
 from tests.api.test_images_audio import PNG, wav
 from tests.support.http import request
-from tests.support.servers import ADMIN_KEY, start_gateway
+from tests.support.inprocess import InProcessGateway, start_in_process
+from tests.support.servers import ADMIN_KEY
 
 
 @pytest.fixture(params=["embedded", "redis"])
@@ -25,7 +26,7 @@ def any_store(request):
     if request.param == "embedded":
         yield request.getfixturevalue("gateway")
         return
-    server = start_gateway(request.getfixturevalue("shared_redis"))
+    server = start_in_process(request.getfixturevalue("shared_redis"))
     try:
         assert _health(server.url)["state"]["backend"] == "redis"
         yield server
@@ -41,7 +42,8 @@ def cached_client(gateway, base: str, cache: dict | None = None, **headers: str)
     """An openai SDK client of ``gateway`` whose config sends to the mock scenario ``base`` and caches answers."""
     cfg = {"provider": "vendorA", "api_key": "sk-1", "custom_host": base + "/v1",
            "cache": cache or {"mode": "simple"}}
-    return OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-unused", max_retries=0, timeout=60,
+    in_process = gateway.http_client() if isinstance(gateway, InProcessGateway) else None
+    return OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-unused", max_retries=0, timeout=60, http_client=in_process,
                   default_headers={"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": json.dumps(cfg), **headers})
 
 
