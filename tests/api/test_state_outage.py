@@ -10,10 +10,9 @@ from gateway.state.base import RECORD_CHANGE_LOG
 from gateway.state.redis import RedisStateStore
 from tests.support.asgi import call, in_process
 from tests.support.http import post, request
-from tests.support.inprocess import start_in_process
 from tests.support.poll import await_for, wait_for
 from tests.support.redis_servers import RedisProcess
-from tests.support.servers import ADMIN_KEY
+from tests.support.servers import ADMIN_KEY, start_gateway
 
 OUTAGE_S = 20.0  # each wait: a probe every 100 ms, generous on a loaded box
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -27,8 +26,8 @@ def test_redis_down_then_back(mock):
     redis = RedisProcess().start()
     common = {"GATEWAY_REDIS_URL": redis.url, "GATEWAY_STATE_PROBE_INTERVAL_MS": "100",
               "GATEWAY_STATE_TIMEOUT_MS": "300"}
-    closed = start_in_process(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
-    opened = start_in_process(common)
+    closed = start_gateway(common | {"GATEWAY_STATE_FAIL_MODE": "closed"})
+    opened = start_gateway(common)
     try:
         assert wait_for(lambda: state_of(closed.url) == {"backend": "redis", "healthy": True,
                                                          "fail_mode": "closed"}, OUTAGE_S)

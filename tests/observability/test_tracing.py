@@ -198,7 +198,7 @@ def test_a_trace_id_that_is_not_hex_is_hashed_and_kept_as_an_attribute(traced_ga
 
 
 def test_requests_do_not_wait_for_a_collector_that_is_down(mock):
-    server = start_in_process({"GATEWAY_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
+    server = start_gateway({"GATEWAY_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
     try:
         for _ in range(5):
             assert send(server, mock).status == 200
