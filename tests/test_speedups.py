@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from gateway._speedups import NO_EXTENSIONS, context_in_use, sse_in_use
-from gateway.api.health import SPEEDUPS
+from gateway.api.health import speedups
 from gateway.cache import similarity as pure_similarity
 from gateway.cache import similarity_in_use
 from gateway.http import context as pure_context
@@ -45,7 +45,7 @@ def built_sources() -> set[str]:
 
 
 def test_the_twin_table_names_exactly_the_pyx_sources() -> None:
-    assert set(SPEEDUPS) == built_sources()
+    assert set(speedups()) == built_sources()
     assert set(TWINS) == built_sources()
 
 
@@ -67,7 +67,7 @@ def test_each_pair_exposes_the_same_public_names(name: str) -> None:
 def test_the_module_in_use_serves_the_compiled_twin_unless_switched_off(name: str) -> None:
     pure, in_use = TWINS[name]
     expected = pure if NO_EXTENSIONS else compiled_twin(name)
-    assert in_use.IMPLEMENTATION == SPEEDUPS[name] == ("pure" if NO_EXTENSIONS else "compiled")
+    assert in_use.IMPLEMENTATION == speedups()[name] == ("pure" if NO_EXTENSIONS else "compiled")
     served = [public for public in pure.__all__ if hasattr(in_use, public)]
     assert served, f"{in_use.__name__} names nothing of {pure.__name__}"
     for public in served:

@@ -10,7 +10,6 @@ import msgspec
 
 from gateway import __version__
 from gateway._speedups import context_in_use, sse_in_use
-from gateway.cache import similarity_in_use
 from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability import recordrow_in_use
@@ -19,15 +18,21 @@ from gateway.state.base import StateStore
 
 _encode = msgspec.json.encode
 
-#: each compiled kernel (one per ``_speedups/<name>.pyx``, which a test checks) -> "compiled" or "pure": what the
-#: module naming its twins chose at import
-SPEEDUPS: dict[str, str] = {
-    "sse": sse_in_use.IMPLEMENTATION,
-    "conditions": conditions_in_use.IMPLEMENTATION,
-    "similarity": similarity_in_use.IMPLEMENTATION,
-    "recordrow": recordrow_in_use.IMPLEMENTATION,
-    "context": context_in_use.IMPLEMENTATION,
-}
+
+def speedups() -> dict[str, str]:
+    """Each compiled kernel (one per ``_speedups/<name>.pyx``, which a test checks) -> "compiled" or "pure": what the
+    module naming its twins chose at import. The similarity kernel's module belongs to the semantic cache, which a
+    worker imports only when a request first uses it: it is imported here at the first ``/health``, not when the
+    worker starts (a worker that serves no cached request never loads the cache package)."""
+    from gateway.cache import similarity_in_use  # lazily, as the semantic cache itself is (see the docstring)
+
+    return {
+        "sse": sse_in_use.IMPLEMENTATION,
+        "conditions": conditions_in_use.IMPLEMENTATION,
+        "similarity": similarity_in_use.IMPLEMENTATION,
+        "recordrow": recordrow_in_use.IMPLEMENTATION,
+        "context": context_in_use.IMPLEMENTATION,
+    }
 
 
 class HealthEndpoint:
@@ -46,7 +51,7 @@ class HealthEndpoint:
             "version": __version__,
             "state_backend": store.backend,
             "state": {"backend": store.backend, "healthy": store.healthy, "fail_mode": self.fail_mode},
-            "speedups": SPEEDUPS,
+            "speedups": speedups(),
             "log_store": self.log_store() if self.log_store is not None else None,
         })
         await send_json(send, 200, body)
