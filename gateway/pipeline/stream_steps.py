@@ -4,7 +4,8 @@ relayed stream, reading a whole stream before anything is sent (an output guardr
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -12,18 +13,16 @@ from gateway.cache.stream import StreamAssembler
 from gateway.guardrails import HookResults, attach_hook_results_to_event
 from gateway.http.errors import BadUpstreamResponse, GatewayError
 from gateway.pipeline.outcome import StreamOutcome, held_error, stream_broke
+from gateway.upstream.transport import UpstreamResponse
 
 #: the most a held stream may hold before it fails (502)
 HOLD_MAX_BYTES = 16 * 1024 * 1024
 
 
 class EndedUpstream:
-    """The upstream side of a replayed stream: nothing left to read, close or release."""
+    """The transformer of a replayed stream: nothing left to turn, its usage known."""
 
     __slots__ = ("usage", "held_error")
-
-    #: a read never fails: there is none
-    read_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, usage: Any = None) -> None:
         self.usage = usage
@@ -32,8 +31,39 @@ class EndedUpstream:
     def close(self) -> list[bytes]:
         return []
 
+
+class EndedResponse(UpstreamResponse):
+    """The upstream answer of a replayed stream: every event is known, nothing is left to read, close or release."""
+
+    __slots__ = ()
+
+    status = 200
+    #: a read never fails: there is none
+    read_errors: ClassVar[tuple[type[BaseException], ...]] = ()
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return {}
+
+    async def read_body(self) -> bytes:
+        return b""
+
+    async def read_some(self) -> bytes:
+        return b""
+
+    async def chunks(self, size: int = 0) -> AsyncIterator[bytes]:
+        return
+        yield b""  # an async generator that ends at once
+
     def release(self) -> None:
         return None
+
+    def close(self) -> None:
+        return None
+
+    @staticmethod
+    def failure_text(exc: BaseException) -> str:
+        return "failed"
 
 
 class AnswerTap:
@@ -72,8 +102,7 @@ class AnswerTap:
 def replayed(events: list[bytes], provider: str, model: str | None, usage: Any = None,
              status: int = 200) -> StreamOutcome:
     """A stream outcome whose events are all known: relayed as they are, with nothing upstream left to read."""
-    return StreamOutcome(EndedUpstream(), EndedUpstream(usage), events, provider, model, True,  # type: ignore[arg-type]
-                         status)
+    return StreamOutcome(EndedResponse(), EndedUpstream(usage), events, provider, model, True, status)
 
 
 def with_usage(doc: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:

@@ -14,6 +14,11 @@ bodies, at most GATEWAY_MAX_UPSTREAM_BODY_BYTES), piece by piece as it arrives (
 of a stream, ``chunks`` for a relayed stream or raw media), and is then ``release``d (back to the pool) or
 ``close``d (a connection not to reuse: a client that left, an answer cut short). A read that fails because the
 upstream failed mid-answer raises one of the answer's ``read_errors``; ``failure_text`` says what happened in words.
+
+A request's body is bytes on every JSON route. Two callers send a streamed body instead, which only the aiohttp
+transport sends today: a multipart form rebuilt from spooled files (images edits, audio transcriptions) and a file
+upload relayed to a provider (``jobs/passthrough.py``, wrapped as aiohttp's payload so a resend starts from the
+file's start). A transport without streamed bodies leaves those to the aiohttp one.
 """
 
 from __future__ import annotations
