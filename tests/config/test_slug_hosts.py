@@ -119,8 +119,9 @@ def test_saved_configs_follow_the_rule_when_saved_and_when_used(gateway, mock, t
     saved = api(gateway, "POST", "/v1/configs", fine, key)
     assert saved.status == 201, saved.text
     assert chat(gateway, key, **{"x-gateway-config": saved.json()["id"]}).status == 200
-    # the slug moves: the saved config's host is no longer the slug's, so requests using it stop
-    moved = api(gateway, "PUT", "/v1/providers/team", {"custom_host": outside + "/v1"}, key)
+    # the slug moves (its key sent again: a stored key never follows a move on its own): the saved config's host is
+    # no longer the slug's, so requests using it stop
+    moved = api(gateway, "PUT", "/v1/providers/team", {"custom_host": outside + "/v1", "api_key": SECRET}, key)
     assert moved.status == 200
     resp = chat(gateway, key, **{"x-gateway-config": saved.json()["id"]})
     assert resp.status == 400 and resp.json()["error"]["param"] == "custom_host", resp.text
