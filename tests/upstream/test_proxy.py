@@ -14,6 +14,7 @@ import pytest
 from gateway.upstream.proxy import ProxyRoutes
 from tests.support.headers import headers_for
 from tests.support.http import post, stream_events
+from tests.support.inprocess import start_in_process
 from tests.support.proxy import ForwardProxy
 from tests.support.servers import free_port, start_gateway
 
@@ -29,7 +30,7 @@ def proxy():
 
 @pytest.fixture(scope="module")
 def proxied_gateway(proxy, mock_server):
-    server = start_gateway({"HTTP_PROXY": proxy.url.replace("http://", "http://alice:s3cret@"),
+    server = start_in_process({"HTTP_PROXY": proxy.url.replace("http://", "http://alice:s3cret@"),
                             "NO_PROXY": "localhost,.example.test"})
     yield server
     server.stop()
@@ -69,7 +70,7 @@ def test_the_ssrf_pre_check_still_refuses_through_a_proxy(proxied_gateway, proxy
 
 def test_a_dead_proxy_is_a_502_that_names_it(mock_server, mock):
     port = free_port()
-    server = start_gateway({"http_proxy": f"127.0.0.1:{port}"})  # lower-case spelling, no scheme
+    server = start_in_process({"http_proxy": f"127.0.0.1:{port}"})  # lower-case spelling, no scheme
     try:
         resp = post(f"{server.url}/v1/chat/completions", CHAT, headers_for(mock.scenario() + "/v1"))
         assert resp.status == 502
