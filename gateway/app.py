@@ -78,7 +78,7 @@ class GatewayApp:
     def _mount(self, runtime: Runtime) -> None:
         self.routes = RouteTable()
         self.body_watch = BodyWatch(runtime.settings.body_timeout_ms / 1000)
-        runtime.services.append(self.body_watch)  # swept while the runtime runs
+        runtime.lifecycle.add(self.body_watch)  # swept while the runtime runs
         parts = runtime.pipeline_parts()
         self.add("POST", "/v1/chat/completions", Pipeline(parts, CHAT, parse_chat))
         self.add("POST", "/v1/completions", Pipeline(parts, COMPLETIONS, parse_completion))

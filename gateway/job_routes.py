@@ -39,7 +39,7 @@ def mount_jobs(app: Mount, runtime: Runtime) -> Jobs:
     """Route every files, batches, fine-tuning and responses path on ``app``; the runtime starts and closes the
     services with itself."""
     jobs = build_jobs(runtime, app)
-    runtime.services.append(jobs)
+    runtime.lifecycle.add(jobs)
     for routes in (FileRoutes(jobs), BatchRoutes(jobs), FineTuningRoutes(jobs), ResponseRoutes(jobs)):
         for method, path, handler in routes.routes():
             app.add(method, path, handler)

@@ -55,7 +55,10 @@ class Lifecycle:
         self._started: list[Service] = []
 
     def add(self, service: Service) -> None:
-        """Start ``service`` after those added before it (and close it before them)."""
+        """Start ``service`` after those added before it (and close it before them). Only while none has started:
+        a service added later would never be started."""
+        if self._started:
+            raise RuntimeError(f"{service!r} added to a lifecycle that has started")
         self._planned.append(service)
 
     async def start(self) -> None:

@@ -6,7 +6,6 @@ gate), so a fresh runtime starts with fresh caches.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -85,8 +84,9 @@ class Runtime:
         self.logs = logs if logs is not None else _log_backend(settings, self.metrics, warn)
         self.recorder = ObservabilityRecorder(settings, self.logs, prices=self.prices, metrics=self.metrics, warn=warn)
         self.loop_lag = LoopLagMonitor(observe=self.metrics.observe_loop_lag)
-        #: background services mounted with the routes (the batch scheduler, the body watch): started last, closed first
-        self.services: list[Service] = []
+        #: the worker's parts in start order; the services the routes mount (the body watch, the jobs) are added after
+        #: these, so they start last and close first
+        self.lifecycle = self._lifecycle()
         self.ready = False
 
     @property
@@ -138,14 +138,13 @@ class Runtime:
                              settings.max_body_bytes, settings.log_bodies)
 
     def _lifecycle(self) -> Lifecycle:
-        """The worker's parts in the order they start; they close in the reverse order (the background services
-        mounted with the routes first, the state store last but for the key cache), and a start that fails closes
-        what had started."""
+        """The worker's own parts in the order they start; they close in the reverse order (the state store last but
+        for the key cache), and a start that fails closes what had started."""
         parts: list[Service] = [
             Stage("key cache", close=self.keys.close), self.store, self.watcher, self.client,
             Stage("providers", close=self.providers.close),
             Stage("loop lag", start=self.loop_lag.start, close=self.loop_lag.stop), self.policies, self.recorder,
-            Stage("pipeline steps", close=self._close_steps), *self.services,
+            Stage("pipeline steps", close=self._close_steps),
         ]
         lifecycle = Lifecycle()
         for part in parts:
@@ -156,11 +155,6 @@ class Runtime:
         """Stop the cache and guardrail steps, when a request made them (their log lines reach the recorder)."""
         if self._steps is not None:
             await self._steps.close()
-
-    @functools.cached_property
-    def lifecycle(self) -> Lifecycle:
-        """Made at the first start, once the routes have added their services."""
-        return self._lifecycle()
 
     async def start(self) -> None:
         await self.lifecycle.start()

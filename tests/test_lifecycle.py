@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.app import GatewayApp
 from gateway.lifecycle import Lifecycle, Stage
 from gateway.observability.sqlitelog import SqliteLogs
 from gateway.runtime import Runtime
@@ -75,3 +76,27 @@ async def test_a_worker_whose_start_fails_part_way_leaves_nothing_open(tmp_path)
     assert not runtime.ready
     assert runtime.client.session is None  # started before the recorder, closed again
     assert runtime.watcher._task is None
+
+
+async def test_a_service_added_after_the_start_is_refused_rather_than_never_started():
+    seen: list[str] = []
+    lifecycle = Lifecycle()
+    lifecycle.add(Part("store", seen))
+    await lifecycle.start()
+    with pytest.raises(RuntimeError, match="has started"):
+        lifecycle.add(Part("late", seen))
+    await lifecycle.close()
+    assert seen == ["start store", "close store"]
+
+
+async def test_the_services_the_routes_mount_join_the_runtimes_lifecycle_and_close_first(tmp_path):
+    settings = load({"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off"})
+    runtime = Runtime(settings)
+    app = GatewayApp(runtime)
+    planned = runtime.lifecycle._planned
+    assert app.body_watch in planned
+    mounted = [planned.index(app.body_watch), *(i for i, part in enumerate(planned) if type(part).__name__ == "Jobs")]
+    assert len(mounted) == 2 and min(mounted) > planned.index(runtime.recorder) > planned.index(runtime.store)
+    await runtime.start()
+    await runtime.close()
+    assert runtime.lifecycle._started == []
