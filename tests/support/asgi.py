@@ -271,9 +271,10 @@ async def in_process(env: dict[str, str] | None = None, data_dir: str | None = N
     """The app over a started runtime with the settings ``start_gateway`` gives a subprocess (plus ``env``);
     ``runtime`` goes to ``Runtime`` (a store, a clock). Closed on exit."""
     started = Runtime(gateway_settings(env, data_dir), **runtime)
+    app = GatewayApp(started)  # first: the app adds the services its routes mount to the runtime's lifecycle
     await started.start()
     try:
-        yield GatewayApp(started)
+        yield app
     finally:
         await started.close()
 
