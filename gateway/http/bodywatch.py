@@ -17,9 +17,9 @@ import asyncio
 import math
 from typing import Any
 
+from gateway.background import BackgroundTask
 from gateway.http.errors import RequestTimeout
 from gateway.http.types import Message, Receive, Scope
-from gateway.waiting import cancel_and_wait
 
 #: the lifespan-state key of the worker's BodyWatch
 WATCH_STATE = "gateway.body_watch"
@@ -30,7 +30,7 @@ SWEEPS_PER_TIMEOUT = 8
 class BodyWatch:
     """The worker's body timeout (``seconds``): the body reads waiting in ``receive()``, swept as the module says."""
 
-    __slots__ = ("seconds", "tick", "waiting", "_limit", "_interval", "_expired", "_task")
+    __slots__ = ("seconds", "tick", "waiting", "_limit", "_interval", "_expired", "_sweeper")
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -42,14 +42,13 @@ class BodyWatch:
         #: task -> the tick its body began, while the task waits in receive()
         self.waiting: dict[asyncio.Task[Any], int] = {}
         self._expired: set[asyncio.Task[Any]] = set()
-        self._task: asyncio.Task[None] | None = None
+        self._sweeper = BackgroundTask("gateway-body-watch")
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sweep(), name="gateway-body-watch")
+        self._sweeper.start(self._sweep)
 
     async def close(self) -> None:
-        await cancel_and_wait(self._task)
-        self._task = None
+        await self._sweeper.close()
 
     async def _sweep(self) -> None:
         while True:

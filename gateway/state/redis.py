@@ -34,6 +34,7 @@ from redis.exceptions import ClusterError, RedisClusterException, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.background import BackgroundTask
 from gateway.observability.metrics import Metrics
 from gateway.redis_url import is_cluster_url, parse_cluster_url
 from gateway.state import redis_scripts as lua
@@ -54,7 +55,7 @@ from gateway.state.base import (
     check_settle,
     logged_changes,
 )
-from gateway.waiting import cancel_and_wait, wait_event
+from gateway.waiting import wait_event
 
 log = logging.getLogger("gateway.state")
 
@@ -101,7 +102,7 @@ class RedisStateStore(StateStore):
         self.last_error = ""
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
-        self._probe_task: asyncio.Task | None = None
+        self._prober = BackgroundTask("gateway-redis-probe")
         self._wake = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -126,11 +127,11 @@ class RedisStateStore(StateStore):
         if not self.healthy:
             log.warning("redis state store unreachable at start (%s); requests go on, reconnecting",
                         self.last_error)
-        self._probe_task = asyncio.create_task(self._probe_loop(), name="gateway-redis-probe")
+        self._prober = BackgroundTask("gateway-redis-probe")  # a store opened again probes again
+        self._prober.start(self._probe_loop)
 
     async def close(self) -> None:
-        await cancel_and_wait(self._probe_task)
-        self._probe_task = None
+        await self._prober.close()
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+from gateway.background import BackgroundTask
 from gateway.observability.metrics import Metrics
 from gateway.state import sqlite_cache
 from gateway.state import sqlite_ops as ops
@@ -34,7 +35,6 @@ from gateway.state.base import (
     check_reserve,
     check_settle,
 )
-from gateway.waiting import cancel_and_wait
 
 log = logging.getLogger("gateway.state")
 
@@ -128,7 +128,7 @@ class SQLiteStateStore(StateStore):
         self._state = _SqliteThread("gateway-state")
         self._cache = _SqliteThread("gateway-cache")
         self._space: sqlite_cache.CacheSpace | None = None
-        self._task: asyncio.Task | None = None
+        self._housekeeper = BackgroundTask("gateway-state-purge")
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
@@ -151,11 +151,11 @@ class SQLiteStateStore(StateStore):
         await self._state.call(open_state)
         await self._cache.call(open_cache)
         self.healthy = True
-        self._task = asyncio.create_task(self._housekeeping(), name="gateway-state-purge")
+        self._housekeeper = BackgroundTask("gateway-state-purge")  # a store opened again purges again
+        self._housekeeper.start(self._housekeeping)
 
     async def close(self) -> None:
-        await cancel_and_wait(self._task)
-        self._task = None
+        await self._housekeeper.close()
         await asyncio.to_thread(self._state.close)
         await asyncio.to_thread(self._cache.close)
 

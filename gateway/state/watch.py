@@ -28,8 +28,8 @@ import asyncio
 import logging
 from typing import Callable, Collection, Mapping
 
+from gateway.background import BackgroundTask
 from gateway.state.base import RecordVersions, StateStore, StateStoreError
-from gateway.waiting import cancel_and_wait
 
 log = logging.getLogger("gateway.state")
 
@@ -58,7 +58,8 @@ class RecordWatcher:
         #: the kinds some subscriber wants the changed ids of
         self._per_record: frozenset[str] = frozenset()
         self._subscribers: list[_Subscriber] = []
-        self._task: asyncio.Task | None = None
+        #: the poll loop while the watcher runs (a new one for each start)
+        self._task: BackgroundTask | None = None
         self._stale = False
         store.on_record_change(self._changed_here)
 
@@ -78,10 +79,12 @@ class RecordWatcher:
         """Read the current counters (the baseline) and start polling."""
         if self._task is None:
             await self.poll()
-            self._task = asyncio.create_task(self._run(), name="gateway-record-watcher")
+            self._task = BackgroundTask("gateway-record-watcher")
+            self._task.start(self._run)
 
     async def close(self) -> None:
-        await cancel_and_wait(self._task)
+        if self._task is not None:
+            await self._task.close()
         self._task = None
 
     async def poll(self) -> bool:
