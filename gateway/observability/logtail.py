@@ -22,6 +22,7 @@ from typing import Any, Callable
 import msgspec
 
 from gateway import sqlitefile
+from gateway.background import BackgroundTask
 from gateway.observability.logstore import LogFilter
 
 MAX_FRAMES = 25  # per connection: with a read every 250 ms, at most 100 records a second reach a console
@@ -135,16 +136,17 @@ class LogTail:
         self.subscribers: set[Subscriber] = set()
         self.last_id: int | None = None
         self._conn: sqlite3.Connection | None = None
-        self._task: asyncio.Task | None = None
+        #: reads the store while someone subscribes; ends by itself without subscribers, started again by the next
+        self._poller = BackgroundTask("log-tail")
         self._starting = asyncio.Lock()
 
     async def subscribe(self, subscriber: Subscriber) -> None:
         """Add a subscriber; the first one starts the poller at the store's newest row, so a backlog read after
         this call and the live rows meet without a gap."""
         async with self._starting:
-            if self._task is None or self._task.done():
+            if not self._poller.running and not self._poller.closed:
                 self.last_id = await asyncio.to_thread(self._newest)
-                self._task = asyncio.get_running_loop().create_task(self._run(), name="log-tail")
+                self._poller.start(self._run)
             self.subscribers.add(subscriber)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
@@ -230,10 +232,5 @@ class LogTail:
 
     async def close(self) -> None:
         self.subscribers.clear()
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await self._poller.close()
         self._close_conn()

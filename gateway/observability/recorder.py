@@ -17,6 +17,7 @@ from collections import deque
 from functools import partial
 from typing import Any
 
+from gateway.background import BackgroundTask
 from gateway.observability.cost import Prices
 from gateway.observability.entry import IsoClock, masked_request_headers
 from gateway.observability.logbackend import LogWriter, WarnOnce
@@ -28,7 +29,7 @@ from gateway.observability.rollups import RequestStats
 from gateway.observability.sqlitelog import SqliteLogs
 from gateway.observability.tracing import OtlpExporter, request_spans
 from gateway.settings import Settings
-from gateway.waiting import wait_event, within
+from gateway.waiting import wait_event
 
 QUEUE_SIZE = 10_000
 #: records that wake the task before its interval. A record holds its decoded request, headers and answer until its
@@ -69,7 +70,7 @@ class ObservabilityRecorder(Recorder):
         self._interval = interval_s
         self._dropped = 0
         self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._writer = BackgroundTask("observability-recorder")
         self._closing = False
         self._last_metrics = time.monotonic()
 
@@ -89,18 +90,15 @@ class ObservabilityRecorder(Recorder):
         if self.exporter is not None:
             await self.exporter.start()
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="observability-recorder")
+        self._writer = BackgroundTask("observability-recorder")  # a recorder started again writes again
+        self._writer.start(self._run)
 
     async def close(self) -> None:
         """Drain the queue, write, flush metrics and spans; bounded so shutdown never hangs on a slow sink."""
         self._closing = True
         if self._wake is not None:
             self._wake.set()
-        if self._task is not None:
-            try:
-                await within(asyncio.shield(self._task), 10.0)
-            except TimeoutError:
-                self._task.cancel()
+        await self._writer.close(grace_s=10.0)  # its last pass writes what waits; cancelled past that
         if self._queue:
             await self.drain()
         self.flush_metrics()

@@ -24,6 +24,7 @@ import aiohttp
 import msgspec
 
 from gateway import USER_AGENT, __version__
+from gateway.background import BackgroundTask
 from gateway.observability.entry import timings
 from gateway.observability.metrics import SPANS_DROPPED, SPANS_EXPORTED, Metrics
 from gateway.waiting import wait_event, within
@@ -205,7 +206,7 @@ class OtlpExporter:
         self._body_start = (b'{"resourceSpans":[{"resource":' + _encode(resource) + b',"scopeSpans":[{"scope":'
                             + _encode(scope) + b',"spans":[')
         self._session: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task | None = None
+        self._exporter = BackgroundTask("otlp-exporter")
         self._wake: asyncio.Event | None = None
         self._closing = False
         self._warned = False
@@ -225,7 +226,8 @@ class OtlpExporter:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                                               headers={"user-agent": USER_AGENT}, cookie_jar=aiohttp.DummyCookieJar())
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="otlp-exporter")
+        self._exporter = BackgroundTask("otlp-exporter")  # an exporter started again exports again
+        self._exporter.start(self._run)
 
     async def _run(self) -> None:
         assert self._wake is not None
@@ -272,15 +274,13 @@ class OtlpExporter:
             self.metrics.count(SPANS_DROPPED, ("export_failed",), len(self._queue))
             self._queue.clear()
         finally:
-            if self._task is not None and not self._task.done():
-                self._task.cancel()
+            await self._exporter.close()  # past the timeout: cancelled (an export in flight is dropped)
             if self._session is not None:
                 await self._session.close()
                 self._session = None
 
     async def _finish(self) -> None:
-        if self._task is not None:
-            await asyncio.shield(self._task)
+        await self._exporter.join()
         while self._queue:
             await self._export(self._take())
 

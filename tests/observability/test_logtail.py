@@ -131,9 +131,9 @@ async def test_the_tail_reads_rows_written_by_the_store_and_stops_without_subscr
     assert [item["trace_id"] for item in got] == ["t0", "t1", "t2"]  # not the row written before subscribing
     tail.unsubscribe(sub)
     deadline = time.monotonic() + 5
-    while not tail._task.done() and time.monotonic() < deadline:  # noqa: ASYNC110 - waits for a task to end
+    while tail._poller.running and time.monotonic() < deadline:  # noqa: ASYNC110 - waits for a task to end
         await asyncio.sleep(0.05)
-    assert tail._task.done() and tail._conn is None
+    assert not tail._poller.running and tail._conn is None
     await tail.subscribe(sub)  # a later subscriber starts it again, from the newest row
     store.insert([(time.time(), "default", "again", 200, "vendorA", "gpt-4o-mini", doc(trace_id="again"))])
     await within(sub.wake.wait(), 5)

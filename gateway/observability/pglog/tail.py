@@ -25,6 +25,7 @@ import asyncio
 import sys
 from typing import Any
 
+from gateway.background import BackgroundTask
 from gateway.observability.logtail import MAX_ROWS, LogTail, Subscriber
 from gateway.observability.pglog.store import CHANNEL, PgLogStore
 from gateway.waiting import within
@@ -43,6 +44,7 @@ class PgLogTail(LogTail):
     def __init__(self, store: PgLogStore, max_rows: int = MAX_ROWS) -> None:
         super().__init__("", max_rows=max_rows)
         self.store = store
+        self._poller = BackgroundTask("log-tail-listen")
         self._ready = asyncio.Event()
         #: delivered batch numbers, oldest first (bounded by ``SEEN_BATCHES``), and the newest of them
         self._seen: dict[int, None] = {}
@@ -54,9 +56,9 @@ class PgLogTail(LogTail):
         """Add a subscriber; the first one starts listening, and returns once LISTEN is in place (or after
         ``READY_WAIT_S`` when the store does not answer), so a backlog read after this call misses nothing."""
         async with self._starting:
-            if self._task is None or self._task.done():
+            if not self._poller.running and not self._poller.closed:
                 self._ready.clear()
-                self._task = asyncio.get_running_loop().create_task(self._listen(), name="log-tail-listen")
+                self._poller.start(self._listen)
             self.subscribers.add(subscriber)
         try:
             await within(self._ready.wait(), READY_WAIT_S)

@@ -17,10 +17,11 @@ import sys
 from collections import deque
 from typing import Any
 
+from gateway.background import BackgroundTask
 from gateway.observability.metrics import LOGS_DROPPED, LOGS_SPOOLED, Metrics
 from gateway.observability.pglog.spool import Spool
 from gateway.observability.pglog.store import PgLogStore
-from gateway.waiting import wait_event, within
+from gateway.waiting import wait_event
 
 MEMORY_RECORDS = 10_000
 BATCH_RECORDS = 2_000
@@ -43,14 +44,15 @@ class PgWriter:
         self.spooled = 0
         self.dropped = 0
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._writer = BackgroundTask("log-store-writer")
         self._closing = False
         self._stop = asyncio.Event()
         self._file_lock = asyncio.Lock()  # one thread at a time on the spool file
 
     async def start(self) -> None:
         await asyncio.to_thread(self.spool.open)
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="log-store-writer")
+        self._writer = BackgroundTask("log-store-writer")  # a writer started again writes again
+        self._writer.start(self._run)
 
     async def submit(self, records: list[Any]) -> None:
         """Take a batch (recorder's background task): in memory while the store keeps up, else into the spool."""
@@ -138,15 +140,7 @@ class PgWriter:
         self._closing = True
         self._wake.set()
         self._stop.set()
-        if self._task is not None:
-            try:
-                await within(asyncio.shield(self._task), timeout_s)
-            except TimeoutError:
-                self._task.cancel()
-                try:
-                    await self._task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                    pass
+        await self._writer.close(grace_s=timeout_s)
         if self.pending:
             waiting = list(self.pending)
             self.pending.clear()
