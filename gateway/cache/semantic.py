@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from gateway.background import BackgroundTask
 from gateway.cache.keys import KEY_VERSION, answer_fields, target_identity
 from gateway.cache.numeric import numpy
 from gateway.cache.prompt import SemanticPrompt, chat_prompt, completion_prompt
@@ -108,7 +109,8 @@ class SemanticCache:
         self.seq = 0
         self._index: Any = None
         self._literals: dict[str, tuple[str, ...]] = {}
-        self._follower: asyncio.Task[None] | None = None
+        #: follows the log from this worker's first embedding until close
+        self._follower = BackgroundTask("gateway-semantic-index")
         self._reading = asyncio.Lock()
         #: the read that has not started yet (every caller until it starts shares it), and every read task
         self._next_read: asyncio.Task[None] | None = None
@@ -128,8 +130,8 @@ class SemanticCache:
         the log: numpy is then imported (the embedding thread imports it first; two threads importing it for the
         first time at once can deadlock, so the event loop never races the model's load)."""
         vector = await self.embedder.embed(text)
-        if vector is not None and self._follower is None:
-            self._follower = asyncio.get_running_loop().create_task(self._follow(), name="gateway-semantic-index")
+        if vector is not None and not self._follower.running:
+            self._follower.start(self._follow)
         return vector
 
     def search(self, partition: bytes, vector: Any, literals: tuple[str, ...]) -> str | None:
@@ -173,7 +175,7 @@ class SemanticCache:
     def read_soon(self) -> asyncio.Task[None] | None:
         """A read of the log's new entries into the index that starts now, or as soon as the running one has ended
         (so it sees every entry stored before this call); None until this worker follows the log."""
-        if self._follower is None:
+        if not self._follower.running:
             return None
         task = self._next_read
         if task is None:
@@ -257,13 +259,7 @@ class SemanticCache:
         self._literals = {k: v for k, v in self._literals.items() if k in index}
 
     async def close(self) -> None:
-        if self._follower is not None:
-            self._follower.cancel()
-            try:
-                await self._follower
-            except asyncio.CancelledError:
-                pass
-            self._follower = None
+        await self._follower.close()
         for task in list(self._reads):
             task.cancel()
         if self._reads:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import msgspec
 
+from gateway.background import BackgroundTask
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import ServiceUnavailable
 from gateway.jobs.batch_deps import RunnerDeps
@@ -60,14 +61,14 @@ class BatchRunner:
         return self.batch
 
     async def run(self) -> None:
-        keeper = asyncio.create_task(self.watch.keep(), name=f"batch-lease-{self.id}")
+        keeper = BackgroundTask(f"batch-lease-{self.id}")
+        keeper.start(self.watch.keep)
         try:
             await self._drive()
         except (FileMissing, StateStoreError, ServiceUnavailable) as exc:
             log.warning("batch %s paused: %s (a later pass resumes it)", self.id, exc.__class__.__name__)
         finally:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)  # it must not outlive the run (or the store)
+            await keeper.close()  # it must not outlive the run (or the store)
             try:
                 await self.store.store.release(lease_key(self.id), self.holder)
             except StateStoreError:

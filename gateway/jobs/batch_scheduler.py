@@ -15,7 +15,9 @@ import os
 import secrets
 import socket
 from functools import partial
+from typing import Awaitable, Callable
 
+from gateway.background import BackgroundTask
 from gateway.http.errors import GatewayError
 from gateway.jobs.batch_deps import RunnerDeps
 from gateway.jobs.batch_store import lease_key
@@ -29,13 +31,14 @@ class BatchScheduler:
     def __init__(self, deps: RunnerDeps) -> None:
         self.deps = deps
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.running: dict[str, asyncio.Task] = {}
+        #: batch id -> the runner this worker runs it with (a runner that ends leaves)
+        self.running: dict[str, BackgroundTask] = {}
         self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._scanner = BackgroundTask("gateway-batch-scheduler")
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
-        self._task = asyncio.create_task(self._loop(), name="gateway-batch-scheduler")
+        self._scanner.start(self._loop)
 
     def poke(self) -> None:
         """Look for work now (a batch was created or cancelled in this worker)."""
@@ -61,24 +64,24 @@ class BatchScheduler:
         for batch_id in await batches.active_ids():
             if batch_id in self.running:
                 continue
+            if self._scanner.closed:  # the worker is stopping: no new runner
+                return
             if not await batches.store.lease(lease_key(batch_id), self.holder, self.deps.settings.batch_lease_ms):
                 continue
             from gateway.jobs.batch_runner import BatchRunner  # loaded with the first batch this worker runs
 
             runner = BatchRunner(self.deps, batch_id, self.holder)
-            task = asyncio.create_task(runner.run(), name=f"batch-{batch_id}")
-            self.running[batch_id] = task
-            task.add_done_callback(partial(self._ended, batch_id))
+            task = self.running[batch_id] = BackgroundTask(f"batch-{batch_id}")  # a crash is logged by its name
+            task.start(partial(self._run, batch_id, runner.run))
 
-    def _ended(self, batch_id: str, task: asyncio.Task) -> None:
-        self.running.pop(batch_id, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("batch %s runner failed", batch_id, exc_info=task.exception())
+    async def _run(self, batch_id: str, run: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await run()
+        finally:
+            self.running.pop(batch_id, None)
 
     async def close(self) -> None:
-        tasks = [t for t in (self._task, *self.running.values()) if t is not None]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        self._task = None
+        """Stop looking for work, then stop every runner (each gives its lease up as it unwinds)."""
+        await self._scanner.close()
+        await asyncio.gather(*(task.close() for task in list(self.running.values())))
+        self.running.clear()  # a runner cancelled before it began never left by itself

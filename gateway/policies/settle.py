@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from gateway.background import BackgroundTask
 from gateway.bounded_cache import BoundedCache
 from gateway.observability.cost import Prices
 from gateway.observability.entry import tokens
@@ -95,7 +96,7 @@ class Settler:
         self.queue: asyncio.Queue[tuple[Callable[..., Awaitable[None]], tuple]] | None = None
         self.queue_max = queue_max
         self.task_count = tasks
-        self._tasks: list[asyncio.Task] = []
+        self._workers: list[BackgroundTask] = []
         #: (policy id, bucket id) pairs already noted by this worker
         self._seen: BoundedCache[tuple[str, str], None] = BoundedCache(_MAX_SEEN)
         self.dropped = 0
@@ -103,8 +104,9 @@ class Settler:
     def start(self) -> None:
         if self.queue is None:
             self.queue = asyncio.Queue(self.queue_max)
-            self._tasks = [asyncio.create_task(self._run(), name=f"gateway-policy-settle-{i}")
-                           for i in range(self.task_count)]
+            self._workers = [BackgroundTask(f"gateway-policy-settle-{i}") for i in range(self.task_count)]
+            for worker in self._workers:
+                worker.start(self._run)
 
     async def close(self, drain_s: float = 5.0) -> None:
         """Finish the queued work (bounded by ``drain_s``), then stop."""
@@ -113,14 +115,8 @@ class Settler:
                 await within(self.queue.join(), drain_s)
             except TimeoutError:
                 log.warning("policy settlement: %d items left unsettled at shutdown", self.queue.qsize())
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        self._tasks = []
+        await asyncio.gather(*(worker.close() for worker in self._workers))
+        self._workers = []
         self.queue = None
 
     def _put(self, job: Callable[..., Awaitable[None]], *args: Any) -> None:
