@@ -224,6 +224,8 @@ def _console_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
     keys, logs = runtime.keys, runtime.logs
     validate = ValidateConfigEndpoint(keys, runtime.records, runtime.configs.checks, runtime.settings.max_body_bytes,
                                       lambda: runtime.steps.runner)
-    return [("GET", "/v1/logs/stream", LogStreamEndpoint(keys, logs)),
+    stream = LogStreamEndpoint(keys, logs)
+    runtime.lifecycle.add(stream)  # its tail closes with the worker
+    return [("GET", "/v1/logs/stream", stream),
             ("GET", "/v1/logs/aggregates", AggregatesEndpoint(keys, logs)),
             ("POST", "/v1/configs/validate", validate)]

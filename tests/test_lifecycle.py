@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.api.logstream import LogStreamEndpoint
 from gateway.app import GatewayApp
 from gateway.lifecycle import Lifecycle, Stage
+from gateway.observability.logtail import Subscriber
 from gateway.observability.sqlitelog import SqliteLogs
 from gateway.runtime import Runtime
 from gateway.settings import load
@@ -100,3 +102,18 @@ async def test_the_services_the_routes_mount_join_the_runtimes_lifecycle_and_clo
     await runtime.start()
     await runtime.close()
     assert runtime.lifecycle._started == []
+
+
+async def test_the_log_streams_tail_closes_with_the_worker(tmp_path):
+    settings = load({"GATEWAY_DATA_DIR": str(tmp_path), "GATEWAY_LOG_FILE": "off", "GATEWAY_CONSOLE": "1"})
+    runtime = Runtime(settings)
+    GatewayApp(runtime)
+    [stream] = [part for part in runtime.lifecycle._planned if isinstance(part, LogStreamEndpoint)]
+    await runtime.start()
+    try:
+        tail = stream._tail()
+        await tail.subscribe(Subscriber(("every",), lambda row, model_of: True))  # a console connected
+        assert tail._poller.running
+    finally:
+        await runtime.close()
+    assert not tail._poller.running and tail._poller.closed and not tail.subscribers

@@ -70,6 +70,14 @@ class LogStreamEndpoint:
         self.tail: LogTail | None = None
         self.stop = StopNotice()
 
+    async def start(self) -> None:
+        """Nothing to start: the tail starts with the first stream."""
+
+    async def close(self) -> None:
+        """Stop the worker's tail (its poller or listening connection) with the worker, before the log store."""
+        if self.tail is not None:
+            await self.tail.close()
+
     def _tail(self) -> LogTail:
         """The worker's one live tail of the store (made by the first stream)."""
         if self.tail is None:
