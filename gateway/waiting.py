@@ -33,16 +33,3 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
     async with asyncio.timeout(seconds):
         return await awaitable
 
-
-async def cancel_and_wait(task: asyncio.Task | None) -> None:
-    """Stop a background task and wait until it has (its cancellation is swallowed; one of the caller's own
-    propagates)."""
-    if task is None:
-        return
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise
