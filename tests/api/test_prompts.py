@@ -309,9 +309,10 @@ async def _render_a_record_stored_before_the_check(tmp_path) -> None:
     """A record written when an unclosed tag was kept as text: rendering it is the 400 a create would be."""
     settings = load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path)})
     runtime = Runtime(settings, store=MemoryStateStore())
+    app = GatewayApp(runtime)  # before the start: the app adds its routes' services to the runtime's lifecycle
     await runtime.start()
     try:
-        app, key = GatewayApp(runtime), {"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"}
+        key = {"x-gateway-api-key": ADMIN_KEY, "content-type": "application/json"}
         created = (await call(app, "POST", "/v1/prompts", {**TEMPLATE, "provider": None}, key)).json()
         older = {**created, "messages": [{"role": "user", "content": "Hi {{name"}]}
         await runtime.store.record_put("prompt", created["id"], created["workspace_id"], msgspec.json.encode(older))

@@ -41,8 +41,9 @@ async def app(tmp_path):
                      "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1"})
     store = CountingStore()
     runtime = Runtime(settings, store=store)
+    gateway_app = GatewayApp(runtime)  # before the start: the app adds its routes' services to the runtime's lifecycle
     await runtime.start()
-    yield GatewayApp(runtime), runtime, store
+    yield gateway_app, runtime, store
     await runtime.close()
 
 

@@ -133,9 +133,9 @@ async def test_an_unreachable_store_never_blocks_traffic(tmp_path, mock):
     settings = load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path),
                      "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1"})
     runtime = Runtime(settings, store=DownStore())
+    app = GatewayApp(runtime)  # before the start: the app adds its routes' services to the runtime's lifecycle
     await runtime.start()
     try:
-        app = GatewayApp(runtime)
         flaky = mock.scenario([{"status": 500, "times": 2}, {}])
         config = {"provider": "vendorA", "api_key": "k", "custom_host": flaky + "/v1",
                   "cb_config": {"failure_threshold": 1, "cooldown_interval": 30000}}

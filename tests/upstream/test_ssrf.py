@@ -129,17 +129,18 @@ async def test_a_host_blocked_at_connect_time_is_a_403_like_the_pre_check(tmp_pa
     from gateway.settings import load
 
     runtime = Runtime(load({"GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(tmp_path)}))
+    app = GatewayApp(runtime)  # before the start: the app adds its routes' services to the runtime's lifecycle
     await runtime.start()
     try:
         inner = UnresolvableThenPrivate(["10.20.30.40"])
         runtime.client.resolver._inner = inner
         headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA", "authorization": "Bearer sk",
                    "x-gateway-custom-host": "http://rebinding.example/v1"}
-        resp = await call(GatewayApp(runtime), "POST", "/v1/chat/completions", CHAT, headers)
+        resp = await call(app, "POST", "/v1/chat/completions", CHAT, headers)
         assert inner.calls >= 2  # the pre-check found nothing to refuse; the connector's lookup was refused
         assert resp.status == 403, resp.body
         assert "blocked" in resp.json()["error"]["message"] and resp.json()["error"]["param"] == "custom_host"
-        pre_checked = await call(GatewayApp(runtime), "POST", "/v1/chat/completions", CHAT,
+        pre_checked = await call(app, "POST", "/v1/chat/completions", CHAT,
                                  {**headers, "x-gateway-custom-host": "http://10.20.30.40/v1"})
         assert pre_checked.status == 403
     finally:
