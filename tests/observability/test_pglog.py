@@ -138,7 +138,8 @@ async def test_records_spool_while_the_store_is_away_and_are_stored_once_in_orde
     sent = [record(now + i / 1000) for i in range(300)]
     for i in range(0, 300, 30):
         await writer.submit(sent[i:i + 30])
-    await until(lambda: not writer.healthy, 10)
+    # the writer says it is unhealthy as its first spool write begins: wait for the write too
+    await until(lambda: not writer.healthy and writer.health()["spooled_records"] > 0, 10)
     assert not writer.healthy and writer.health()["spooled_records"] > 0
     await writer.close(timeout_s=2)
     assert writer.spool.path.exists() and writer.dropped == 0
