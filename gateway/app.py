@@ -59,7 +59,7 @@ def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
         ProviderRoutes(keys, records),
         ConfigRoutes(keys, records, runtime.configs, runtime.resolver, lambda: runtime.steps.runner),
         PromptRoutes(keys, records, runtime.store),
-        ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.client),
+        ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.exchange),
         GuardrailRoutes(keys, records, lambda: runtime.steps.saved),
     )
 

@@ -24,7 +24,7 @@ from gateway.controlplane.secrets import SecretError
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.pipeline import prompted
 from gateway.schema.config import Config
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream.exchange import UpstreamExchange
 
 
 def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = None) -> list[Config]:
@@ -36,12 +36,12 @@ def _leaves(inheritance: Inheritance, config: Config, parent: Config | None = No
 
 class ModelRoutes:
     def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, inheritance: Inheritance,
-                 client: UpstreamClient) -> None:
+                 exchange: UpstreamExchange) -> None:
         self.keys = keys
         self.records = records
         self.resolver = resolver
         self.inheritance = inheritance
-        self.catalog = ModelCatalog(client)
+        self.catalog = ModelCatalog(exchange)
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [("GET", "/v1/models", self.list)]

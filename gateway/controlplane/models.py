@@ -27,8 +27,8 @@ from gateway.providers.registry import VENDOR_A_COMPATIBLE
 from gateway.schema import header_values
 from gateway.schema.config import Config
 from gateway.schema.header_values import field_with_breaks
-from gateway.upstream.client import UpstreamClient
 from gateway.upstream.error_text import scrubbed, sent_secrets
+from gateway.upstream.exchange import UpstreamExchange
 from gateway.upstream.request import UpstreamRequest
 
 TTL_S = 60.0
@@ -102,8 +102,9 @@ def _created(item: _Item) -> int:
 class ModelCatalog:
     """Fetches and caches providers' model lists for ``GET /v1/models``."""
 
-    def __init__(self, client: UpstreamClient) -> None:
-        self.client = client
+    def __init__(self, exchange: UpstreamExchange) -> None:
+        """``exchange``: the worker's upstream exchange, whose transport (swappable in tests) sends the lists."""
+        self.exchange = exchange
         self._cache: BoundedCache[tuple[str, str, str], tuple[float, list[_Item]]] = BoundedCache(_CACHE_MAX)
         self._limit = asyncio.Semaphore(CONCURRENCY)
 
@@ -116,9 +117,9 @@ class ModelCatalog:
             return hit[1]
         async with self._limit:
             async with asyncio.timeout(TIMEOUT_S):
-                response = await self.client.open(request)
+                response = await self.exchange.transport.open(request)
                 try:
-                    body = await self.client.read_body(response)
+                    body = await response.read_body()
                 finally:
                     response.release()
         if not 200 <= response.status < 300:

@@ -3,7 +3,8 @@ worker's transport, a non-2xx answer turned into the provider's error, and crede
 
 Chat and the front doors (``pipeline/pipeline.py``), images and audio (``pipeline/media.py``), the semantic cache's
 embeddings (``cache/provider_embedder.py``) and the files, batches and fine-tuning passthrough
-(``jobs/passthrough.py``) all call upstreams this way::
+(``jobs/passthrough.py``) all call upstreams this way (the ``GET /v1/models`` listing sends its plain GET straight
+through ``exchange.transport``, so a swapped transport answers it too)::
 
     response = await exchange.send(ctx, target, request, stream)
     if not 200 <= response.status < 300:

@@ -8,7 +8,7 @@
         return MockResponse(404, json={"error": {"message": "no such route"}})
 
     transport = MockTransport(provider)
-    runtime = Runtime(settings, transport=transport)   # every request-path upstream call now answers from it
+    runtime.exchange.transport = transport   # every request-path upstream call (and /v1/models) answers from it
     ...
     assert transport.requests[0].headers["authorization"] == "Bearer sk-test"
 

@@ -126,3 +126,25 @@ async def test_a_handler_may_wait_as_a_slow_upstream_would(app):
     app.runtime.exchange.transport = MockTransport(slow)
     resp = await AppClient(app, lifespan=False).request("POST", "/v1/chat/completions", CHAT, headers_for(HOST))
     assert resp.status == 200, resp.text
+
+
+async def test_the_models_list_is_asked_through_the_swapped_transport(app):
+    """``GET /v1/models`` asks a slug's provider through the exchange's transport too: the mock answers it."""
+
+    def handler(request: UpstreamRequest) -> MockResponse:
+        assert request.method == "GET" and request.url == f"{HOST}/models"
+        return MockResponse(200, json={"object": "list", "data": [{"id": "m-listed", "object": "model",
+                                                                    "created": 1, "owned_by": "x"}]})
+
+    transport = MockTransport(handler)
+    app.runtime.exchange.transport = transport
+    client = AppClient(app, lifespan=False)
+    key = headers_for(HOST)["x-gateway-api-key"]
+    slug = {"slug": "listed", "provider": "vendorA", "api_key": "sk-listed", "custom_host": HOST}
+    created = await client.request("POST", "/v1/providers", slug, {"x-gateway-api-key": key})
+    assert created.status == 201, created.text
+    resp = await client.request("GET", "/v1/models", b"", {"x-gateway-api-key": key})
+    assert resp.status == 200, resp.text
+    assert [(m["slug"], m["id"]) for m in resp.json()["data"]] == [("listed", "m-listed")]
+    assert transport.requests[0].headers["authorization"] == "Bearer sk-listed"
+    assert transport.responses[0].released
