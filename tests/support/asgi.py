@@ -25,6 +25,7 @@ from gateway.settings import Settings, load
 from gateway.waiting import within
 from tests.support.http import Response
 from tests.support.servers import ADMIN_KEY
+from tests.support.sse import parse_event
 
 #: bound on the app's lifespan startup and shutdown, and the default bound on one wait for a response's next part
 STARTUP_S = 60.0
@@ -117,7 +118,7 @@ class StreamedResponse:
             block, sep, rest = self._buffer.replace(b"\r\n", b"\n").partition(b"\n\n")
             if sep:
                 self._buffer = rest
-                parsed = _parse_event(block.decode())
+                parsed = parse_event(block.decode())
                 if parsed is not None:
                     return parsed
                 continue
@@ -129,7 +130,7 @@ class StreamedResponse:
             except TimeoutError:
                 return None
             if chunk is None:
-                return _parse_event(self._buffer.decode()) if self._buffer.strip() else None
+                return parse_event(self._buffer.decode()) if self._buffer.strip() else None
             self._buffer += chunk
 
     async def close(self) -> None:
@@ -138,22 +139,6 @@ class StreamedResponse:
         if not self._task.done():
             await asyncio.wait({self._task}, timeout=READ_S)
         self.ended = True
-
-
-def _parse_event(block: str) -> tuple[str, str, str | None] | None:
-    event, data, event_id = "message", [], None
-    for line in block.split("\n"):
-        if not line or line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)
-        elif field == "id":
-            event_id = value
-    return (event, "\n".join(data), event_id) if data else None
 
 
 class AppClient:

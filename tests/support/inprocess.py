@@ -15,19 +15,18 @@ import asyncio
 import itertools
 import os
 import threading
-import time
 from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import httpx
-import msgspec
 
 from gateway.app import GatewayApp
 from gateway.runtime import Runtime
 from tests.support.asgi import READ_S, STARTUP_S, AppClient, Body, StreamedResponse, gateway_settings
 from tests.support.http import Response
 from tests.support.mounts import MOUNTED, PREFIX
+from tests.support.sse import read_logs
 
 T = TypeVar("T")
 #: numbers the gateways' base URLs
@@ -208,15 +207,7 @@ class SyncEventStream:
 
     def logs(self, count: int, timeout: float = 5.0) -> list[dict]:
         """The next ``count`` log items (fewer when ``timeout`` runs out first)."""
-        items: list[dict] = []
-        deadline = time.monotonic() + timeout
-        while len(items) < count:
-            got = self.read_event(max(0.0, deadline - time.monotonic()))
-            if got is None:
-                break
-            if got[0] == "log":
-                items.append(msgspec.json.decode(got[1]))
-        return items
+        return read_logs(self.read_event, count, timeout)
 
     def close(self) -> None:
         """Leave the stream (the app sees the client disconnect)."""

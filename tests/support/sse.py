@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import msgspec
@@ -38,7 +39,7 @@ class EventStream:
             return got
         sock = self.conn.sock
         deadline = time.monotonic() + timeout
-        event, data, event_id = "message", [], None
+        lines: list[str] = []
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -53,36 +54,51 @@ class EventStream:
                 self.ended = True
                 return None
             line = raw.decode().rstrip("\r\n")
-            if not line:
-                if data:
-                    return event, "\n".join(data), event_id
-                event, data, event_id = "message", [], None
+            if line:
+                lines.append(line)
                 continue
-            if line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-            elif field == "id":
-                event_id = value
+            parsed = parse_event("\n".join(lines))
+            if parsed is not None:
+                return parsed
+            lines = []
 
     def logs(self, count: int, timeout: float = 5.0) -> list[dict]:
         """The next ``count`` log items (fewer when ``timeout`` runs out first)."""
-        items: list[dict] = []
-        deadline = time.monotonic() + timeout
-        while len(items) < count:
-            got = self.read_event(max(0.0, deadline - time.monotonic()))
-            if got is None:
-                break
-            if got[0] == "log":
-                items.append(msgspec.json.decode(got[1]))
-        return items
+        return read_logs(self.read_event, count, timeout)
 
     def close(self) -> None:
         if self.in_process is not None:
             self.in_process.close()
         else:
             self.conn.close()
+
+
+def parse_event(block: str) -> tuple[str, str, str | None] | None:
+    """One SSE event's lines as ``(event, data, id)``; None when it holds no data (comments, a lone id)."""
+    event, data, event_id = "message", [], None
+    for line in block.split("\n"):
+        if not line or line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+        elif field == "id":
+            event_id = value
+    return (event, "\n".join(data), event_id) if data else None
+
+
+def read_logs(read_event: Callable[[float], tuple[str, str, str | None] | None], count: int,
+              timeout: float) -> list[dict]:
+    """The next ``count`` log items of a log stream read with ``read_event`` (fewer when ``timeout`` runs out)."""
+    items: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while len(items) < count:
+        got = read_event(max(0.0, deadline - time.monotonic()))
+        if got is None:
+            break
+        if got[0] == "log":
+            items.append(msgspec.json.decode(got[1]))
+    return items
