@@ -1,13 +1,18 @@
-"""Shared fixtures: one mock upstream and one gateway per test session, on free loopback ports."""
+"""Shared fixtures: one mock upstream per test session on a free loopback port, one gateway served in the test
+process (``gateway``: no socket, no subprocess) and, for the tests where serving itself is under test (the process's
+output, its port, signals, workers, a browser), one gateway served by Granian in a subprocess (``served_gateway``)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
 from tests.support.controlplane import clear_redis_prefix
 from tests.support.headers import headers_for
+from tests.support.inprocess import InProcessGateway, start_in_process
 from tests.support.redis_servers import random_prefix, test_redis_url
-from tests.support.servers import ADMIN_KEY, Mock, start_gateway, start_mock
+from tests.support.servers import ADMIN_KEY, Mock, Server, start_gateway, start_mock
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +28,18 @@ def mock(mock_server) -> Mock:
 
 
 @pytest.fixture(scope="session")
-def gateway(mock_server):
+def gateway(mock_server) -> Iterator[InProcessGateway]:
+    """The gateway app in this process, with ``start_gateway``'s settings; its ``url`` reaches it through the test
+    helpers (``tests/support/http.py``, ``sse.py``) and an SDK through ``http_client=gateway.http_client()``."""
+    server = start_in_process()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def served_gateway(mock_server) -> Iterator[Server]:
+    """The gateway as ``gateway serve`` runs it (Granian, a subprocess on a loopback port): for a test that reads
+    its output, talks to its port, signals it or points a browser at it."""
     server = start_gateway()
     yield server
     server.stop()
@@ -49,7 +65,7 @@ def openai_client(gateway, mock):
         }
         default_headers.update(headers)
         return OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-provider-token", default_headers=default_headers,
-                      max_retries=0, timeout=60)
+                      max_retries=0, timeout=60, http_client=gateway.http_client())
 
     return make
 

@@ -74,10 +74,10 @@ def healthcheck_command() -> list[str]:
     return json.loads(line[line.index(" CMD ") + 5:].strip())
 
 
-def test_healthcheck_passes_on_a_live_gateway_and_fails_without_one(gateway) -> None:
+def test_healthcheck_passes_on_a_live_gateway_and_fails_without_one(served_gateway) -> None:
     cmd = healthcheck_command()
     assert cmd[0] == "python" and "/health" in cmd[-1]
-    env = {**os.environ, "GATEWAY_PORT": str(gateway.port)}
+    env = {**os.environ, "GATEWAY_PORT": str(served_gateway.port)}
     ok = subprocess.run([sys.executable, *cmd[1:]], env=env, capture_output=True, timeout=30)
     assert ok.returncode == 0, ok.stderr
     env["GATEWAY_PORT"] = str(free_port())

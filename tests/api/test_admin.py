@@ -95,7 +95,8 @@ def test_a_provider_filter_naming_no_provider_is_a_400(gateway, mock):
 
 
 def test_the_list_calls_of_the_openai_sdk_keep_working(gateway, openai_client, mock):
-    plain = OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+    plain = OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60,
+                   http_client=gateway.http_client())
     stored = plain.files.create(file=("in.jsonl", io.BytesIO(b'{"custom_id": "a"}\n')), purpose="batch").id
     assert stored in [f.id for f in plain.files.list(limit=100, order="asc", purpose="batch")]
     assert plain.files.list(limit=1, after=stored, order="desc").object == "list"

@@ -33,7 +33,8 @@ def jsonl(n: int, bad: tuple[int, ...] = (), prefix: str = "req") -> bytes:
 
 @pytest.fixture
 def plain(gateway) -> OpenAI:
-    return OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+    return OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60,
+                  http_client=gateway.http_client())
 
 
 def gateway_file(client: OpenAI, content: bytes) -> str:
@@ -277,15 +278,18 @@ def test_a_gateway_run_batch_uses_the_slug_of_its_workspace(gateway, mock):
     slug = {"slug": "batch-slug", "provider": "vendorA", "api_key": "sk-batch-slug-0123456789",
             "custom_host": base + "/v1"}
     assert api(gateway, "POST", "/v1/providers", slug, owner["key"]).status == 201
-    own = OpenAI(base_url=f"{gateway.url}/v1", api_key=owner["key"], max_retries=0, timeout=60)
+    own = OpenAI(base_url=f"{gateway.url}/v1", api_key=owner["key"], max_retries=0, timeout=60,
+                 http_client=gateway.http_client())
     runner = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=60,
-                    default_headers={"x-gateway-api-key": owner["key"], "x-gateway-provider": "@batch-slug"})
+                    default_headers={"x-gateway-api-key": owner["key"], "x-gateway-provider": "@batch-slug"},
+                    http_client=gateway.http_client())
     batch = runner.batches.create(input_file_id=gateway_file(own, jsonl(3)), endpoint=CHAT,
                                   completion_window="immediate")
     done = wait_status(own, batch.id, ("completed", "failed"))
     assert (done.status, done.request_counts.completed) == ("completed", 3), done
     assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-batch-slug-0123456789"
-    theirs = OpenAI(base_url=f"{gateway.url}/v1", api_key=stranger["key"], max_retries=0, timeout=60)
+    theirs = OpenAI(base_url=f"{gateway.url}/v1", api_key=stranger["key"], max_retries=0, timeout=60,
+                    http_client=gateway.http_client())
     for headers, param in (({"x-gateway-provider": "@batch-slug"}, "x-gateway-provider"),
                            ({"x-gateway-config": '{"provider": "@batch-slug"}'}, "provider")):
         with pytest.raises(BadRequestError) as caught:

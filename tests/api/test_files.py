@@ -19,7 +19,8 @@ JSONL = b'{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "b
 @pytest.fixture
 def plain(gateway) -> OpenAI:
     """A client with only the gateway key (as its bearer token): the gateway's own files."""
-    return OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60)
+    return OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, timeout=60,
+                  http_client=gateway.http_client())
 
 
 def upload(client: OpenAI, content: bytes = JSONL, name: str = "in.jsonl", purpose: str = "batch"):
@@ -44,7 +45,7 @@ def test_a_file_stored_by_the_gateway_round_trips(plain):
 
 def test_the_gateways_files_list_in_pages(gateway):
     # a workspace of its own would need a second key; the default one is shared, so page through what is there
-    client = OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0)
+    client = OpenAI(base_url=f"{gateway.url}/v1", api_key=ADMIN_KEY, max_retries=0, http_client=gateway.http_client())
     ids = [upload(client, JSONL, f"p{i}.jsonl").id for i in range(3)]
     newest_first = [f.id for f in client.files.list(limit=10_000).data]
     assert newest_first.index(ids[2]) < newest_first.index(ids[1]) < newest_first.index(ids[0])

@@ -43,8 +43,8 @@ def check_flagged(flagged: dict) -> None:
     assert flagged["before_request_hooks"][1]["checks"][0]["id"] == "default.wordCount"
 
 
-def test_the_openai_sdk_example_reads_hook_results_of_446_and_246(gateway, mock):
-    names = run_example("hook_results with the openai SDK", gateway, mock)
+def test_the_openai_sdk_example_reads_hook_results_of_446_and_246(served_gateway, mock):
+    names = run_example("hook_results with the openai SDK", served_gateway, mock)
     check_denied(names["denied"])
     assert names["status"] == 246 and names["answer"].choices[0].message.content
     check_flagged(names["flagged"])
@@ -52,18 +52,18 @@ def test_the_openai_sdk_example_reads_hook_results_of_446_and_246(gateway, mock)
     check_flagged(names["streamed"])
 
 
-def test_the_langchain_example_reads_hook_results_of_446_and_246(gateway, mock):
-    names = run_example("hook_results with langchain-openai", gateway, mock)
+def test_the_langchain_example_reads_hook_results_of_446_and_246(served_gateway, mock):
+    names = run_example("hook_results with langchain-openai", served_gateway, mock)
     check_denied(names["denied"])
     assert names["status"] == 246 and names["reply"].content
     check_flagged(names["flagged"])
     assert [status for status, _ in names["answers"]] == [446, 246]
 
 
-def test_the_anthropic_sdk_example_reads_hook_results_on_the_messages_and_responses_doors(gateway, mock):
+def test_the_anthropic_sdk_example_reads_hook_results_on_the_messages_and_responses_doors(served_gateway, mock):
     """A deny on a front door keeps its verdicts: anthropic's error shape on /v1/messages, the usual envelope on
     /v1/responses, both with ``hook_results``."""
-    names = run_example("hook_results with the anthropic SDK", gateway, mock)
+    names = run_example("hook_results with the anthropic SDK", served_gateway, mock)
     check_denied(names["denied"])
     assert names["status"] == 246
     check_flagged(names["flagged"])

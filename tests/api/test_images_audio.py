@@ -154,17 +154,18 @@ def test_a_provider_without_images_is_a_400_naming_it(openai_client, provider):
     assert f"provider '{provider}'" in info.value.message and "images.generations" in info.value.message
 
 
-def cloudC_client(openai_client, base: str):
+def cloudC_client(gateway, base: str):
     from gateway_mock.cloudC import TEST_TOKEN
 
-    return openai.OpenAI(base_url=openai_client().base_url, api_key=TEST_TOKEN, max_retries=0, default_headers={
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=TEST_TOKEN, max_retries=0,
+                         http_client=gateway.http_client(), default_headers={
         "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "cloudC", "x-gateway-custom-host": base + "/v1",
         "x-gateway-cloudC-project-id": "proj-1", "x-gateway-cloudC-region": "us-central1"})
 
 
-def test_cloudC_imagen_models_are_translated_and_their_images_counted(gateway, openai_client, mock):
+def test_cloudC_imagen_models_are_translated_and_their_images_counted(gateway, mock):
     base = mock.scenario()
-    client = cloudC_client(openai_client, base)
+    client = cloudC_client(gateway, base)
     trace = f"media-{uuid.uuid4().hex}"
     result = client.images.generate(model="imagen-4.0-generate-001", prompt="a fox", n=2, size="1792x1024",
                                     response_format="b64_json", extra_headers={"x-gateway-trace-id": trace})
@@ -181,10 +182,10 @@ def test_cloudC_imagen_models_are_translated_and_their_images_counted(gateway, o
     ({"model": "imagen-4.0-generate-001", "response_format": "url"}, "response_format"),
     ({"model": "imagen-4.0-generate-001", "size": "1000x300"}, "size"),
 ])
-def test_what_imagen_cannot_do_is_a_400_naming_the_field_and_cloudC(openai_client, mock, kwargs, param):
+def test_what_imagen_cannot_do_is_a_400_naming_the_field_and_cloudC(gateway, mock, kwargs, param):
     base = mock.scenario()
     with pytest.raises(openai.BadRequestError) as info:
-        cloudC_client(openai_client, base).images.generate(prompt="a fox", **kwargs)
+        cloudC_client(gateway, base).images.generate(prompt="a fox", **kwargs)
     assert info.value.body["param"] == param and "cloudC" in info.value.message  # type: ignore[index]
     assert mock.calls(base)["calls"] == 0
 

@@ -12,11 +12,11 @@ from tests.support.servers import ADMIN_KEY, start, start_gateway
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def test_client_leaving_mid_stream_cancels_the_upstream_request(gateway, mock, gw_headers):
+def test_client_leaving_mid_stream_cancels_the_upstream_request(served_gateway, mock, gw_headers):
     import msgspec
 
     base = mock.scenario([{"chunks": 40, "chunk_delay_ms": 100}])
-    conn, path = _conn(f"{gateway.url}/v1/chat/completions", 30)
+    conn, path = _conn(f"{served_gateway.url}/v1/chat/completions", 30)
     conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}), headers=gw_headers(base + "/v1"))
     resp = conn.getresponse()
     assert resp.status == 200

@@ -35,7 +35,8 @@ def sent(mock, base: str) -> dict:
 
 def test_the_openai_sdk_runs_a_template_with_its_own_model_and_messages(gateway, mock, workspace):
     _, base, _, headers = workspace
-    client = OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-unused", default_headers=headers, max_retries=0)
+    client = OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-unused", default_headers=headers, max_retries=0,
+                    http_client=gateway.http_client())
     answer = client.chat.completions.create(model="gpt-client", messages=[{"role": "user", "content": "{{name}}?"}],
                                             temperature=0.7, extra_body={"variables": VARIABLES})
     assert answer.choices[0].message.content
@@ -56,7 +57,7 @@ def test_langchain_openai_runs_a_template(gateway, mock, workspace):
 
     _, base, _, headers = workspace
     llm = ChatOpenAI(base_url=f"{gateway.url}/v1", api_key="sk-unused", default_headers=headers, max_retries=0,
-                     model="gpt-3.5-turbo", extra_body={"variables": VARIABLES})
+                     model="gpt-3.5-turbo", extra_body={"variables": VARIABLES}, http_client=gateway.http_client())
     reply = llm.invoke([("user", "Tell me about ships")])
     assert isinstance(reply.content, str) and reply.content
     body = sent(mock, base)
@@ -98,14 +99,14 @@ def test_the_clients_bearer_fills_only_a_template_slug_without_a_key(gateway, mo
     other = api(gateway, "POST", "/v1/prompts", {**TEMPLATE, "provider": "@keyless"}, admin["key"]).json()
     config = msgspec.json.encode({"prompt_id": other["id"]}).decode()
     client = OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-client", max_retries=0,
-                    default_headers={**headers, "x-gateway-config": config})
+                    default_headers={**headers, "x-gateway-config": config}, http_client=gateway.http_client())
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
                                    extra_body={"variables": VARIABLES})
     assert mock.calls(keyless)["requests"][-1]["headers"]["authorization"] == "Bearer sk-client"
     # an api_key the config sets itself is the caller's own: it replaces the slug's
     config = msgspec.json.encode({"prompt_id": prompt["id"], "api_key": "sk-own"}).decode()
     client = OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-client", max_retries=0,
-                    default_headers={**headers, "x-gateway-config": config})
+                    default_headers={**headers, "x-gateway-config": config}, http_client=gateway.http_client())
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
                                    extra_body={"variables": VARIABLES})
     assert mock.calls(base)["requests"][-1]["headers"]["authorization"] == "Bearer sk-own"

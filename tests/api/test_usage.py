@@ -121,11 +121,11 @@ def test_a_json_answer_with_usage_is_reported(gateway, mock):
 
 
 @pytest.mark.parametrize("provider", TRANSLATED)
-def test_a_stream_the_client_leaves_is_a_499_with_the_usage_so_far(gateway, mock, provider):
+def test_a_stream_the_client_leaves_is_a_499_with_the_usage_so_far(served_gateway, mock, provider):
     """The completion is the text relayed so far, whatever the provider's stream looks like (anthropic reports
     an opening output count in message_start; cloudC's first chunk carries the role and text together)."""
     base, trace = mock.scenario([{"chunks": 40, "chunk_delay_ms": 100}]), new_trace()
-    conn, path = _conn(f"{gateway.url}/v1/chat/completions", 30)
+    conn, path = _conn(f"{served_gateway.url}/v1/chat/completions", 30)
     conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}),
                  headers=provider_headers(provider, base, trace))
     resp = conn.getresponse()
@@ -139,7 +139,7 @@ def test_a_stream_the_client_leaves_is_a_499_with_the_usage_so_far(gateway, mock
                 break
     conn.sock.close()
     conn.close()
-    item = wait_logs(gateway, trace, timeout=8)[0]
+    item = wait_logs(served_gateway, trace, timeout=8)[0]
     assert item["status"] == 499 and item["usage_source"] == "estimated", item
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     assert tokens_for(len(text)) - 2 <= item["completion_tokens"] < 40, (text, item)  # these words, not the reply
@@ -189,12 +189,12 @@ def test_the_token_metric_is_labelled_with_the_usage_source(gateway, mock):
 
 @pytest.mark.parametrize("provider", TRANSLATED)
 @pytest.mark.parametrize("leave_after", [2, 4, 10])
-def test_a_stream_left_after_some_events_counts_the_text_of_every_event_relayed(gateway, mock, provider,
+def test_a_stream_left_after_some_events_counts_the_text_of_every_event_relayed(served_gateway, mock, provider,
                                                                              leave_after):
     """Whichever path relayed them (vendorA relays aligned chunks as received, without splitting them), the text
     of every event that reached the client before it left is counted, and nothing it never got."""
     base, trace = mock.scenario([{"chunks": 40, "chunk_delay_ms": 150}]), new_trace()
-    conn, path = _conn(f"{gateway.url}/v1/chat/completions", 30)
+    conn, path = _conn(f"{served_gateway.url}/v1/chat/completions", 30)
     conn.request("POST", path, body=msgspec.json.encode({**CHAT, "stream": True}),
                  headers=provider_headers(provider, base, trace))
     resp = conn.getresponse()
@@ -210,7 +210,7 @@ def test_a_stream_left_after_some_events_counts_the_text_of_every_event_relayed(
     conn.sock.close()
     conn.close()
     assert seen == leave_after and text
-    item = wait_logs(gateway, trace, timeout=8)[0]
+    item = wait_logs(served_gateway, trace, timeout=8)[0]
     assert item["status"] == 499 and item["usage_source"] == "estimated", item
     assert item["prompt_tokens"] == PROMPT_ESTIMATE
     # the events read, and at most the two or three more already on their way when the client closed
@@ -264,14 +264,14 @@ SPACED_DOORS = [
 @pytest.mark.parametrize("path, provider, body, texts_of", SPACED_DOORS,
                          ids=["chat", "responses-forwarded", "messages-forwarded"])
 @pytest.mark.parametrize("leave_after", [2, 4, 8])
-def test_a_stream_left_from_an_upstream_writing_spaced_json_counts_its_text(gateway, mock, path, provider, body,
-                                                                           texts_of, leave_after):
+def test_a_stream_left_from_an_upstream_writing_spaced_json_counts_its_text(served_gateway, mock, path, provider,
+                                                                           body, texts_of, leave_after):
     """An upstream whose JSON has a space after each colon (most Python servers) has its relayed text counted too:
     the estimate reads the events' decoded JSON, not byte patterns."""
     base, trace = mock.scenario([{"chunks": 40, "chunk_delay_ms": 150, "spaced_json": True}]), new_trace()
     headers = provider_headers(provider, base, trace)
-    text = _left_after(gateway, path, body, headers, texts_of, leave_after)
-    item = wait_logs(gateway, trace, timeout=8)[0]
+    text = _left_after(served_gateway, path, body, headers, texts_of, leave_after)
+    item = wait_logs(served_gateway, trace, timeout=8)[0]
     assert item["status"] == 499 and item["usage_source"] == "estimated", item
     assert item["completion_tokens"] > 0 and item["prompt_tokens"] > 0, item
     # the events read, and at most the two or three more already on their way when the client closed

@@ -14,8 +14,9 @@ from tests.support.servers import ADMIN_KEY
 
 
 def config_client(gateway, config: dict) -> OpenAI:
-    return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, default_headers={
-        "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(config).decode()})
+    return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, http_client=gateway.http_client(),
+                  default_headers={"x-gateway-api-key": ADMIN_KEY,
+                                   "x-gateway-config": msgspec.json.encode(config).decode()})
 
 
 def test_cloudB_files_go_to_the_resource_with_api_key_and_api_version(gateway, mock):
@@ -59,7 +60,8 @@ def test_provider_errors_keep_their_status_and_name_the_provider(gateway, gw_hea
 def test_a_malformed_provider_answer_is_a_502(gateway, gw_headers, mock):
     base = mock.scenario([{"html": True}])
     client = OpenAI(base_url=f"{gateway.url}/v1", api_key="sk", max_retries=0,
-                    default_headers={k: v for k, v in gw_headers(base + "/v1").items() if k != "authorization"})
+                    default_headers={k: v for k, v in gw_headers(base + "/v1").items() if k != "authorization"},
+                    http_client=gateway.http_client())
     with pytest.raises(InternalServerError) as caught:
         client.batches.list()
     assert caught.value.status_code == 502

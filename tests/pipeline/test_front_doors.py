@@ -57,12 +57,12 @@ def config_header(cfg: dict) -> dict[str, str]:
 
 def openai_for(gateway, cfg: dict) -> OpenAI:
     return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", default_headers=config_header(cfg),
-                  max_retries=0, timeout=60)
+                  max_retries=0, timeout=60, http_client=gateway.http_client())
 
 
 def anthropic_for(gateway, cfg: dict):
     return anthropic.Anthropic(base_url=gateway.url, api_key="unused", default_headers=config_header(cfg),
-                               max_retries=0, timeout=60)
+                               max_retries=0, timeout=60, http_client=gateway.http_client("httpx2"))
 
 
 RESPONSES_PROVIDERS = ["vendorA", "anthropic", "cloudA", "cloudC"]
@@ -295,13 +295,13 @@ def test_single_token_is_the_gateway_key(gateway, mock):
     base = mock.scenario([{}])
     cfg = msgspec.json.encode(target("anthropic", base)).decode()
     client = anthropic.Anthropic(base_url=gateway.url, api_key=ADMIN_KEY, default_headers={"x-gateway-config": cfg},
-                                 max_retries=0)
+                                 max_retries=0, http_client=gateway.http_client("httpx2"))
     message = client.messages.create(model=MODELS["anthropic"], max_tokens=256,
                                      messages=[{"role": "user", "content": "hi"}])
     assert message.content[0].text == DEFAULT_REPLY
     assert mock.calls(base)["requests"][0]["headers"]["x-api-key"] == "sk-ant-test"
     bad = anthropic.Anthropic(base_url=gateway.url, api_key="not-a-key", default_headers={"x-gateway-config": cfg},
-                              max_retries=0)
+                              max_retries=0, http_client=gateway.http_client("httpx2"))
     with pytest.raises(anthropic.AuthenticationError):
         bad.messages.create(model=MODELS["anthropic"], max_tokens=16, messages=[{"role": "user", "content": "hi"}])
 

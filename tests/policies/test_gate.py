@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
 import msgspec
 import openai
 import pytest
@@ -139,9 +138,10 @@ def test_a_spent_budget_tells_the_openai_sdk_not_to_retry_while_a_rate_limit_kee
     base = mock.scenario()
     headers = chat_headers(base, run_tag)
     sent: list[str] = []
+    counted = gateway.http_client(event_hooks={"request": [lambda r: sent.append(str(r.url))]})
     client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-test", max_retries=2, timeout=30,
                            default_headers={k: v for k, v in headers.items() if k != "authorization"},
-                           http_client=httpx.Client(event_hooks={"request": [lambda r: sent.append(str(r.url))]}))
+                           http_client=counted)
     messages = [{"role": "user", "content": "hi"}]
     client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # spends the budget
     started = time.monotonic()
@@ -195,41 +195,41 @@ def test_token_budgets_settle_to_the_real_usage_streams_included(gateway, mock):
     settled_usage(gateway, policy_id, used)
 
 
-def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(gateway, mock):
+def test_cost_budgets_count_the_price_table_and_unknown_models_cost_nothing(served_gateway, mock):
     run_tag = tag()
-    policy_id = usage_limit(gateway, run_tag, "cost", 1.0)
+    policy_id = usage_limit(served_gateway, run_tag, "cost", 1.0)
     headers = chat_headers(mock.scenario(), run_tag)
     micros = 0
     for _ in range(2):
-        resp = chat(gateway.url, headers, model="gpt-4o-mini")
+        resp = chat(served_gateway.url, headers, model="gpt-4o-mini")
         usage = resp.json()["usage"]
         micros += Prices().cost_micros("vendorA", resp.json()["model"], usage["prompt_tokens"],
                                        usage["completion_tokens"])
     assert micros > 0
-    settled_usage(gateway, policy_id, micros / 1e6)
+    settled_usage(served_gateway, policy_id, micros / 1e6)
     model = f"mystery-model-{run_tag}"
-    assert chat(gateway.url, headers, model=model).status == 200
+    assert chat(served_gateway.url, headers, model=model).status == 200
     time.sleep(0.5)
-    assert get(gateway, USAGE, policy_id)["current_usage"] == micros / 1e6
-    wait_for(lambda: f"no price for model '{model}'" in gateway.output())
-    assert gateway.output().count(f"no price for model '{model}'") == 1
-    wait_metric(gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
+    assert get(served_gateway, USAGE, policy_id)["current_usage"] == micros / 1e6
+    wait_for(lambda: f"no price for model '{model}'" in served_gateway.output())
+    assert served_gateway.output().count(f"no price for model '{model}'") == 1
+    wait_metric(served_gateway, "gateway_cost_unknown_models_total", 1, provider="vendorA")
 
 
-def test_crossing_the_alert_threshold_records_one_alert_per_period(gateway, mock):
+def test_crossing_the_alert_threshold_records_one_alert_per_period(served_gateway, mock):
     run_tag = tag()
-    policy_id = usage_limit(gateway, run_tag, "requests", 10, alert_threshold=2, periodic_reset="monthly")
+    policy_id = usage_limit(served_gateway, run_tag, "requests", 10, alert_threshold=2, periodic_reset="monthly")
     headers = chat_headers(mock.scenario(), run_tag)
     for _ in range(2):
-        assert chat(gateway.url, headers).status == 200
-    alerts = wait_for(lambda: get(gateway, USAGE, policy_id)["alerts"])
+        assert chat(served_gateway.url, headers).status == 200
+    alerts = wait_for(lambda: get(served_gateway, USAGE, policy_id)["alerts"])
     assert len(alerts) == 1
     assert alerts[0]["value_key"] == run_tag and alerts[0]["usage"] >= 2 and alerts[0]["alert_threshold"] == 2
     for _ in range(2):
-        assert chat(gateway.url, headers).status == 200
-    settled_usage(gateway, policy_id, 4)
-    assert len(get(gateway, USAGE, policy_id)["alerts"]) == 1
-    assert gateway.output().count(f"policy 'usage {run_tag}' ({policy_id}) crossed its alert threshold") == 1
+        assert chat(served_gateway.url, headers).status == 200
+    settled_usage(served_gateway, policy_id, 4)
+    assert len(get(served_gateway, USAGE, policy_id)["alerts"]) == 1
+    assert served_gateway.output().count(f"policy 'usage {run_tag}' ({policy_id}) crossed its alert threshold") == 1
 
 
 def test_archived_policies_stop_applying_and_updates_apply_at_once(gateway, mock):

@@ -49,7 +49,8 @@ def provider_headers(base: str, key: str = KEY, secret: str = SECRET, token: str
 
 
 def sdk(gateway, headers: dict[str, str]) -> OpenAI:
-    return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", default_headers=headers, max_retries=0, timeout=60)
+    return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", default_headers=headers, max_retries=0, timeout=60,
+                  http_client=gateway.http_client())
 
 
 def test_non_streamed_chat_is_signed_verified_and_mapped(gateway, mock):

@@ -32,7 +32,7 @@ def client(gateway, cfg: dict) -> OpenAI:
     hdrs = headers(cfg)
     del hdrs["content-type"]
     return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused-by-config", default_headers=hdrs, max_retries=0,
-                  timeout=60)
+                  timeout=60, http_client=gateway.http_client())
 
 
 def test_sdk_chat_goes_to_the_deployment_with_api_key_and_api_version(gateway, mock):

@@ -41,7 +41,7 @@ def client(gateway, cfg: dict) -> OpenAI:
     hdrs = headers(cfg)
     del hdrs["content-type"]
     return OpenAI(base_url=f"{gateway.url}/v1", api_key="unused-by-config", default_headers=hdrs, max_retries=0,
-                  timeout=60)
+                  timeout=60, http_client=gateway.http_client())
 
 
 def chat_url(gateway) -> str:

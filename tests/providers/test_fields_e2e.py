@@ -98,7 +98,8 @@ def test_the_sdk_sees_a_bad_response_format_as_bad_request(gateway, mock):
     base = mock.scenario()
     routed = headers_for(config=target("cloudC", base))
     client = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=60,
-                    default_headers={k: v for k, v in routed.items() if k != "content-type"})
+                    default_headers={k: v for k, v in routed.items() if k != "content-type"},
+                    http_client=gateway.http_client())
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODELS["cloudC"], messages=HI, response_format={"type": "json_schema"})
     assert info.value.body["param"] == "response_format.json_schema"
@@ -185,7 +186,8 @@ def test_logprobs_true_is_a_bad_request_naming_the_field_and_provider_in_the_sdk
     base = mock.scenario()
     hdrs = headers_for(config=target(provider, base))
     del hdrs["content-type"]
-    client = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", default_headers=hdrs, max_retries=0, timeout=60)
+    client = OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", default_headers=hdrs, max_retries=0, timeout=60,
+                    http_client=gateway.http_client())
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODELS[provider], messages=HI, **fields)
     assert info.value.status_code == 400

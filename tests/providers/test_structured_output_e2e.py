@@ -49,7 +49,7 @@ def sdk(gateway, mock, provider: str, base: str) -> OpenAI:
     else:
         return cloudC.client(gateway, cloudC.config(base))
     return OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-provider-token", default_headers=headers, max_retries=0,
-                  timeout=60)
+                  timeout=60, http_client=gateway.http_client())
 
 
 def raw_headers(provider: str, base: str) -> dict[str, str]:

@@ -208,6 +208,7 @@ class AppClient:
         gone = asyncio.Event()
         parts: asyncio.Queue = asyncio.Queue()
         head: asyncio.Future = asyncio.get_running_loop().create_future()
+        head_only = method.upper() == "HEAD"
         given = False
 
         async def receive() -> dict[str, Any]:
@@ -225,6 +226,8 @@ class AppClient:
                 pairs = [(bytes(k).decode().lower(), bytes(v).decode()) for k, v in message.get("headers", [])]
                 head.set_result((message["status"], pairs))
             elif message["type"] == "http.response.body":
+                if head_only:  # a server never sends a HEAD answer's body, whatever the app writes
+                    message = {**message, "body": b""}
                 await parts.put(message)
                 if not message.get("more_body", False):
                     gone.set()  # the exchange is over: a later receive() answers disconnect, as on a closed socket

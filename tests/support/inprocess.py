@@ -12,11 +12,14 @@ moves here by building its URLs from this object. ``run`` runs a coroutine on th
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import itertools
 import os
 import threading
 from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import Future
+from types import ModuleType
 from typing import Any, TypeVar
 
 import httpx
@@ -120,9 +123,11 @@ class InProcessGateway:
              timeout: float = READ_S) -> Response:
         return self.request("POST", target, body, headers, timeout)
 
-    def http_client(self, **options: Any) -> httpx.Client:
-        """An ``httpx.Client`` whose requests this gateway answers (an SDK's ``http_client=``), bodies streamed."""
-        return httpx.Client(transport=GatewayTransport(self), **options)
+    def http_client(self, package: str = "httpx", **options: Any) -> Any:
+        """A ``Client`` of ``package`` whose requests this gateway answers (an SDK's ``http_client=``), bodies
+        streamed: httpx's by default, ``"httpx2"`` for an SDK built on that fork (the anthropic SDK)."""
+        module = importlib.import_module(package)
+        return module.Client(transport=GatewayTransport(self, module), **options)
 
     def events(self, method: str, target: str, body: Body = None, headers: Mapping[str, str] | None = None,
                timeout: float = READ_S) -> SyncEventStream:
@@ -158,20 +163,24 @@ async def _cancel_the_rest() -> None:
 
 class GatewayTransport(httpx.BaseTransport):
     """httpx's transport interface over an in-process gateway: each request goes to its app, and the answer's body
-    is read as the app sends it (httpx's ``MockTransport`` is the model)."""
+    is read as the app sends it (httpx's ``MockTransport`` is the model). ``package`` is the httpx module whose
+    ``Response`` it answers (httpx, or a fork with the same interface)."""
 
-    def __init__(self, gateway: InProcessGateway) -> None:
+    def __init__(self, gateway: InProcessGateway, package: ModuleType = httpx) -> None:
         self.gateway = gateway
+        self.package = package
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: Any) -> Any:
         gateway = self.gateway
         headers = dict(request.headers.multi_items())
         answer = gateway.run(gateway.client.open(request.method, str(request.url), request.read(), headers))
-        return httpx.Response(answer.status, headers=answer.header_list, stream=_BodyStream(gateway, answer),
-                              request=request)
+        return self.package.Response(answer.status, headers=answer.header_list,
+                                     stream=_body_stream(self.package)(gateway, answer), request=request)
 
 
-class _BodyStream(httpx.SyncByteStream):
+class _BodyStream:
+    """An answer's body as the app sends it, read from the test's thread (a ``SyncByteStream`` of the package)."""
+
     def __init__(self, gateway: InProcessGateway, answer: StreamedResponse) -> None:
         self.gateway = gateway
         self.answer = answer
@@ -182,6 +191,12 @@ class _BodyStream(httpx.SyncByteStream):
 
     def close(self) -> None:
         self.gateway.run(self.answer.close())
+
+
+@functools.cache
+def _body_stream(package: ModuleType) -> type[_BodyStream]:
+    """``_BodyStream`` as a ``SyncByteStream`` of ``package`` (its ``Response`` checks the stream's class)."""
+    return type("_BodyStream", (_BodyStream, package.SyncByteStream), {})
 
 
 class SyncEventStream:

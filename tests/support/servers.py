@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -58,6 +60,11 @@ class Server:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def http_client(self, package: str = "httpx", **options: Any) -> Any:
+        """A plain ``Client`` of ``package`` (an SDK's ``http_client=``): the in-process gateway's method of that
+        name, so a helper that builds an SDK client takes either kind of gateway."""
+        return importlib.import_module(package).Client(**options)
 
 
 def start(args: list[str], env_extra: dict[str, str] | None = None, port: int | None = None,

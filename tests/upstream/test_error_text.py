@@ -82,18 +82,19 @@ def _trace() -> str:
     return f"error-text-{uuid.uuid4().hex}"
 
 
-def test_a_huge_upstream_error_message_reaches_client_and_logs_cut_to_a_few_kib(gateway):
+def test_a_huge_upstream_error_message_reaches_client_and_logs_cut_to_a_few_kib(served_gateway):
     size = 5 * 1024 * 1024
     huge = response(500, b'{"error": {"message": "' + b"m" * size + b'", "type": "server_error"}}')
     trace = _trace()
     with HostileUpstream(lambda head, body: huge) as upstream:
-        resp = post(f"{gateway.url}/v1/chat/completions", CHAT, headers_for(upstream.url + "/v1", trace_id=trace))
+        resp = post(f"{served_gateway.url}/v1/chat/completions", CHAT,
+                    headers_for(upstream.url + "/v1", trace_id=trace))
     assert resp.status == 500 and len(resp.body) < SMALL
     message = resp.json()["error"]["message"]
     assert message.endswith(f"{CUT_MARK}{size - ERROR_TEXT_CHARS} characters]")
-    item = wait_logs(gateway, trace)[0]
+    item = wait_logs(served_gateway, trace)[0]
     assert len(msgspec.json.encode(item)) < 3 * SMALL and item["error"] == message
-    lines = [line for line in gateway.output().splitlines() if trace in line]
+    lines = [line for line in served_gateway.output().splitlines() if trace in line]
     assert lines and all(len(line) < 3 * SMALL for line in lines)
 
 

@@ -40,7 +40,8 @@ def target(provider: str, base: str) -> dict:
 
 
 def client_for(gateway, cfg: dict):
-    return anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0, timeout=60, default_headers={
+    return anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0, timeout=60,
+                               http_client=gateway.http_client("httpx2"), default_headers={
         "x-gateway-api-key": ADMIN_KEY, "x-gateway-config": msgspec.json.encode(cfg).decode()})
 
 
