@@ -34,6 +34,8 @@ from gateway.state.select import open_store
 from gateway.state.watch import RecordWatcher
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.exchange import UpstreamExchange
+from gateway.upstream.lean import LeanTransport
+from gateway.upstream.transport import UpstreamTransport
 
 if TYPE_CHECKING:
     from gateway.pipeline.steps import PipelineSteps
@@ -68,8 +70,12 @@ class Runtime:
         self.providers = ProviderRegistry(self.client)
         #: header names never forwarded, whatever a request says (the organisation_headers_to_mask setting)
         self.masked_headers = frozenset(n.lower() for n in settings.organisation_headers_to_mask)
+        #: the request path's transport: the lean one (which leaves proxied upstreams and streamed uploads to
+        #: ``client``), or ``client`` itself (GATEWAY_UPSTREAM_TRANSPORT=aiohttp)
+        self.transport: UpstreamTransport = (
+            LeanTransport(settings, self.client) if settings.upstream_transport == "lean" else self.client)
         #: every request-path upstream call goes through it; a test swaps ``exchange.transport`` for a MockTransport
-        self.exchange = UpstreamExchange(self.client, self.masked_headers)
+        self.exchange = UpstreamExchange(self.transport, self.masked_headers)
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self._steps: PipelineSteps | None = None
@@ -141,7 +147,7 @@ class Runtime:
         """The worker's own parts in the order they start; they close in the reverse order (the state store last but
         for the key cache), and a start that fails closes what had started."""
         parts: list[Service] = [
-            Stage("key cache", close=self.keys.close), self.store, self.watcher, self.client,
+            Stage("key cache", close=self.keys.close), self.store, self.watcher, self.transport,
             Stage("providers", close=self.providers.close),
             Stage("loop lag", start=self.loop_lag.start, close=self.loop_lag.stop), self.policies, self.recorder,
             Stage("pipeline steps", close=self._close_steps),

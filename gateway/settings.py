@@ -117,6 +117,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "not bounded)", gt=0)] = 128 * 1024 * 1024
     request_timeout_ms: Annotated[int | None, setting("default request_timeout for every request (408)",
                                                       aliases=("REQUEST_TIMEOUT",))] = None
+    upstream_transport: Annotated[Literal["lean", "aiohttp"], setting(
+        "how request-path calls reach upstreams: lean (a keep-alive pool of loop transports, llhttp parsing; proxied "
+        "upstreams and streamed uploads still go through aiohttp) or aiohttp (every call through aiohttp's "
+        "client)")] = "lean"
     pool_size_per_host: Annotated[int, setting("upstream connections per worker and upstream host (0: no limit)")] = 0
     pool_size: Annotated[int, setting("upstream connections per worker (0: no limit)")] = 0
     pool_keepalive_s: Annotated[float, setting("idle keep-alive of pooled upstream connections")] = 60.0

@@ -24,6 +24,8 @@ from gateway.observability import recordrow as pure_recordrow
 from gateway.observability import recordrow_in_use
 from gateway.routing import conditions as pure_conditions
 from gateway.routing import conditions_in_use
+from gateway.upstream import head as pure_head
+from gateway.upstream import head_in_use
 from tests.support.twins import compiled_twin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +36,7 @@ TWINS: dict[str, tuple[ModuleType, ModuleType]] = {
     "similarity": (pure_similarity, similarity_in_use),
     "recordrow": (pure_recordrow, recordrow_in_use),
     "context": (pure_context, context_in_use),
+    "head": (pure_head, head_in_use),
 }
 
 
@@ -80,6 +83,7 @@ def test_the_module_in_use_serves_the_compiled_twin_unless_switched_off(name: st
     ("similarity", "__all__", ["best_match"]),
     ("recordrow", "__all__", ["RecordRows", "RowBuilder"]),
     ("context", "__all__", ["build_context"]),
+    ("head", "_BODYLESS", frozenset(("GET",))),
 ])
 def test_a_stale_build_refuses_to_load_and_the_pure_twin_is_used(name: str, constant: str, changed: object) -> None:
     compiled_twin(name)  # built and loadable as it is

@@ -14,6 +14,7 @@ from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability import recordrow_in_use
 from gateway.routing import conditions_in_use
+from gateway.upstream import head_in_use
 from gateway.state.base import StateStore
 
 _encode = msgspec.json.encode
@@ -32,6 +33,7 @@ def speedups() -> dict[str, str]:
         "similarity": similarity_in_use.IMPLEMENTATION,
         "recordrow": recordrow_in_use.IMPLEMENTATION,
         "context": context_in_use.IMPLEMENTATION,
+        "head": head_in_use.IMPLEMENTATION,
     }
 
 

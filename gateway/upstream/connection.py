@@ -1,0 +1,269 @@
+"""One keep-alive connection of the lean exchange: an asyncio protocol that parses answers with llhttp.
+
+The answer is parsed by llhttp through PyPI ``httptools`` (``HttpResponseParser``: status, header fields, body
+pieces with Content-Length, chunked framing and chunk extensions or trailers handled by llhttp, message completion,
+``should_keep_alive`` from the version and ``Connection``). httptools bounds nothing, so this protocol does: at
+most ``MAX_HEAD_BYTES`` before the head ends and ``MAX_HEADERS`` fields (aiohttp's defaults are 8 KiB a line and
+128 fields; a provider's head is well under 2 KiB). Interim answers (1xx but 101) are skipped, as RFC 9110
+section 15.2 asks of a client that did not ask for them. An answer with neither Content-Length nor chunked framing
+ends when the upstream closes (RFC 9112 section 6.3, rule 8): httptools has no end-of-input call, so that case is
+recognised here (a cut body otherwise). Bytes that arrive while no exchange is on the connection mean it is out of
+step with its upstream: it is closed.
+
+Body pieces are queued as they arrive, not copied further; past ``HIGH_WATER`` queued bytes the socket stops being
+read until the reader catches up below ``LOW_WATER`` (a client that reads slowly holds at most that much here).
+
+One timer an exchange: ``begin`` sets a deadline (the whole answer for a JSON answer; the longest silence for a
+stream, where each read only moves it), and the timer, firing early, waits for the moved deadline. When it runs out
+the exchange fails with ``AnswerTimeout`` and the connection is closed; so is a connection whose exchange was
+abandoned (``pool.ConnectionPool.discard``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import httptools
+
+#: the most a head may take before it ends (status line and fields)
+MAX_HEAD_BYTES = 64 * 1024
+#: the most header fields an answer may have
+MAX_HEADERS = 128
+#: queued body bytes past which the socket is no longer read
+HIGH_WATER = 256 * 1024
+#: queued body bytes under which it is read again
+LOW_WATER = 64 * 1024
+
+
+class AnswerTimeout(TimeoutError):
+    """The upstream fell silent past the read timeout (or a JSON answer took longer than it)."""
+
+
+class ConnectionBroke(Exception):
+    """The connection ended or failed before the answer did; ``answered`` says whether any of it had arrived."""
+
+    def __init__(self, what: str, answered: bool) -> None:
+        super().__init__(what)
+        self.what = what
+        self.answered = answered
+
+
+class BadAnswer(Exception):
+    """The upstream sent something that is not a valid HTTP answer (or one past the head bounds)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """A connection to one upstream; the pool lends it to one exchange at a time (see the module docstring)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: object) -> None:
+        self.loop = loop
+        #: the pool's key of the upstream this connection goes to
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        #: the exchange in progress has its connection here
+        self.busy = False
+        #: answers completed on this connection (0: a new one)
+        self.answers = 0
+        #: when it went back to the pool
+        self.idle_since = 0.0
+        #: closed after its one exchange (the resend after a stale connection: as aiohttp's fresh session does)
+        self.single_use = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.head_bytes = 0
+        self.head_done = False
+        self.interim = False
+        self.complete = False
+        self.keep_alive = False
+        self.received = False
+        self.pieces: deque[bytes] = deque()
+        self.buffered = 0
+        self.paused = False
+        self.error: BaseException | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.stream = False
+        self.silence = 0.0
+        self.deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._close_delimited = False
+
+    # --- the exchange's side -------------------------------------------------------------------------------------
+
+    def begin(self, stream: bool, read_s: float) -> None:
+        """Start an exchange: fresh answer state and its one timer (``read_s`` the whole answer, or for a
+        ``stream`` the longest silence)."""
+        self._reset()
+        self.busy = True
+        self.stream = stream
+        self.silence = read_s
+        if read_s > 0:
+            self.deadline = self.loop.time() + read_s
+            self._timer = self.loop.call_at(self.deadline, self._on_timer)
+
+    def finish(self) -> None:
+        """The exchange is over (whatever its end): the timer stops, the answer state is dropped."""
+        self.busy = False
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            self._timer = None
+        self.pieces.clear()
+        self.waiter = None
+        if self.paused and not self.closed and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def wait(self) -> asyncio.Future[None]:
+        """A future done when something arrives (the head, a body piece, the end or a failure)."""
+        waiter = self.waiter = self.loop.create_future()
+        return waiter
+
+    def took(self, size: int) -> None:
+        """The reader took ``size`` queued bytes: read the socket again once the queue is short."""
+        self.buffered -= size
+        if self.paused and self.buffered <= LOW_WATER and not self.closed:
+            self.paused = False
+            self.transport.resume_reading()  # type: ignore[union-attr]
+
+    def abort(self) -> None:
+        """Close the connection now (never reused)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # --- the event loop's side -----------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy:  # nothing was asked: the connection is out of step with its upstream
+            self.abort()
+            return
+        self.received = True
+        if self.stream:
+            self.deadline = self.loop.time() + self.silence
+        if not self.head_done:
+            self.head_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(BadAnswer(f"sent an answer that is not valid HTTP ({exc})"))
+            return
+        except _HeadTooLarge as exc:
+            self._fail(BadAnswer(str(exc)))
+            return
+        if not self.head_done and self.head_bytes > MAX_HEAD_BYTES:
+            self._fail(BadAnswer(f"sent an answer whose head is larger than {MAX_HEAD_BYTES} bytes"))
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.busy or self.complete or self.error is not None:
+            return
+        if self.head_done and self._close_delimited:
+            self.complete = True  # a body without framing ends when the upstream closes
+            self.keep_alive = False
+            self._wake()
+            return
+        if not self.received:
+            what = "closed the connection before answering"
+        elif not self.head_done:
+            what = "closed the connection in the middle of its answer's head"
+        else:
+            what = "cut its answer off before the end"
+        if isinstance(exc, ConnectionResetError):
+            what = "reset the connection" if self.head_done else "reset the connection before answering"
+        self._fail(ConnectionBroke(what, self.received), close=False)
+
+    def pause_writing(self) -> None:  # a request body larger than the socket buffer: the transport buffers it
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # --- llhttp's callbacks --------------------------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        headers = self.raw_headers
+        if len(headers) >= MAX_HEADERS:
+            raise _HeadTooLarge(f"sent an answer with more than {MAX_HEADERS} header fields")
+        headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self.interim = True  # skipped: its end resets the answer (on_message_complete)
+            return
+        self.status = status
+        self.head_done = True
+        framed = False
+        for name, _ in self.raw_headers:
+            if len(name) in (14, 17) and name.lower() in (b"content-length", b"transfer-encoding"):
+                framed = True
+                break
+        self._close_delimited = not framed and status not in (204, 304)
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        self.pieces.append(body)
+        self.buffered += len(body)
+        if self.buffered > HIGH_WATER and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            self.raw_headers = []
+            self.head_bytes = 0
+            return
+        self.complete = True
+        self.keep_alive = self._parser.should_keep_alive()
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            self._timer = None
+        self._wake()
+
+    # --- the rest ------------------------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _fail(self, error: BaseException, close: bool = True) -> None:
+        self.error = error
+        self._wake()
+        if close:
+            self.abort()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self.busy or self.complete:
+            return
+        deadline = self.deadline
+        if self.stream and self.loop.time() < deadline:  # data came since: wait for the moved deadline
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+            return
+        self._fail(AnswerTimeout("timed out"))
+
+
+class _HeadTooLarge(Exception):
+    """Raised inside llhttp's header callback to stop the parse (httptools re-raises it from ``feed_data``)."""
