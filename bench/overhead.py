@@ -42,7 +42,9 @@ from loadgen import LoadGenerator, PythonLoad, WrkLoad, pick_loadgen
 from procs import Stack, cpu_seconds, worker_rss_mb
 from rawhttp import Connection, build_request
 
-TARGETS = ("direct", "floor", "gateway")
+TARGETS = ("direct", "floor", "lean", "gateway")
+#: the proxies measured against direct
+PROXIES = ("floor", "lean", "gateway")
 ADDED_P50_RATIO_MAX = 1.3
 THROUGHPUT_RATIO_MIN = 0.7
 RSS_MB_MAX = 80.0
@@ -84,6 +86,8 @@ def requests_for(stack: Stack, stream: bool | str) -> dict[str, tuple[str, bytes
     out = {"direct": (stack.mock.url + path, plain), "gateway": (stack.gateway.url + "/v1/chat/completions", gateway)}
     if stack.floor is not None:
         out["floor"] = (stack.floor.url + path, plain)
+    if stack.lean is not None:
+        out["lean"] = (stack.lean.url + path, plain)
     return {name: (url, build_request(url, body, headers)) for name, (url, headers) in out.items()}
 
 
@@ -97,6 +101,8 @@ def door_requests_for(stack: Stack, mode: str) -> dict[str, tuple[str, bytes]]:
     out = {"direct": (stack.mock.url + base + path, plain), "gateway": (stack.gateway.url + path, gateway)}
     if stack.floor is not None:
         out["floor"] = (stack.floor.url + base + path, plain)
+    if stack.lean is not None:
+        out["lean"] = (stack.lean.url + base + path, plain)
     return {name: (url, build_request(url, body, headers)) for name, (url, headers) in out.items()}
 
 
@@ -151,13 +157,13 @@ def latency(reqs: dict[str, tuple[str, bytes]], count: int, warmup: int, stream:
         for conn in conns.values():
             conn.close()
     lat = {name: summary_ms(totals[name]) for name in TARGETS}
-    added = {name: {q: round(lat[name][q] - lat["direct"][q], 4) for q in ("p50", "p99")}
-             for name in ("floor", "gateway")}
-    floor_p50 = added["floor"]["p50"]
+    added = {name: {q: round(lat[name][q] - lat["direct"][q], 4) for q in ("p50", "p99")} for name in PROXIES}
     out = {
         "latency_ms": lat,
         "added_ms": added,
-        "added_p50_ratio": round(added["gateway"]["p50"] / floor_p50, 3) if floor_p50 > 0 else None,
+        "added_p50_ratio": _ratio(added["gateway"]["p50"], added["floor"]["p50"]),
+        "added_p50_ratio_to_lean": _ratio(added["gateway"]["p50"], added["lean"]["p50"]),
+        "lean_added_p50_ratio": _ratio(added["lean"]["p50"], added["floor"]["p50"]),
         "errors": errors,
         "requests": count,
     }
@@ -166,10 +172,14 @@ def latency(reqs: dict[str, tuple[str, bytes]], count: int, warmup: int, stream:
     return out
 
 
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b > 0 else None
+
+
 def throughput(stack: Stack, reqs: dict[str, tuple[str, bytes]], gen: LoadGenerator, rounds: int,
                duration: float) -> dict:
     """Rounds alternating the targets at ``gen.connections`` connections; medians of req/s."""
-    servers = {"direct": stack.mock, "floor": stack.floor, "gateway": stack.gateway}
+    servers = {"direct": stack.mock, "floor": stack.floor, "lean": stack.lean, "gateway": stack.gateway}
     rps: dict[str, list[float]] = {n: [] for n in TARGETS}
     cpu_us: dict[str, list[float]] = {n: [] for n in TARGETS}
     errors = dict.fromkeys(TARGETS, 0)
@@ -193,7 +203,9 @@ def throughput(stack: Stack, reqs: dict[str, tuple[str, bytes]], gen: LoadGenera
     return {
         "throughput_rps": med,
         "throughput_rounds": rps,
-        "throughput_ratio": round(med["gateway"] / med["floor"], 3) if med["floor"] else None,
+        "throughput_ratio": _ratio(med["gateway"], med["floor"]),
+        "throughput_ratio_to_lean": _ratio(med["gateway"], med["lean"]),
+        "lean_throughput_ratio": _ratio(med["lean"], med["floor"]),
         "throughput_errors": errors,
         "cpu_us_per_request": {name: round(statistics.median(cpu_us[name]), 1) for name in TARGETS},
         "connections": gen.connections,

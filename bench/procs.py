@@ -88,6 +88,8 @@ class Stack:
         self.admin_key = ADMIN_KEY
         self.mock: Server | None = None
         self.floor: Server | None = None
+        #: the lean floor: the same relay over the gateway's lean exchange
+        self.lean: Server | None = None
         self.gateway: Server | None = None
         self.gateway_requests = 0
         self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
@@ -120,20 +122,24 @@ class Stack:
             if floor:
                 self.floor = Server("floor", [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream",
                                               self.mock.url, "--workers", str(workers)], self.env, self.tmp)
+                self.lean = Server("lean", [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream",
+                                            self.mock.url, "--workers", str(workers), "--lean"], self.env, self.tmp)
             data = self.tmp / f"data-{workers}"
             env = {**self.env, "GATEWAY_ADMIN_KEY": self.admin_key, "GATEWAY_DATA_DIR": str(data),
                    "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": str(workers), **self.gateway_env}
             self.gateway = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
-            if self.floor is not None:
-                self.floor.wait_ready(lambda: _http_ok(self.floor.url + "/v1/chat/completions", probe))
+            for floor_server in (self.floor, self.lean):
+                if floor_server is not None:
+                    floor_server.wait_ready(lambda s=floor_server: _http_ok(s.url + "/v1/chat/completions", probe))
             self.gateway.wait_ready(lambda: _http_ok(self.gateway.url + "/ready"))
             self._wait_workers(self.gateway, workers)
-            if self.floor is not None:
-                self._wait_workers(self.floor, workers)
+            for floor_server in (self.floor, self.lean):
+                if floor_server is not None:
+                    self._wait_workers(floor_server, workers)
         except BaseException:
             self.stop_proxies()
             raise
-        self.log(f"started floor and gateway with {workers} worker(s)")
+        self.log(f"started the floors and the gateway with {workers} worker(s)")
 
     @staticmethod
     def _wait_workers(server: Server, workers: int, timeout: float = 30.0) -> None:
@@ -142,10 +148,10 @@ class Stack:
             time.sleep(0.1)
 
     def stop_proxies(self) -> None:
-        for server in (self.floor, self.gateway):
+        for server in (self.floor, self.lean, self.gateway):
             if server is not None:
                 server.stop()
-        self.floor = self.gateway = None
+        self.floor = self.lean = self.gateway = None
 
     def __exit__(self, *exc) -> None:
         self.stop_proxies()
