@@ -1,7 +1,8 @@
 """One keep-alive connection of the lean exchange: an asyncio protocol that parses answers with llhttp.
 
 The answer is parsed by llhttp through PyPI ``httptools`` (``HttpResponseParser``: status, header fields, body
-pieces with Content-Length, chunked framing and chunk extensions or trailers handled by llhttp, message completion,
+pieces with Content-Length, chunked framing and chunk extensions or trailers handled by llhttp (trailer fields are
+dropped, not added to the head's: aiohttp does not show them either), message completion,
 ``should_keep_alive`` from the version and ``Connection``). httptools bounds nothing, so this protocol does: at
 most ``MAX_HEAD_BYTES`` before the head ends and ``MAX_HEADERS`` fields (aiohttp's defaults are 8 KiB a line and
 128 fields; a provider's head is well under 2 KiB). Interim answers (1xx but 101) are skipped, as RFC 9110
@@ -81,7 +82,9 @@ class UpstreamConnection(asyncio.Protocol):
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.head_bytes = 0
+        self.field_bytes = 0
         self.head_done = False
+        self.trailers = 0
         self.interim = False
         self.complete = False
         self.keep_alive = False
@@ -158,10 +161,10 @@ class UpstreamConnection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(BadAnswer(f"sent an answer that is not valid HTTP ({exc})"))
-            return
-        except _HeadTooLarge as exc:
-            self._fail(BadAnswer(str(exc)))
+            # a bound refused in a callback comes back wrapped ("callback error"), the refusal as its context
+            refused = exc.__context__
+            self._fail(BadAnswer(str(refused) if isinstance(refused, _HeadTooLarge)
+                                 else f"sent an answer that is not valid HTTP ({exc})"))
             return
         if not self.head_done and self.head_bytes > MAX_HEAD_BYTES:
             self._fail(BadAnswer(f"sent an answer whose head is larger than {MAX_HEAD_BYTES} bytes"))
@@ -197,9 +200,18 @@ class UpstreamConnection(asyncio.Protocol):
     # --- llhttp's callbacks --------------------------------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head_done:  # a trailer field (after a chunked body): not one of the answer's headers, only counted
+            self.trailers += 1
+            if self.trailers > MAX_HEADERS:
+                raise _HeadTooLarge(f"sent an answer with more than {MAX_HEADERS} trailer fields")
+            return
         headers = self.raw_headers
         if len(headers) >= MAX_HEADERS:
             raise _HeadTooLarge(f"sent an answer with more than {MAX_HEADERS} header fields")
+        # counted field by field too: a whole head that came in one read has ended before ``data_received`` looks
+        self.field_bytes += len(name) + len(value) + 4
+        if self.field_bytes > MAX_HEAD_BYTES:
+            raise _HeadTooLarge(f"sent an answer whose head is larger than {MAX_HEAD_BYTES} bytes")
         headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -229,7 +241,7 @@ class UpstreamConnection(asyncio.Protocol):
         if self.interim:
             self.interim = False
             self.raw_headers = []
-            self.head_bytes = 0
+            self.head_bytes = self.field_bytes = 0
             return
         self.complete = True
         self.keep_alive = self._parser.should_keep_alive()
@@ -266,4 +278,5 @@ class UpstreamConnection(asyncio.Protocol):
 
 
 class _HeadTooLarge(Exception):
-    """Raised inside llhttp's header callback to stop the parse (httptools re-raises it from ``feed_data``)."""
+    """Raised inside llhttp's header callback to stop the parse (httptools raises ``HttpParserCallbackError`` from
+    ``feed_data``, this one as its ``__context__``)."""
