@@ -7,7 +7,9 @@ codings and ``identity`` are passed on as they came (as aiohttp does).
 
 A decoder never inflates more than ``PIECE`` bytes in one call: input it could not finish is kept and inflated by
 the next ``more()``, so a small compressed read cannot become a gigabyte at once (a "gzip bomb"), and the
-caller's bound (GATEWAY_MAX_UPSTREAM_BODY_BYTES on a whole-body read) is counted piece by piece. zlib's
+caller's bound (GATEWAY_MAX_UPSTREAM_BODY_BYTES on a whole-body read) is counted piece by piece. A body that
+ends before its compressed data does (framed right, but cut where it was compressed) does not decode: a truncated
+answer is not passed on as a whole one (aiohttp refuses it for deflate only). zlib's
 ``decompress(data, max_length)`` keeps the rest in ``unconsumed_tail``; Brotli's ``process(data,
 output_buffer_limit=...)`` keeps it inside and wants empty input until ``can_accept_more_data()``.
 """
@@ -26,6 +28,8 @@ except ImportError:  # pragma: no cover - installed with the gateway
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli is not None else "gzip, deflate"
 #: the most one decode call inflates
 PIECE = 256 * 1024
+#: why a body whose compressed data stops before its end does not decode
+_CUT = "the compressed data stops before its end"
 
 
 class DecodeFailed(ValueError):
@@ -74,19 +78,24 @@ class _Zlib:
 
     def flush(self) -> bytes:
         try:
-            return self._inflate.flush(PIECE)
+            out = self._inflate.flush(PIECE)
         except zlib.error as exc:
             raise DecodeFailed(str(exc)) from None
+        if self._started and not self._inflate.eof:
+            raise DecodeFailed(_CUT)
+        return out
 
 
 class _Brotli:
-    __slots__ = ("_process", "_ready")
+    __slots__ = ("_process", "_ready", "_started")
 
     def __init__(self) -> None:
         self._process = brotli.Decompressor()
         self._ready = self._process.can_accept_more_data
+        self._started = False
 
     def feed(self, data: bytes) -> bytes:
+        self._started = self._started or bool(data)
         try:
             return self._process.process(data, output_buffer_limit=PIECE)
         except brotli.error as exc:
@@ -100,6 +109,8 @@ class _Brotli:
         return self.feed(b"")
 
     def flush(self) -> bytes:
+        if self._started and not self._process.is_finished():
+            raise DecodeFailed(_CUT)
         return b""
 
 
