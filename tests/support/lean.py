@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -33,9 +34,11 @@ def lean_settings(**overrides: Any) -> Settings:
 
 
 @asynccontextmanager
-async def lean_transport(settings: Settings | None = None, **overrides: Any) -> AsyncIterator[LeanTransport]:
-    """A started ``LeanTransport`` (closed when the block ends); ``overrides`` are ``Settings`` fields."""
-    transport = LeanTransport(settings or lean_settings(**overrides))
+async def lean_transport(settings: Settings | None = None, ssl_context: ssl.SSLContext | None = None,
+                         **overrides: Any) -> AsyncIterator[LeanTransport]:
+    """A started ``LeanTransport`` (closed when the block ends); ``overrides`` are ``Settings`` fields,
+    ``ssl_context`` the client's TLS context (the system's trust store when None)."""
+    transport = LeanTransport(settings or lean_settings(**overrides), ssl_context=ssl_context)
     await transport.start()
     try:
         yield transport
@@ -115,8 +118,10 @@ Serve = Callable[[ScriptedConnection], Awaitable[None]]
 class ScriptedUpstream:
     """``async with ScriptedUpstream(serve) as upstream:`` serves on ``upstream.url`` until the block ends."""
 
-    def __init__(self, serve: Serve) -> None:
+    def __init__(self, serve: Serve, tls: ssl.SSLContext | None = None) -> None:
         self.serve = serve
+        #: the server side's TLS context (``url`` is then https)
+        self.tls = tls
         self.connections = 0
         #: each request head read (by ``ScriptedConnection.request``), in order
         self.requests: list[bytes] = []
@@ -127,10 +132,10 @@ class ScriptedUpstream:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     async def __aenter__(self) -> Self:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
