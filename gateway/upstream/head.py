@@ -9,8 +9,8 @@ section 5.1: letters, digits and ``!#$%&'*+-.^_`|~``); a field value never holds
 unless it names its own (``Host``, ``User-Agent``, ``Accept-Encoding``: the codings ``decoders.py`` reads).
 ``request_head`` completes it for one request: the request line, the request's own headers (a ``Host`` or
 ``User-Agent`` of its own replaces the default; ``Content-Length``, ``Transfer-Encoding`` and ``Connection`` are the
-exchange's, so the request's are dropped), the defaults it did not name and ``Content-Length``. Names and values are written as UTF-8 (as aiohttp
-writes them).
+exchange's, so the request's are dropped), the defaults it did not name and ``Content-Length``. Names and values
+are written as UTF-8 (as aiohttp writes them); an international host name as its IDNA A-labels.
 
 This module is the pure twin of ``gateway._speedups.head`` (``_speedups/head.pyx``); ``head_in_use`` names the one
 this process uses.
@@ -46,9 +46,11 @@ class TargetHead:
         default_port = 443 if scheme == "https" else 80
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"  # an IPv6 literal
+        elif not host.isascii():
+            host = host.encode("idna").decode("ascii")  # an international name goes out as its A-labels (as yarl)
         authority = host if port == default_port else f"{host}:{port}"
         #: ``Host: ...\r\n`` (unless the request sends its own)
-        self.host = f"Host: {authority}\r\n".encode("idna" if not authority.isascii() else "ascii")
+        self.host = f"Host: {authority}\r\n".encode("ascii")
         #: ``User-Agent: ...\r\n`` (unless the request sends its own)
         self.agent = f"User-Agent: {agent}\r\n".encode()
         #: ``Accept-Encoding: ...\r\n`` (unless the request sends its own)
