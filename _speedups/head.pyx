@@ -84,7 +84,10 @@ def request_head(str method, str target, defaults, dict headers, Py_ssize_t leng
     cdef unsigned char c
     cdef int kind
     for name, value in headers.items():
-        name_b = (<str>name).encode()
+        try:
+            name_b = (<str>name).encode()
+        except UnicodeEncodeError:  # a lone surrogate: not a token either (the pure twin refuses it the same way)
+            raise HeaderRefused(name, "is not a valid header name") from None
         p = PyBytes_AS_STRING(name_b)
         n = PyBytes_GET_SIZE(name_b)
         kind = _kind(p, n)
