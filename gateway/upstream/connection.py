@@ -15,9 +15,10 @@ Body pieces are queued as they arrive, not copied further; past ``HIGH_WATER`` q
 read until the reader catches up below ``LOW_WATER`` (a client that reads slowly holds at most that much here).
 
 One timer an exchange: ``begin`` sets a deadline (the whole answer for a JSON answer; the longest silence for a
-stream, where each read only moves it), and the timer, firing early, waits for the moved deadline. When it runs out
-the exchange fails with ``AnswerTimeout`` and the connection is closed; so is a connection whose exchange was
-abandoned (``pool.ConnectionPool.discard``).
+stream, where each read only moves it, and which is not counted while the socket is not read because the reader is
+behind), and the timer, firing early, waits for the moved deadline. When it runs out the exchange fails with
+``AnswerTimeout`` and the connection is closed; so is a connection whose exchange was abandoned
+(``pool.ConnectionPool.discard``).
 """
 
 from __future__ import annotations
@@ -135,8 +136,16 @@ class UpstreamConnection(asyncio.Protocol):
         """The reader took ``size`` queued bytes: read the socket again once the queue is short."""
         self.buffered -= size
         if self.paused and self.buffered <= LOW_WATER and not self.closed:
-            self.paused = False
-            self.transport.resume_reading()  # type: ignore[union-attr]
+            self._resume()
+
+    def _resume(self) -> None:
+        self.paused = False
+        self.transport.resume_reading()  # type: ignore[union-attr]
+        if self.stream and self.busy and not self.complete and self.error is None and self.silence > 0:
+            # the silence is the upstream's again from now (aiohttp stops sock_read while paused the same way)
+            self.deadline = self.loop.time() + self.silence
+            if self._timer is None:
+                self._timer = self.loop.call_at(self.deadline, self._on_timer)
 
     def abort(self) -> None:
         """Close the connection now (never reused)."""
@@ -270,6 +279,8 @@ class UpstreamConnection(asyncio.Protocol):
         self._timer = None
         if not self.busy or self.complete:
             return
+        if self.stream and self.paused:  # the reader is behind, the socket not read: not the upstream's silence
+            return  # armed again on resume
         deadline = self.deadline
         if self.stream and self.loop.time() < deadline:  # data came since: wait for the moved deadline
             self._timer = self.loop.call_at(deadline, self._on_timer)
