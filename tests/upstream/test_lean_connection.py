@@ -302,3 +302,38 @@ async def test_a_request_cut_after_part_of_its_answer_is_not_resent():
     assert error.value.status == 502
     assert "in the middle of its answer's head" in error.value.message
     assert upstream.connections == 1
+
+
+async def test_a_json_answer_slower_than_the_read_timeout_in_all_is_a_504():
+    async def serve(conn: ScriptedConnection) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n")
+        for _ in range(100):  # never silent for long, but the whole answer takes longer than the read timeout
+            await conn.send(b"x")
+            await asyncio.sleep(0.02)
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport(upstream_read_timeout_ms=300) as transport:
+        with pytest.raises(GatewayError) as error:
+            await fetch(transport, upstream.url)
+    assert error.value.status == 504
+    assert error.value.message == "timed out reading from upstream 127.0.0.1"
+
+
+async def test_a_stream_read_slower_than_it_arrives_is_not_cut_by_the_read_timeout():
+    """The upstream sends a large stream at once and stays connected; the reader takes its time (the socket is
+    not read meanwhile): that is the reader's pace, not the upstream falling silent."""
+    body = bytes(range(256)) * 8192  # 2 MiB
+
+    async def serve(conn: ScriptedConnection) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+        await conn.closed_by_client()
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport(upstream_read_timeout_ms=300) as transport:
+        resp = await transport.open(UpstreamRequest(upstream.url, {}, b"{}"), stream=True)
+        received = [await resp.read_some()]
+        await asyncio.sleep(0.8)  # a slow client downstream
+        async for piece in resp.chunks():
+            received.append(piece)
+        resp.release()
+    assert b"".join(received) == body
