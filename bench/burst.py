@@ -1,7 +1,7 @@
 """Thousands of streams opened at once through one worker: the floor proxy and the gateway, in one run.
 
 Starts ``gateway mock-upstream`` (a scenario streaming ``--chunks`` content chunks ``--delay-ms`` apart), the floor
-proxy (``bench/floor_proxy.py``) and ``gateway serve`` with ``--workers`` workers (1 by default), then for each
+proxies (``bench/floor_proxy.py``: stock, and ``lean`` over the gateway's lean exchange) and ``gateway serve`` with ``--workers`` workers (1 by default), then for each
 target in turn opens ``--streams`` streamed chats at the same moment (one connection each, ``Connection: close``)
 and reads every stream to its end; each target is stopped before the next one runs, so the mock starts each
 burst without the previous target's pooled connections. Prints one JSON document on stdout (progress on stderr)
@@ -169,7 +169,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chunks", type=int, default=20, help="content chunks per stream (default 20)")
     p.add_argument("--delay-ms", type=int, default=250, help="upstream delay between chunks (default 250)")
     p.add_argument("--workers", type=int, default=1, help="floor and gateway workers (default 1)")
-    p.add_argument("--targets", default="floor,gateway", help="which to run, in order (default floor,gateway)")
+    p.add_argument("--targets", default="floor,gateway", help="which to run, in order: floor, lean (the lean floor), gateway (default floor,gateway)")
     p.add_argument("--timeout", type=float, default=300.0, help="per-stream client timeout, seconds")
     p.add_argument("--output", help="also write the JSON here")
     return p.parse_args(argv)
@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             plain = {"authorization": "Bearer sk-bench"}
             routes = {
                 "floor": (stack.floor.url, base + "/v1/chat/completions", plain, stack.floor.pid),
+                "lean": (stack.lean.url, base + "/v1/chat/completions", plain, stack.lean.pid),
                 "gateway": (stack.gateway.url, "/v1/chat/completions",
                             {**plain, "x-gateway-api-key": stack.admin_key, "x-gateway-provider": "vendorA",
                              "x-gateway-custom-host": f"{stack.mock.url}{base}/v1"}, stack.gateway.pid),
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{name}: {result['failures']} failures, {result['wall_s']} s")
                 # Stop this target before the next one: its thousands of pooled keep-alive connections to the
                 # single-worker mock would otherwise slow the mock down for whoever runs next (about 2x here).
-                server = stack.floor if name == "floor" else stack.gateway
+                server = {"floor": stack.floor, "lean": stack.lean, "gateway": stack.gateway}[name]
                 server.stop()
                 time.sleep(2)
         finally:
