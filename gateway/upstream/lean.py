@@ -201,8 +201,11 @@ class _Target:
             self.literal = True
         except ValueError:
             self.literal = False
-        start = url.find("/", url.find("//") + 2)
-        path = url[start:] if start >= 0 else "/"
+        authority = url.find("//") + 2
+        ends = [i for i in (url.find("/", authority), url.find("?", authority)) if i >= 0]
+        path = url[min(ends):] if ends else "/"
+        if path.startswith("?"):  # a query right after the authority: the path is "/" (as aiohttp sends it)
+            path = "/" + path
         self.path = path.split("#", 1)[0] or "/"
         self.defaults = transport.defaults(scheme, host, port)
 
