@@ -78,7 +78,10 @@ class ConnectionPool:
             handed = await self._wait(key, deadline)
             if handed is not None:
                 return handed  # counted in use by ``put``
-            if idle:
+            # the sweep may have dropped this upstream's record while it had nothing idle or in use: counting on
+            # the dropped one would leave this connection counted in use for good
+            upstream = self._upstreams.setdefault(key, _Upstream())
+            if upstream.idle:
                 return await self.acquire(key, connect, deadline)
         return await self.connect(key, connect, upstream)
 
@@ -141,6 +144,8 @@ class ConnectionPool:
                 handed = waiter.result()
                 if handed is not None:  # handed over as this exchange gave up: give it back
                     self.put_back(handed)
+                else:  # room was made for this exchange as it gave up: the next in line takes it
+                    self._wake_one()
             raise
         finally:
             timer.cancel()
