@@ -11,6 +11,8 @@ import contextlib
 import pytest
 
 from gateway.http.errors import GatewayError
+from gateway.upstream.connection import UpstreamConnection
+from gateway.upstream.pool import ConnectionPool
 from gateway.upstream.request import UpstreamRequest
 from tests.support.lean import ScriptedConnection, ScriptedUpstream, answer, fetch, lean_transport
 
@@ -157,3 +159,49 @@ async def test_closing_the_transport_closes_its_idle_connections():
             await fetch(transport, upstream.url)
             assert transport.pool.idle_count() == 1
         await closed.wait()
+
+
+class Dialer:
+    """``connect`` for a bare ``ConnectionPool``: connections without a socket, counted."""
+
+    def __init__(self) -> None:
+        self.made: list[UpstreamConnection] = []
+
+    async def __call__(self) -> UpstreamConnection:
+        conn = UpstreamConnection(asyncio.get_running_loop(), "k")
+        self.made.append(conn)
+        return conn
+
+
+async def test_room_given_to_a_request_cancelled_before_it_used_it_passes_to_the_next():
+    pool = ConnectionPool(0, 1, 60)
+    pool.start()
+    dial = Dialer()
+    deadline = asyncio.get_running_loop().time() + 5
+    first = await pool.acquire("k", dial, deadline)
+    cancelled = asyncio.ensure_future(pool.acquire("k", dial, deadline))
+    patient = asyncio.ensure_future(pool.acquire("k", dial, deadline))
+    await asyncio.sleep(0.01)
+    pool.discard(first)  # room for one: given to the first in line...
+    cancelled.cancel()  # ...which leaves before it takes it
+    second = await patient
+    assert second is dial.made[1] and pool.in_use == 1
+    pool.put(second)
+    pool.close()
+
+
+async def test_an_upstream_swept_while_a_request_waited_for_it_keeps_its_count():
+    pool = ConnectionPool(1, 1, 60)
+    pool.start()
+    dial = Dialer()
+    deadline = asyncio.get_running_loop().time() + 5
+    first = await pool.acquire("k", dial, deadline)
+    waiting = asyncio.ensure_future(pool.acquire("k", dial, deadline))
+    await asyncio.sleep(0.01)
+    pool.discard(first)
+    pool._sweep()  # the idle sweep runs before the waiting request resumes: "k" has nothing idle or in use
+    second = await waiting
+    pool.put(second)
+    assert pool.in_use == 0
+    assert await pool.acquire("k", dial, asyncio.get_running_loop().time() + 0.3) is second  # not a PoolTimeout
+    pool.close()
