@@ -2,14 +2,16 @@
 
 The answer is parsed by llhttp through PyPI ``httptools`` (``HttpResponseParser``: status, header fields, body
 pieces with Content-Length, chunked framing and chunk extensions or trailers handled by llhttp (trailer fields are
-dropped, not added to the head's: aiohttp does not show them either), message completion,
-``should_keep_alive`` from the version and ``Connection``). httptools bounds nothing, so this protocol does: at
-most ``MAX_HEAD_BYTES`` before the head ends and ``MAX_HEADERS`` fields (aiohttp's defaults are 8 KiB a line and
-128 fields; a provider's head is well under 2 KiB). Interim answers (1xx but 101) are skipped, as RFC 9110
-section 15.2 asks of a client that did not ask for them. An answer with neither Content-Length nor chunked framing
-ends when the upstream closes (RFC 9112 section 6.3, rule 8): httptools has no end-of-input call, so that case is
-recognised here (a cut body otherwise). Bytes that arrive while no exchange is on the connection mean it is out of
-step with its upstream: it is closed.
+dropped, not added to the head's: aiohttp does not show them either), message completion, ``should_keep_alive`` from
+the version and ``Connection``). httptools bounds nothing, so this protocol does: at most ``MAX_HEAD_BYTES`` before
+the head ends and ``MAX_HEADERS`` fields (aiohttp's defaults are 8 KiB a line and 128 fields; a provider's head is
+well under 2 KiB). llhttp is as lenient as in aiohttp's own build (folded and bare-LF heads, any octet but NUL in a
+value, spaces after a chunk size) and a value's trailing whitespace is dropped as aiohttp drops it, so an upstream
+aiohttp read is read the same. Interim answers (1xx but 101) are skipped, as RFC 9110 section 15.2 asks of a client
+that did not ask for them. An answer with neither Content-Length nor chunked framing (chunked as the last transfer
+coding) ends when the upstream closes (RFC 9112 section 6.3, rule 8): httptools has no end-of-input call, so that
+case is recognised here (a cut body otherwise). Bytes that arrive while no exchange is on the connection mean it is
+out of step with its upstream: it is closed.
 
 Body pieces are queued as they arrive, not copied further; past ``HIGH_WATER`` queued bytes the socket stops being
 read until the reader catches up below ``LOW_WATER`` (a client that reads slowly holds at most that much here).
@@ -68,6 +70,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.key = key
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
+        # what aiohttp's response parser allows (its llhttp build, outside its debug mode): obs-folded and bare-LF
+        # heads, any octet but NUL in a value (refused in ``on_header``), spaces after a chunk size
+        self._parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True,
+                                              lenient_spaces_after_chunk_size=True)
         self.closed = False
         #: the exchange in progress has its connection here
         self.busy = False
@@ -172,7 +178,7 @@ class UpstreamConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             # a bound refused in a callback comes back wrapped ("callback error"), the refusal as its context
             refused = exc.__context__
-            self._fail(BadAnswer(str(refused) if isinstance(refused, _HeadTooLarge)
+            self._fail(BadAnswer(str(refused) if isinstance(refused, _HeadRefused)
                                  else f"sent an answer that is not valid HTTP ({exc})"))
             return
         if not self.head_done and self.head_bytes > MAX_HEAD_BYTES:
@@ -212,15 +218,18 @@ class UpstreamConnection(asyncio.Protocol):
         if self.head_done:  # a trailer field (after a chunked body): not one of the answer's headers, only counted
             self.trailers += 1
             if self.trailers > MAX_HEADERS:
-                raise _HeadTooLarge(f"sent an answer with more than {MAX_HEADERS} trailer fields")
+                raise _HeadRefused(f"sent an answer with more than {MAX_HEADERS} trailer fields")
             return
         headers = self.raw_headers
         if len(headers) >= MAX_HEADERS:
-            raise _HeadTooLarge(f"sent an answer with more than {MAX_HEADERS} header fields")
+            raise _HeadRefused(f"sent an answer with more than {MAX_HEADERS} header fields")
+        if b"\x00" in value:  # let through by the lenient parse; aiohttp refuses it too
+            raise _HeadRefused("sent an answer that is not valid HTTP (a NUL in a header value)")
+        value = value.rstrip(b" \t")  # llhttp strips the whitespace before a value, not after (RFC 9110 5.5)
         # counted field by field too: a whole head that came in one read has ended before ``data_received`` looks
         self.field_bytes += len(name) + len(value) + 4
         if self.field_bytes > MAX_HEAD_BYTES:
-            raise _HeadTooLarge(f"sent an answer whose head is larger than {MAX_HEAD_BYTES} bytes")
+            raise _HeadRefused(f"sent an answer whose head is larger than {MAX_HEAD_BYTES} bytes")
         headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -230,12 +239,14 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self.status = status
         self.head_done = True
-        framed = False
-        for name, _ in self.raw_headers:
-            if len(name) in (14, 17) and name.lower() in (b"content-length", b"transfer-encoding"):
-                framed = True
-                break
-        self._close_delimited = not framed and status not in (204, 304)
+        sized = chunked = False
+        for name, value in self.raw_headers:
+            if len(name) == 14 and name.lower() == b"content-length":
+                sized = True
+            elif len(name) == 17 and name.lower() == b"transfer-encoding":
+                # chunked only as the last coding frames the body; otherwise it ends at close (RFC 9112 6.3)
+                chunked = value.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
+        self._close_delimited = not (sized or chunked) and status not in (204, 304)
         self._wake()
 
     def on_body(self, body: bytes) -> None:
@@ -288,6 +299,6 @@ class UpstreamConnection(asyncio.Protocol):
         self._fail(AnswerTimeout("timed out"))
 
 
-class _HeadTooLarge(Exception):
-    """Raised inside llhttp's header callback to stop the parse (httptools raises ``HttpParserCallbackError`` from
-    ``feed_data``, this one as its ``__context__``)."""
+class _HeadRefused(Exception):
+    """A head past a bound (or holding a NUL), raised inside llhttp's header callback to stop the parse (httptools
+    raises ``HttpParserCallbackError`` from ``feed_data``, this one as its ``__context__``)."""
