@@ -337,3 +337,39 @@ async def test_a_stream_read_slower_than_it_arrives_is_not_cut_by_the_read_timeo
             received.append(piece)
         resp.release()
     assert b"".join(received) == body
+
+
+@pytest.mark.parametrize(("raw", "value", "body"), [
+    (b"HTTP/1.1 200 OK\r\nx-a: one\r\n two\r\ncontent-length: 2\r\n\r\nok", "one two", b"ok"),
+    (b"HTTP/1.1 200 OK\ncontent-length: 2\nx-a: v\n\nok", "v", b"ok"),
+    (b"HTTP/1.1 200 OK\r\nx-a:   v \t \r\ncontent-length: 2\r\n\r\nok", "v", b"ok"),
+    (b"HTTP/1.1 200 OK\r\nx-a: a\x01b\x7f\r\ncontent-length: 2\r\n\r\nok", "a\x01b\x7f", b"ok"),
+    (b"HTTP/1.1 200 OK\r\nx-a: v\r\ntransfer-encoding: chunked\r\n\r\n2  \r\nok\r\n0\r\n\r\n", "v", b"ok"),
+    (b"HTTP/1.1 200 OK\r\nx-a: v\r\ntransfer-encoding: chunked, gzip\r\n\r\nuntil close", "v", b"until close"),
+], ids=["obs-fold", "bare-lf", "trailing-whitespace", "control-octets", "spaces-after-chunk-size",
+        "chunked-not-last"])
+async def test_heads_aiohttp_reads_leniently_read_the_same(raw, value, body):
+    """As aiohttp's response parser (its llhttp build outside debug mode): lenient about folded and bare-LF heads,
+    octets in values, spaces after a chunk size; a value's trailing whitespace is not part of it; a body whose last
+    coding is not chunked ends when the upstream closes."""
+
+    async def serve(conn: ScriptedConnection) -> None:
+        await conn.request()
+        await conn.send(raw)
+        conn.close()
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
+        status, headers, got = await fetch(transport, upstream.url)
+    assert (status, headers["x-a"], got) == (200, value, body)
+
+
+async def test_a_nul_in_an_answers_header_value_is_a_502():
+    async def serve(conn: ScriptedConnection) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\nx-a: a\x00b\r\ncontent-length: 2\r\n\r\nok")
+        await conn.closed_by_client()
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
+        with pytest.raises(GatewayError) as error:
+            await fetch(transport, upstream.url)
+    assert error.value.status == 502 and "not valid HTTP" in error.value.message

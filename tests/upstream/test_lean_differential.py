@@ -31,8 +31,7 @@ STATUSES = st.one_of(st.sampled_from([200, 201, 204, 304, 400, 401, 404, 422, 42
 BODILESS = (204, 304)
 NAMES = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_"), min_size=1, max_size=12).map(
     lambda n: "x-" + n)
-VALUES = st.text(st.characters(min_codepoint=0x20, exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=40).map(
-    str.strip)
+VALUES = st.text(st.characters(min_codepoint=0x20, exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=40)
 
 
 @dataclass
@@ -157,4 +156,4 @@ def test_lean_and_aiohttp_read_the_same_answer(rig, answer):
         assert got_status == status
         assert got_body == body
         for name, value in headers.items():
-            assert got_headers.get(name) == value, name
+            assert got_headers.get(name) == value.strip(" "), name  # whitespace around a value is not part of it
