@@ -1,8 +1,8 @@
-"""A differential test of the lean exchange: random answers (a status, a few headers, a body framed by
-Content-Length, chunked with random chunk sizes or by the connection's close, optionally gzip, written in random
-pieces) served by a raw asyncio server and read by ``LeanTransport`` (with each request-head twin) and by aiohttp's
-``ClientSession``: the same status, the same values for the header names sent, the same body, and the same request
-head from both twins."""
+"""A differential test of the lean exchange: random answers (a status, a few headers, CRLF or bare-LF heads, a body
+framed by Content-Length, chunked with random chunk sizes, extensions and trailers, or by the connection's close,
+optionally gzip, written in random pieces) served by a raw asyncio server and read by ``LeanTransport`` (with each
+request-head twin) and by aiohttp's ``ClientSession``: the same status, the same values for the header names sent,
+the same body, and the same request head from both twins."""
 
 from __future__ import annotations
 
@@ -52,8 +52,9 @@ def answers(draw: st.DrawFn) -> tuple[int, dict[str, str], bytes, list[bytes], b
     headers = draw(st.dictionaries(NAMES, VALUES, max_size=5))
     body = draw(st.binary(max_size=3000) | st.text(max_size=500).map(str.encode))
     lines = [f"HTTP/1.1 {status} Whatever", *(f"{name}: {value}" for name, value in headers.items())]
+    eol = draw(st.sampled_from(["\r\n", "\n"]))  # bare LF heads: read leniently by both
     if status in BODILESS:
-        raw = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        raw = (eol.join(lines) + eol + eol).encode()
         return status, headers, b"", [raw], False
     payload = body
     if draw(st.booleans()):
@@ -71,8 +72,11 @@ def answers(draw: st.DrawFn) -> tuple[int, dict[str, str], bytes, list[bytes], b
         cuts = sorted(draw(st.lists(st.integers(0, len(payload)), max_size=8)))
         bounds = [0, *cuts, len(payload)]
         chunks = [payload[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
-        framed = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks) + b"0\r\n\r\n"
-    raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + framed
+        extension = draw(st.sampled_from([b"", b";name=value", b';a="quoted; value";b']))
+        trailers = draw(st.sampled_from([b"", b"x-checksum: 1\r\n", b"x-a: 1\r\nx-b: 2\r\n"]))
+        framed = b"".join(b"%x%s\r\n%s\r\n" % (len(chunk), extension, chunk) for chunk in chunks)
+        framed += b"0%s\r\n%s\r\n" % (extension, trailers)
+    raw = (eol.join(lines) + eol + eol).encode() + framed
     splits = sorted(draw(st.lists(st.integers(1, max(1, len(raw) - 1)), max_size=6)))
     bounds = [0, *splits, len(raw)]
     pieces = [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
