@@ -138,9 +138,7 @@ async def test_an_idle_connection_older_than_the_keep_alive_is_not_reused():
 
     async with ScriptedUpstream(serve) as upstream, lean_transport(pool_keepalive_s=0.2) as transport:
         await fetch(transport, upstream.url)
-        await fetch(transport, upstream.url)
-        assert upstream.connections == 1
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(0.5)
         assert (await fetch(transport, upstream.url))[0] == 200
     assert upstream.connections == 2
 
