@@ -5,13 +5,14 @@ pieces with Content-Length, chunked framing and chunk extensions or trailers han
 dropped, not added to the head's: aiohttp does not show them either), message completion, ``should_keep_alive`` from
 the version and ``Connection``). httptools bounds nothing, so this protocol does: at most ``MAX_HEAD_BYTES`` before
 the head ends and ``MAX_HEADERS`` fields (aiohttp's defaults are 8 KiB a line and 128 fields; a provider's head is
-well under 2 KiB). llhttp is as lenient as in aiohttp's own build (folded and bare-LF heads, any octet but NUL in a
-value, spaces after a chunk size) and a value's trailing whitespace is dropped as aiohttp drops it, so an upstream
-aiohttp read is read the same. Interim answers (1xx but 101) are skipped, as RFC 9110 section 15.2 asks of a client
-that did not ask for them. An answer with neither Content-Length nor chunked framing (chunked as the last transfer
-coding) ends when the upstream closes (RFC 9112 section 6.3, rule 8): httptools has no end-of-input call, so that
-case is recognised here (a cut body otherwise). Bytes that arrive while no exchange is on the connection mean it is
-out of step with its upstream: it is closed.
+well under 2 KiB), and as much of chunk framing or trailer fields between body bytes (llhttp hands a trailer field
+over whole, so it would be kept whatever its size). llhttp is as lenient as in aiohttp's own build (folded and bare-
+LF heads, any octet but NUL in a value, spaces after a chunk size) and a value's trailing whitespace is dropped as
+aiohttp drops it, so an upstream aiohttp read is read the same. Interim answers (1xx but 101) are skipped, as RFC
+9110 section 15.2 asks of a client that did not ask for them. An answer with neither Content-Length nor chunked
+framing (chunked as the last transfer coding) ends when the upstream closes (RFC 9112 section 6.3, rule 8):
+httptools has no end-of-input call, so that case is recognised here (a cut body otherwise). Bytes that arrive while
+no exchange is on the connection mean it is out of step with its upstream: it is closed.
 
 Body pieces are queued as they arrive, not copied further; past ``HIGH_WATER`` queued bytes the socket stops being
 read until the reader catches up below ``LOW_WATER`` (a client that reads slowly holds at most that much here).
@@ -90,6 +91,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.head_bytes = 0
         self.field_bytes = 0
+        self.framing_bytes = 0
         self.head_done = False
         self.trailers = 0
         self.interim = False
@@ -173,6 +175,8 @@ class UpstreamConnection(asyncio.Protocol):
             self.deadline = self.loop.time() + self.silence
         if not self.head_done:
             self.head_bytes += len(data)
+        else:
+            self.framing_bytes += len(data)  # since the last body byte (``on_body`` starts it again)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -183,6 +187,9 @@ class UpstreamConnection(asyncio.Protocol):
             return
         if not self.head_done and self.head_bytes > MAX_HEAD_BYTES:
             self._fail(BadAnswer(f"sent an answer whose head is larger than {MAX_HEAD_BYTES} bytes"))
+        elif self.framing_bytes > MAX_HEAD_BYTES and not self.complete:  # llhttp keeps a trailer field whole
+            self._fail(BadAnswer(f"sent more than {MAX_HEAD_BYTES} bytes of chunk framing or trailer fields "
+                                 "without any body"))
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -250,6 +257,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._wake()
 
     def on_body(self, body: bytes) -> None:
+        self.framing_bytes = 0
         self.pieces.append(body)
         self.buffered += len(body)
         if self.buffered > HIGH_WATER and not self.paused:
