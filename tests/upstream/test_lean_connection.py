@@ -373,3 +373,20 @@ async def test_a_nul_in_an_answers_header_value_is_a_502():
         with pytest.raises(GatewayError) as error:
             await fetch(transport, upstream.url)
     assert error.value.status == 502 and "not valid HTTP" in error.value.message
+
+
+@pytest.mark.parametrize("endless", [b"x-trailer: " + b"v" * 8192, b"1;" + b"e" * 8192], ids=["trailer", "extension"])
+async def test_endless_trailers_or_chunk_framing_are_cut_at_64_KiB(endless):
+    async def serve(conn: ScriptedConnection) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n"
+                        + (b"0\r\n" if endless.startswith(b"x-") else b"") + endless[:10])
+        for _ in range(100):  # 800 KiB of one field or extension, never ending
+            await conn.send(endless[10:])
+            await asyncio.sleep(0.002)
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
+        with pytest.raises(GatewayError) as error:
+            await fetch(transport, upstream.url)
+    assert error.value.status == 502
+    assert "more than 65536 bytes of chunk framing or trailer fields" in error.value.message
