@@ -4,6 +4,7 @@ anything is sent, and what it leaves to the aiohttp transport (HEAD requests, st
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import re
@@ -88,3 +89,41 @@ async def test_a_streamed_body_is_sent_through_the_aiohttp_transport():
         resp.release()
     assert resp.status == 200 and not isinstance(resp, LeanResponse)
     assert body.split(b"\n")[1] == hashlib.sha256(data).hexdigest().encode()
+
+
+async def test_cookies_an_upstream_sets_are_never_sent_back():
+    async def serve(conn: ScriptedConnection) -> None:
+        while await conn.request():
+            await conn.send(answer(200, b"ok", "set-cookie: session=abc; Path=/", "set-cookie: other=1"))
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
+        _, headers, _ = await fetch(transport, upstream.url)
+        assert headers.getall("set-cookie") == ["session=abc; Path=/", "other=1"]  # type: ignore[attr-defined]
+        await fetch(transport, upstream.url)
+    assert all(b"cookie" not in head.lower() for head in upstream.requests)
+
+
+async def test_an_ipv6_literal_upstream_is_reached_with_its_bracketed_host():
+    try:
+        server = await asyncio.start_server(lambda r, w: None, "::1", 0)
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback on this machine ({exc})")
+    server.close()
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        heads.append(head)
+        await reader.readexactly(int(_LENGTH.search(head).group(1)))  # type: ignore[union-attr]
+        writer.write(answer(200, b"over v6"))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "::1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with lean_transport(allow_private_hosts=("::1",)) as transport:
+            assert (await fetch(transport, f"http://[::1]:{port}/v1/x"))[::2] == (200, b"over v6")
+    finally:
+        server.close()
+    assert f"\r\nHost: [::1]:{port}\r\n".encode() in heads[0]
