@@ -24,7 +24,8 @@ def _gzip(data: bytes) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
-_ENCODED = {"/gzip": ("gzip", _gzip(TEXT)), "/deflate": ("deflate", zlib.compress(TEXT)),
+#: the raw bodies of ``/gzip``, ``/deflate`` and ``/br`` (path: coding, encoded ``TEXT``)
+ENCODED = {"/gzip": ("gzip", _gzip(TEXT)), "/deflate": ("deflate", zlib.compress(TEXT)),
             "/br": ("br", brotli.compress(TEXT))}
 
 
@@ -44,8 +45,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
         return
     headers = [(b"content-type", b"application/json"), *peer]
-    if path in _ENCODED:
-        coding, body = _ENCODED[path]
+    if path in ENCODED:
+        coding, body = ENCODED[path]
         headers = [(b"content-type", b"text/plain"), (b"content-encoding", coding.encode()), *peer]
     elif path == "/close":
         headers.append((b"connection", b"close"))

@@ -50,7 +50,7 @@ def _aiohttp_app() -> web.Application:
 
     def encoded(coding: str) -> web.RequestHandler:
         async def handler(request: web.Request) -> web.Response:
-            return web.Response(body=asgi_upstream._ENCODED[f"/{coding}"][1], content_type="text/plain",
+            return web.Response(body=asgi_upstream.ENCODED[f"/{coding}"][1], content_type="text/plain",
                                 headers={"content-encoding": coding, **peer(request)})
         return handler
 
