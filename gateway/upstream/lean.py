@@ -271,11 +271,13 @@ class LeanTransport(UpstreamTransport):
         loop = self._loop
         assert loop is not None, "LeanTransport.start() was not awaited"
         pool = self.pool
-        try:
-            conn = await pool.acquire(target.key, lambda: self._connect(target), loop.time() + self._read_s)
-        except PoolTimeout:
-            raise UpstreamTimeout(f"timed out waiting for a free connection to upstream {host} (the pool's limits: "
-                                  "GATEWAY_POOL_SIZE, GATEWAY_POOL_SIZE_PER_HOST)") from None
+        conn = pool.take(target.key)
+        if conn is None:
+            try:
+                conn = await pool.acquire(target.key, lambda: self._connect(target), loop.time() + self._read_s)
+            except PoolTimeout:
+                raise UpstreamTimeout(f"timed out waiting for a free connection to upstream {host} (the pool's "
+                                      "limits: GATEWAY_POOL_SIZE, GATEWAY_POOL_SIZE_PER_HOST)") from None
         data = head + body if len(body) <= _JOIN_BODY_BYTES else None
         for attempt in (0, 1):
             error = await self._send(conn, head, body, data, stream)

@@ -55,24 +55,34 @@ class ConnectionPool:
     def idle_count(self) -> int:
         return sum(len(upstream.idle) for upstream in self._upstreams.values())
 
+    def take(self, key: Any) -> UpstreamConnection | None:
+        """An idle connection to ``key``'s upstream, counted in use, or None (then ``acquire``): the common case,
+        without a coroutine."""
+        upstream = self._upstreams.get(key)
+        if upstream is None or not upstream.idle:
+            return None
+        idle = upstream.idle
+        now = self._loop.time()  # type: ignore[union-attr]
+        while idle:
+            conn = idle.pop()
+            if conn.closed or now - conn.idle_since > self.keepalive_s:
+                conn.abort()
+                continue
+            upstream.in_use += 1
+            self.in_use += 1
+            return conn
+        return None
+
     async def acquire(self, key: Any, connect: Callable[[], Awaitable[UpstreamConnection]], deadline: float
                       ) -> UpstreamConnection:
         """A connection to ``key``'s upstream: an idle one, else a new one from ``connect`` (waiting, until the
         loop time ``deadline``, while the limits are reached)."""
+        conn = self.take(key)
+        if conn is not None:
+            return conn
         upstream = self._upstreams.get(key)
         if upstream is None:
             upstream = self._upstreams[key] = _Upstream()
-        idle = upstream.idle
-        if idle:
-            now = self._loop.time()  # type: ignore[union-attr]
-            while idle:
-                conn = idle.pop()
-                if conn.closed or now - conn.idle_since > self.keepalive_s:
-                    conn.abort()
-                    continue
-                upstream.in_use += 1
-                self.in_use += 1
-                return conn
         while (self.limit and self.in_use >= self.limit) or (
                 self.limit_per_host and upstream.in_use >= self.limit_per_host):
             handed = await self._wait(key, deadline)
