@@ -65,6 +65,11 @@ class BadAnswer(Exception):
 class UpstreamConnection(asyncio.Protocol):
     """A connection to one upstream; the pool lends it to one exchange at a time (see the module docstring)."""
 
+    __slots__ = ("loop", "key", "transport", "_parser", "closed", "busy", "answers", "idle_since", "single_use",
+                 "status", "raw_headers", "head_bytes", "field_bytes", "framing_bytes", "head_done", "trailers",
+                 "interim", "complete", "keep_alive", "received", "pieces", "buffered", "paused", "error", "waiter",
+                 "stream", "silence", "deadline", "_timer", "_close_delimited")
+
     def __init__(self, loop: asyncio.AbstractEventLoop, key: object) -> None:
         self.loop = loop
         #: the pool's key of the upstream this connection goes to
