@@ -1,11 +1,11 @@
 """Thousands of streams opened at once through one worker: the floor proxy and the gateway, in one run.
 
 Starts ``gateway mock-upstream`` (a scenario streaming ``--chunks`` content chunks ``--delay-ms`` apart), the floor
-proxies (``bench/floor_proxy.py``: stock, and ``lean`` over the gateway's lean exchange) and ``gateway serve`` with ``--workers`` workers (1 by default), then for each
-target in turn opens ``--streams`` streamed chats at the same moment (one connection each, ``Connection: close``)
-and reads every stream to its end; each target is stopped before the next one runs, so the mock starts each
-burst without the previous target's pooled connections. Prints one JSON document on stdout (progress on stderr)
-with, per target:
+proxies (``bench/floor_proxy.py``: stock, and ``lean`` over the gateway's lean exchange) and ``gateway serve`` with
+``--workers`` workers (1 by default), then for each target in turn opens ``--streams`` streamed chats at the same
+moment (one connection each, ``Connection: close``) and reads every stream to its end; each target is stopped before
+the next one runs, so the mock starts each burst without the previous target's pooled connections. Prints one JSON
+document on stdout (progress on stderr) with, per target:
 
 - ``failures``: streams that did not answer 200 or did not deliver every content chunk and ``[DONE]``, with the
   reasons counted (status codes, connection errors, truncated streams, the first error messages seen);
@@ -169,7 +169,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chunks", type=int, default=20, help="content chunks per stream (default 20)")
     p.add_argument("--delay-ms", type=int, default=250, help="upstream delay between chunks (default 250)")
     p.add_argument("--workers", type=int, default=1, help="floor and gateway workers (default 1)")
-    p.add_argument("--targets", default="floor,gateway", help="which to run, in order: floor, lean (the lean floor), gateway (default floor,gateway)")
+    p.add_argument("--targets", default="floor,gateway",
+                   help="which to run, in order: floor, lean (the lean floor), gateway (default floor,gateway)")
     p.add_argument("--timeout", type=float, default=300.0, help="per-stream client timeout, seconds")
     p.add_argument("--output", help="also write the JSON here")
     return p.parse_args(argv)

@@ -14,8 +14,8 @@ from gateway.http.respond import send_json
 from gateway.http.types import Receive, Scope, Send
 from gateway.observability import recordrow_in_use
 from gateway.routing import conditions_in_use
-from gateway.upstream import head_in_use
 from gateway.state.base import StateStore
+from gateway.upstream import head_in_use
 
 _encode = msgspec.json.encode
 
