@@ -38,17 +38,20 @@ def test_overhead_reports_every_path_for_chat_and_streams() -> None:
     run = report["workers"]["1"]
     for mode in ("chat", "stream"):
         result = run[mode]
-        assert set(result["latency_ms"]) == {"direct", "floor", "gateway"}
+        assert set(result["latency_ms"]) == {"direct", "floor", "lean", "gateway"}
         assert {"p50", "p99"} <= set(result["latency_ms"]["gateway"])
-        assert set(result["added_ms"]) == {"floor", "gateway"}
+        assert set(result["added_ms"]) == {"floor", "lean", "gateway"}
         assert {"p50", "p99"} == set(result["added_ms"]["gateway"])
         assert "added_p50_ratio" in result and "throughput_ratio" in result
-        assert set(result["throughput_rps"]) == {"direct", "floor", "gateway"}
+        # the gateway against the lean floor, and the lean floor against the stock one
+        assert {"added_p50_ratio_to_lean", "lean_added_p50_ratio", "throughput_ratio_to_lean",
+                "lean_throughput_ratio"} <= set(result)
+        assert set(result["throughput_rps"]) == {"direct", "floor", "lean", "gateway"}
         assert all(v > 0 for v in result["throughput_rps"].values())
-        assert result["errors"] == {"direct": 0, "floor": 0, "gateway": 0}
-        assert result["throughput_errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+        assert result["errors"] == {"direct": 0, "floor": 0, "lean": 0, "gateway": 0}
+        assert result["throughput_errors"] == {"direct": 0, "floor": 0, "lean": 0, "gateway": 0}
         assert result["connections"] == 32
-    assert run["stream"]["content_chunks"] == {"direct": 20, "floor": 20, "gateway": 20}
+    assert run["stream"]["content_chunks"] == {"direct": 20, "floor": 20, "lean": 20, "gateway": 20}
     assert len(run["gateway_rss_mb"]) == 1 and run["gateway_rss_mb"][0] > 0
     assert run["gateway_requests_served"] > 100
     assert {"added_p50_ratio_ok", "throughput_ratio_ok", "rss_ok"} <= set(report["verdict"])
@@ -59,7 +62,7 @@ def test_overhead_runs_with_the_python_load_generator() -> None:
     assert report["machine"]["loadgen"].startswith("python")
     result = report["workers"]["1"]["chat"]
     assert all(v > 0 for v in result["throughput_rps"].values())
-    assert result["throughput_errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+    assert result["throughput_errors"] == {"direct": 0, "floor": 0, "lean": 0, "gateway": 0}
     assert "stream" not in report["workers"]["1"]
 
 
@@ -82,9 +85,10 @@ def test_load_script_reports_locust_results_as_json() -> None:
 
 
 def test_burst_reports_failures_wall_time_first_bytes_and_peak_rss() -> None:
-    report = run_json([sys.executable, "bench/burst.py", "--streams", "40", "--chunks", "5", "--delay-ms", "20"])
+    report = run_json([sys.executable, "bench/burst.py", "--streams", "40", "--chunks", "5", "--delay-ms", "20",
+                       "--targets", "floor,lean,gateway"])
     assert report["settings"]["streams"] == 40 and report["settings"]["workers"] == 1
-    for name in ("floor", "gateway"):
+    for name in ("floor", "lean", "gateway"):
         result = report["targets"][name]
         assert result["streams"] == 40 and result["failures"] == 0, result
         assert result["wall_s"] > 0
@@ -108,7 +112,7 @@ def test_overhead_keeps_consoles_connected_when_asked() -> None:
     assert consoles["connections"] == 20 and consoles["ok"] == 20 and consoles["refused"] == 0
     assert consoles["closed_by_server"] == 0
     assert consoles["events"] > 0  # the load's records reached them
-    assert run["chat"]["throughput_errors"] == {"direct": 0, "floor": 0, "gateway": 0}
+    assert run["chat"]["throughput_errors"] == {"direct": 0, "floor": 0, "lean": 0, "gateway": 0}
 
 
 def test_aggregates_bench_reports_each_window() -> None:
