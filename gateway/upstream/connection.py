@@ -9,7 +9,8 @@ well under 2 KiB), and as much of chunk framing or trailer fields between body b
 over whole, so it would be kept whatever its size). llhttp is as lenient as in aiohttp's own build (folded and bare-
 LF heads, any octet but NUL in a value, spaces after a chunk size) and a value's trailing whitespace is dropped as
 aiohttp drops it, so an upstream aiohttp read is read the same. Interim answers (1xx but 101) are skipped, as RFC
-9110 section 15.2 asks of a client that did not ask for them. An answer with neither Content-Length nor chunked
+9110 section 15.2 asks of a client that did not ask for them, up to ``MAX_INTERIM`` of them (more is a 502: each
+would otherwise move a stream's silence deadline for ever). An answer with neither Content-Length nor chunked
 framing (chunked as the last transfer coding) ends when the upstream closes (RFC 9112 section 6.3, rule 8):
 httptools has no end-of-input call, so that case is recognised here (a cut body otherwise). Bytes that arrive while
 no exchange is on the connection mean it is out of step with its upstream: it is closed.
@@ -33,6 +34,8 @@ import httptools
 
 #: the most a head may take before it ends (status line and fields)
 MAX_HEAD_BYTES = 64 * 1024
+#: the most interim (1xx) answers skipped before the answer
+MAX_INTERIM = 16
 #: the most header fields an answer may have
 MAX_HEADERS = 128
 #: queued body bytes past which the socket is no longer read
@@ -67,7 +70,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     __slots__ = ("loop", "key", "transport", "_parser", "closed", "busy", "answers", "idle_since", "single_use",
                  "status", "raw_headers", "head_bytes", "field_bytes", "framing_bytes", "head_done", "trailers",
-                 "interim", "complete", "keep_alive", "received", "pieces", "buffered", "paused", "error", "waiter",
+                 "interim", "interims", "complete", "keep_alive", "received", "pieces", "buffered", "paused", "error", "waiter",
                  "stream", "silence", "deadline", "_timer", "_close_delimited")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, key: object) -> None:
@@ -100,6 +103,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.head_done = False
         self.trailers = 0
         self.interim = False
+        self.interims = 0
         self.complete = False
         self.keep_alive = False
         self.received = False
@@ -247,6 +251,9 @@ class UpstreamConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         if 100 <= status < 200 and status != 101:
+            self.interims += 1
+            if self.interims > MAX_INTERIM:  # each moves a stream's silence deadline: endless ones would hold it
+                raise _HeadRefused(f"sent more than {MAX_INTERIM} interim (1xx) answers before its answer")
             self.interim = True  # skipped: its end resets the answer (on_message_complete)
             return
         self.status = status

@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from gateway.http.errors import GatewayError
+from gateway.upstream.connection import MAX_INTERIM
 from gateway.upstream.lean import LeanResponse
 from gateway.upstream.request import UpstreamRequest
 from tests.support.lean import ScriptedConnection, ScriptedUpstream, answer, fetch, lean_transport
@@ -128,6 +129,20 @@ async def test_an_interim_100_continue_is_skipped():
             assert (status, body) == (201, BODY)
             assert headers["x-final"] == "yes" and "link" not in headers
     assert upstream.connections == 1
+
+
+async def test_endless_interim_answers_are_a_502_not_a_stream_held_open_for_ever():
+    async def serve(conn: ScriptedConnection) -> None:
+        await conn.request()
+        for _ in range(MAX_INTERIM + 1):
+            await conn.send(b"HTTP/1.1 102 Processing\r\n\r\n")
+        await conn.send(answer(200, BODY))
+
+    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
+        with pytest.raises(GatewayError) as refused:
+            await transport.open(UpstreamRequest(upstream.url, {}, b"{}"), stream=True)
+    assert refused.value.status == 502
+    assert f"more than {MAX_INTERIM} interim (1xx) answers" in refused.value.message
 
 
 @pytest.mark.parametrize(("head", "words"), [
