@@ -70,8 +70,8 @@ class UpstreamConnection(asyncio.Protocol):
 
     __slots__ = ("loop", "key", "transport", "_parser", "closed", "busy", "answers", "idle_since", "single_use",
                  "status", "raw_headers", "head_bytes", "field_bytes", "framing_bytes", "head_done", "trailers",
-                 "interim", "interims", "complete", "keep_alive", "received", "pieces", "buffered", "paused", "error", "waiter",
-                 "stream", "silence", "deadline", "_timer", "_close_delimited")
+                 "interim", "interims", "complete", "keep_alive", "received", "pieces", "buffered", "paused", "error",
+                 "waiter", "stream", "silence", "deadline", "_timer", "_close_delimited")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, key: object) -> None:
         self.loop = loop
