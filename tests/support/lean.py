@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
 
+from gateway.http.errors import GatewayError
 from gateway.settings import Settings
 from gateway.upstream.lean import LeanTransport
 from gateway.upstream.request import UpstreamRequest
@@ -164,6 +165,17 @@ class ScriptedUpstream:
             self._tasks.discard(task)
             self._writers.discard(writer)
             writer.close()
+
+
+async def refusal(serve: Callable[[ScriptedConnection], Awaitable[None]], **overrides: Any) -> GatewayError:
+    """The error one request to the scripted upstream ``serve`` ends with (``overrides``: ``Settings`` fields): for
+    upstreams that answer wrong. Fails the test when the request succeeds."""
+    async with ScriptedUpstream(serve) as upstream, lean_transport(**overrides) as transport:
+        try:
+            await fetch(transport, upstream.url)
+        except GatewayError as error:
+            return error
+    raise AssertionError(f"a request to the scripted upstream {serve.__name__} succeeded")
 
 
 def answer(status: int, body: bytes, *lines: str, reason: str = "OK") -> bytes:

@@ -14,7 +14,7 @@ from gateway.http.errors import GatewayError
 from gateway.upstream.connection import MAX_INTERIM
 from gateway.upstream.lean import LeanResponse
 from gateway.upstream.request import UpstreamRequest
-from tests.support.lean import ScriptedConnection, ScriptedUpstream, answer, fetch, lean_transport
+from tests.support.lean import ScriptedConnection, ScriptedUpstream, answer, fetch, lean_transport, refusal
 
 BODY = b'{"id":"chatcmpl-1","object":"chat.completion"}'
 
@@ -77,11 +77,9 @@ async def test_a_reset_mid_body_is_a_502_that_says_reset():
         await asyncio.sleep(0.05)
         conn.reset()
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 502
-    assert "reset the connection" in error.value.message
+    error = await refusal(serve)
+    assert error.status == 502
+    assert "reset the connection" in error.message
 
 
 async def test_a_head_slower_than_the_read_timeout_is_a_504_that_says_read_timeout():
@@ -90,11 +88,9 @@ async def test_a_head_slower_than_the_read_timeout_is_a_504_that_says_read_timeo
         await conn.send(b"HTTP/1.1 200 OK\r\n")
         await asyncio.sleep(5)
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport(upstream_read_timeout_ms=300) as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 504
-    assert "read timeout" in error.value.message and "connect" not in error.value.message
+    error = await refusal(serve, upstream_read_timeout_ms=300)
+    assert error.status == 504
+    assert "read timeout" in error.message and "connect" not in error.message
 
 
 async def test_a_stream_that_falls_silent_past_the_read_timeout_fails_its_read():
@@ -160,11 +156,9 @@ async def test_an_answer_that_is_not_a_bounded_valid_http_head_is_a_502(head, wo
         await conn.send(head)
         await conn.closed_by_client()
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 502
-    assert words in error.value.message, error.value.message
+    error = await refusal(serve)
+    assert error.status == 502
+    assert words in error.message, error.message
 
 
 async def test_a_head_that_never_ends_is_cut_at_64_KiB():
@@ -175,11 +169,9 @@ async def test_a_head_that_never_ends_is_cut_at_64_KiB():
             await conn.send(b"x-f%d: %s\r\n" % (i, b"v" * 8192))
             await asyncio.sleep(0.002)
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 502
-    assert "head is larger than 65536 bytes" in error.value.message
+    error = await refusal(serve)
+    assert error.status == 502
+    assert "head is larger than 65536 bytes" in error.message
 
 
 async def test_128_header_fields_are_still_an_answer():
@@ -327,11 +319,9 @@ async def test_a_json_answer_slower_than_the_read_timeout_in_all_is_a_504():
             await conn.send(b"x")
             await asyncio.sleep(0.02)
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport(upstream_read_timeout_ms=300) as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 504
-    assert error.value.message == "timed out reading from upstream 127.0.0.1"
+    error = await refusal(serve, upstream_read_timeout_ms=300)
+    assert error.status == 504
+    assert error.message == "timed out reading from upstream 127.0.0.1"
 
 
 async def test_a_stream_read_slower_than_it_arrives_is_not_cut_by_the_read_timeout():
@@ -384,10 +374,8 @@ async def test_a_nul_in_an_answers_header_value_is_a_502():
         await conn.send(b"HTTP/1.1 200 OK\r\nx-a: a\x00b\r\ncontent-length: 2\r\n\r\nok")
         await conn.closed_by_client()
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 502 and "not valid HTTP" in error.value.message
+    error = await refusal(serve)
+    assert error.status == 502 and "not valid HTTP" in error.message
 
 
 @pytest.mark.parametrize("endless", [b"x-trailer: " + b"v" * 8192, b"1;" + b"e" * 8192], ids=["trailer", "extension"])
@@ -400,8 +388,6 @@ async def test_endless_trailers_or_chunk_framing_are_cut_at_64_KiB(endless):
             await conn.send(endless[10:])
             await asyncio.sleep(0.002)
 
-    async with ScriptedUpstream(serve) as upstream, lean_transport() as transport:
-        with pytest.raises(GatewayError) as error:
-            await fetch(transport, upstream.url)
-    assert error.value.status == 502
-    assert "more than 65536 bytes of chunk framing or trailer fields" in error.value.message
+    error = await refusal(serve)
+    assert error.status == 502
+    assert "more than 65536 bytes of chunk framing or trailer fields" in error.message
