@@ -71,7 +71,7 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = ("loop", "key", "transport", "_parser", "closed", "busy", "answers", "idle_since", "single_use",
                  "status", "raw_headers", "head_bytes", "field_bytes", "framing_bytes", "head_done", "trailers",
                  "interim", "interims", "complete", "keep_alive", "received", "pieces", "buffered", "paused", "error",
-                 "waiter", "stream", "silence", "deadline", "_timer", "_close_delimited")
+                 "waiter", "stream", "silence", "deadline", "_timer", "_close_delimited", "coding")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, key: object) -> None:
         self.loop = loop
@@ -117,6 +117,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._close_delimited = False
+        #: the answer's Content-Encoding, when it has one (read with the framing fields)
+        self.coding: bytes | None = None
 
     # --- the exchange's side -------------------------------------------------------------------------------------
 
@@ -265,6 +267,8 @@ class UpstreamConnection(asyncio.Protocol):
             elif len(name) == 17 and name.lower() == b"transfer-encoding":
                 # chunked only as the last coding frames the body; otherwise it ends at close (RFC 9112 6.3)
                 chunked = value.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
+            elif len(name) == 16 and name.lower() == b"content-encoding":
+                self.coding = value
         self._close_delimited = not (sized or chunked) and status not in (204, 304)
         self._wake()
 

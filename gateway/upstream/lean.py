@@ -68,12 +68,10 @@ class LeanResponse(UpstreamResponse):
         self._pool = pool
         self._limit = limit
         self._headers: CIMultiDictProxy[str] | None = None
-        self._decoder: Decoder | None = None
+        coding = conn.coding
+        self._decoder: Decoder | None = decoder_for(coding.decode("latin-1")) if coding is not None else None
         #: the head's fields as they came (the connection starts a new list for its next answer)
         self._raw = conn.raw_headers
-        for name, value in self._raw:
-            if len(name) == 16 and name.lower() == b"content-encoding":
-                self._decoder = decoder_for(value.decode("latin-1"))
 
     @property
     def headers(self) -> Mapping[str, str]:
@@ -224,7 +222,7 @@ class LeanTransport(UpstreamTransport):
         self._limit = settings.max_upstream_body_bytes
         self._ssl = ssl_context
         self._targets: BoundedCache[str, _Target] = BoundedCache(8192)
-        self._heads: dict[tuple[str, str, int], TargetHead] = {}
+        self._heads: BoundedCache[tuple[str, str, int], TargetHead] = BoundedCache(8192)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -242,9 +240,7 @@ class LeanTransport(UpstreamTransport):
         key = (scheme, host, port)
         head = self._heads.get(key)
         if head is None:
-            if len(self._heads) > 8192:
-                self._heads.clear()
-            head = self._heads[key] = TargetHead(host, port, scheme, USER_AGENT, ACCEPT_ENCODING)
+            head = self._heads.put(key, TargetHead(host, port, scheme, USER_AGENT, ACCEPT_ENCODING))
         return head
 
     def _target(self, url: str) -> _Target:
