@@ -1,11 +1,13 @@
 """Real MCP servers for the MCP gateway's tests, on loopback: SDK servers in subprocesses of their own
-(``start_mcp_server``) and raw servers that misbehave (``start_misbehaving_server``).
+(``start_mcp_server``, or ``mcp_servers`` for several at once) and raw servers that misbehave
+(``start_misbehaving_server``).
 
 An SDK server (``tests/support/mcp_server_app.py``, the official ``mcp`` SDK's ``MCPServer`` served by uvicorn) has
 the tools ``add(a, b)``, ``echo(text)``, ``slow(n, delay)`` (n progress notifications, then "done"), ``big(size)``
 (a text of ``size`` bytes), ``fail()`` (a result with ``isError``) and ``whoami()`` (the server's name), the
 resource ``resource://<name>/readme`` and the prompt ``greet(name)``; two servers may share tool names. Its
-``/control`` route (``tests/support/mcp_control.py``) changes it at runtime and reads back what it received.
+``/control`` route (``tests/support/mcp_control.py``) changes it at runtime and reads back what it received (a
+changed description re-registers the tool: same name and schema, now last in the list).
 
 What the SDK's client (mcp 2.3.0) sends and the server answers, per protocol era (seen on the wire):
 - 2026-07-28 ("auto" mode, modern): no handshake and no session. The first POST is ``server/discover``; every POST
@@ -33,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -116,6 +120,23 @@ def start_mcp_server(name: str, *, era: Era = "both", require_header: tuple[str,
     """Start an SDK server named ``name`` and wait until it answers. ``era="both"`` serves 2026-07-28 and
     2025-11-25 (the SDK's default); ``"legacy"`` only the initialize handshake. ``require_header=(name, value)``:
     401 without it. ``json_response``: legacy answers as JSON, not SSE."""
+    return _ready(_launch(name, era, require_header, json_response), timeout)
+
+
+@contextmanager
+def mcp_servers(*names: str, era: Era = "both", require_header: tuple[str, str] | None = None,
+                json_response: bool = False, timeout: float = 30.0) -> Iterator[list[McpTestServer]]:
+    """``with mcp_servers("alpha", "beta") as (alpha, beta):`` several servers of the same options, started side by
+    side (one start's wait covers the others') and all stopped at the end."""
+    launched = [_launch(name, era, require_header, json_response) for name in names]
+    try:
+        yield [_ready(server, timeout) for server in launched]
+    finally:
+        for server in launched:
+            server.stop()
+
+
+def _launch(name: str, era: Era, require_header: tuple[str, str] | None, json_response: bool) -> McpTestServer:
     port = free_port()
     args = [sys.executable, "-m", "tests.support.mcp_server_app", "--name", name, "--port", str(port), "--era", era]
     if require_header:
@@ -125,13 +146,16 @@ def start_mcp_server(name: str, *, era: Era = "both", require_header: tuple[str,
     log = Path(tempfile.mkstemp(prefix=f"mcp-{name}-", suffix=".log")[1])
     with log.open("wb") as output:
         proc = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, cwd=str(_ROOT))
-    server = McpTestServer(name, proc, port, log)
+    return McpTestServer(name, proc, port, log)
+
+
+def _ready(server: McpTestServer, timeout: float) -> McpTestServer:
     try:
-        wait_port(port, proc, timeout)
+        wait_port(server.port, server.proc, timeout)
         server.state()
     except Exception:  # noqa: BLE001 - any start failure: stop the process, report its output
         server.stop()
-        raise RuntimeError(f"MCP test server {name} did not start:\n{server.output()}") from None
+        raise RuntimeError(f"MCP test server {server.name} did not start:\n{server.output()}") from None
     return server
 
 

@@ -17,7 +17,14 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
 from tests.support.http import request
-from tests.support.mcp_servers import HUGE_BYTES, McpTestServer, Mode, start_mcp_server, start_misbehaving_server
+from tests.support.mcp_servers import (
+    HUGE_BYTES,
+    McpTestServer,
+    Mode,
+    mcp_servers,
+    start_mcp_server,
+    start_misbehaving_server,
+)
 
 TOOLS = {"add", "echo", "slow", "big", "fail", "whoami"}
 DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
@@ -33,9 +40,22 @@ def text(answer: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def alpha() -> Iterator[McpTestServer]:
-    with start_mcp_server("alpha") as server:
-        yield server
+def pair() -> Iterator[list[McpTestServer]]:
+    with mcp_servers("alpha", "beta") as servers:
+        yield servers
+
+
+@pytest.fixture
+def alpha(pair: list[McpTestServer]) -> McpTestServer:
+    return pair[0]
+
+
+async def test_two_servers_share_tool_names_and_tell_who_answered(pair: list[McpTestServer]) -> None:
+    for server in pair:
+        async with Client(server.url, mode="auto") as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+            assert text(await client.call_tool("whoami", {})) == server.name
+            assert client.server_info is not None and client.server_info.name == server.name
 
 
 @pytest.mark.parametrize(("mode", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
