@@ -1,4 +1,5 @@
-"""The per-worker read side of the control plane for the request path: provider slugs, saved configs and prompts.
+"""The per-worker read side of the control plane for the request path: provider slugs, saved configs and prompts,
+and the MCP servers the MCP data path reads (``mcp_target``, ``mcp_targets``: coroutines, off the chat path).
 
 Requests read records through dict lookups only. A lookup that misses raises ``RecordsNeeded`` naming what to
 load; the caller awaits ``fetch`` (store reads, never on the event loop's time beyond the await; concurrent misses
@@ -14,10 +15,11 @@ import asyncio
 from typing import Any, Callable, Hashable
 
 from gateway.bounded_cache import BoundedCache
-from gateway.controlplane import configs, prompts, providers
+from gateway.controlplane import configs, mcp_servers, prompts, providers
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.controlplane.secrets import SecretBox, SecretError
 from gateway.http.errors import RecordUnusable
+from gateway.mcp.target import ServerTarget
 from gateway.schema import header_values
 from gateway.schema.config import Config
 from gateway.schema.header_values import field_with_breaks
@@ -26,6 +28,11 @@ from gateway.state.base import StateStore, StateStoreError
 SLUG = "slug"
 CONFIG = "config"
 PROMPT = "prompt"
+MCP_SERVER = "mcp_server"
+#: a workspace's MCP servers, as one entry (its id is empty)
+MCP_SERVERS = "mcp_servers"
+#: how often ``_cached`` loads again when records change while it loads, before it answers its own read uncached
+_LOAD_TRIES = 3
 _MAX_ENTRIES = 10_000
 _MAX_DERIVED = 4096
 
@@ -47,7 +54,7 @@ class RecordCache:
     """Per-worker caches of slugs (as Configs), saved configs (as JSON text) and prompts (compiled)."""
 
     #: the record kinds these caches hold: a change of any other kind leaves them as they are
-    KINDS: tuple[str, ...] = (providers.KIND, configs.KIND, prompts.KIND, prompts.VERSION_KIND)
+    KINDS: tuple[str, ...] = (providers.KIND, configs.KIND, prompts.KIND, prompts.VERSION_KIND, mcp_servers.KIND)
 
     def __init__(self, store: StateStore, box: Callable[[], SecretBox]) -> None:
         self.store = store
@@ -59,6 +66,8 @@ class RecordCache:
             store, configs.KIND, configs.SavedConfig, "pc-", "saved config")
         self.prompts: Repository[prompts.Prompt] = Repository(
             store, prompts.KIND, prompts.Prompt, "pp-", "prompt", "prompt_id")
+        self.mcp_servers: Repository[mcp_servers.McpServer] = Repository(
+            store, mcp_servers.KIND, mcp_servers.McpServer, "", "MCP server", "slug", scoped=True)
         self._entries: BoundedCache[tuple[str, str, str], Any] = BoundedCache(_MAX_ENTRIES)
         self.derived: BoundedCache[Hashable, Any] = BoundedCache(_MAX_DERIVED)
         self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
@@ -97,6 +106,30 @@ class RecordCache:
     def prompt(self, workspace: str, id: str) -> prompts.Template | None:
         """The prompt's compiled template, None when the workspace has no such prompt."""
         return self._get(PROMPT, workspace, id)
+
+    async def mcp_target(self, workspace: str, slug: str) -> ServerTarget | None:
+        """The MCP server ``slug`` of ``workspace`` as the data path sees it, None when there is none; a record
+        whose headers this gateway cannot open is a 500 (``RecordUnusable``) naming it."""
+        return await self._cached((MCP_SERVER, workspace, slug))
+
+    async def mcp_targets(self, workspace: str) -> list[ServerTarget]:
+        """Every MCP server of ``workspace`` the data path can use, oldest first (one whose headers this gateway
+        cannot open is left out: ``mcp_target`` names its error)."""
+        return list(await self._cached((MCP_SERVERS, workspace, "")))
+
+    async def _cached(self, key: tuple[str, str, str]) -> Any:
+        for _ in range(_LOAD_TRIES):
+            try:
+                return self._get(*key)
+            except RecordsNeeded as needed:
+                await self.fetch(needed)
+        try:
+            value = await self._load(*key)  # records keep changing: this read's own answer, not kept
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        if isinstance(value, RecordUnusable):
+            raise value
+        return value
 
     def keep(self, key: Hashable, value: Any) -> None:
         """Store a derived value (bounded: the oldest go first)."""
@@ -153,6 +186,22 @@ class RecordCache:
                 return configs.opened(self.box, saved)  # once per load: the text stays cached until records change
             except SecretError as exc:
                 return unusable(saved, exc)
+        if kind == MCP_SERVER:
+            server = await self.mcp_servers.lookup(workspace, id)
+            if server is None:
+                return None
+            try:
+                return mcp_servers.target(self.box, server)
+            except SecretError as exc:
+                return RecordUnusable(f"MCP server '{id}' cannot be used: {exc}", param="slug")
+        if kind == MCP_SERVERS:
+            targets = []
+            for server in await self.mcp_servers.list(workspace):
+                try:
+                    targets.append(mcp_servers.target(self.box, server))
+                except SecretError:
+                    continue
+            return targets
         prompt = await self.prompts.lookup(workspace, id)
         return None if prompt is None else prompts.Template(prompt)
 

@@ -52,6 +52,7 @@ SCOPES: dict[str, str] = {
     "logs.read": "read the workspace's request logs (GET /v1/logs, /v1/logs/stream, /v1/logs/aggregates)",
     "guardrails.invoke": "run guardrail checks directly, outside a request's config",
     "agents.invoke": "call agents through the gateway",
+    "mcp.invoke": "call tools, read resources and prompts of the workspace's MCP servers through /v1/mcp",
     "keys.read": "list and read gateway keys (GET /v1/api-keys, /v1/api-keys/{id})",
     "keys.write": "create, rotate and revoke gateway keys (within the caller's own role and scopes)",
     "providers.read": "list and read provider slugs (GET /v1/providers, /v1/providers/{slug})",
@@ -64,22 +65,36 @@ SCOPES: dict[str, str] = {
     "policies.write": "create, change and archive policies",
     "guardrails.read": "list and read saved guardrails (GET /v1/guardrails, /v1/guardrails/{id})",
     "guardrails.write": "create, change and delete saved guardrails",
+    "mcp-servers.read": "list and read MCP servers and their tools (GET /v1/mcp-servers, /v1/mcp-servers/{slug}, "
+                        "/v1/mcp-servers/{slug}/tools)",
+    "mcp-servers.write": "create, change and delete MCP servers and approve their tools' definitions",
     "metrics.read": "GET /metrics (root keys only: its series sum every workspace's traffic)",
 }
 #: the scopes of the admin routes (they need the admin role as well)
 ADMIN_SCOPES: tuple[str, ...] = (
     "keys.read", "keys.write", "providers.read", "providers.write", "configs.read", "configs.write", "prompts.read",
-    "prompts.write", "policies.read", "policies.write", "guardrails.read", "guardrails.write", "metrics.read")
+    "prompts.write", "policies.read", "policies.write", "guardrails.read", "guardrails.write", "metrics.read",
+    "mcp-servers.read", "mcp-servers.write")
 DEFAULT_SCOPES: dict[str, tuple[str, ...]] = {
     "admin": tuple(SCOPES),
-    "member": ("inference", "prompts.run", "models.read", "logs.read"),
+    "member": ("inference", "prompts.run", "models.read", "logs.read", "mcp.invoke"),
 }
-#: how a stored key's scopes read: version 0 keys were made before the admin routes had scopes, when this set was
-#: every scope there was; an admin key of version 0 holding all of it holds the admin scopes too (it could do
-#: everything then), so keys made with the defaults before the change keep working (``held_scopes``)
-SCOPES_VERSION = 1
+#: how a stored key's scopes read: the version of the scope table a key was made under (``SCOPES_VERSION`` now).
+#: An admin key that holds every scope there was at its version could do everything then, so it holds what each
+#: later version added too (``SCOPE_ADDITIONS``), and keys made with the defaults keep working; a narrowed key, or a
+#: member key, gains nothing (no key grants more than it was given). Version 0 keys were made before the admin
+#: routes had scopes; version 1 keys before the MCP scopes.
+SCOPES_VERSION = 2
 SCOPES_BEFORE_ADMIN_SCOPES = frozenset(
     ("inference", "prompts.run", "models.read", "logs.read", "guardrails.invoke", "agents.invoke"))
+SCOPES_BEFORE_MCP_SCOPES = SCOPES_BEFORE_ADMIN_SCOPES | frozenset(
+    ("keys.read", "keys.write", "providers.read", "providers.write", "configs.read", "configs.write", "prompts.read",
+     "prompts.write", "policies.read", "policies.write", "guardrails.read", "guardrails.write", "metrics.read"))
+#: per version: (every scope there was at that version, what the next version added)
+SCOPE_ADDITIONS: tuple[tuple[frozenset[str], frozenset[str]], ...] = (
+    (SCOPES_BEFORE_ADMIN_SCOPES, SCOPES_BEFORE_MCP_SCOPES - SCOPES_BEFORE_ADMIN_SCOPES),
+    (SCOPES_BEFORE_MCP_SCOPES, frozenset(("mcp.invoke", "mcp-servers.read", "mcp-servers.write"))),
+)
 ROTATION_WORDS = {"weekly": 7, "monthly": 30}
 SECRET_PREFIX = "gw-"
 NEGATIVE_TTL_S = 2.0
@@ -122,11 +137,15 @@ def check_grant(granter: KeyRecord | None, role: str, scopes: list[str], *, para
 
 
 def held_scopes(role: str, scopes: Collection[str], version: int) -> frozenset[str]:
-    """The scopes a stored key holds: its own, plus the admin scopes for an admin key made before they existed
-    with every scope there was then (``SCOPES_VERSION``)."""
+    """The scopes a stored key holds: its own, plus, for an admin key made under an older scope table
+    (``version``) with every scope there was then, the scopes each later table added (``SCOPE_ADDITIONS``)."""
     held = frozenset(scopes)
-    if version < SCOPES_VERSION and role == "admin" and SCOPES_BEFORE_ADMIN_SCOPES <= held:
-        return held.union(ADMIN_SCOPES)
+    if role != "admin":
+        return held
+    for everything_then, added in SCOPE_ADDITIONS[max(version, 0):SCOPES_VERSION]:
+        if not everything_then <= held:
+            break
+        held = held.union(added)
     return held
 
 

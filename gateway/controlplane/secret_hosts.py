@@ -23,10 +23,12 @@ CHECK_MARKERS = ("parameters", "default.webhook")
 Path = tuple[str | int, ...]
 
 
-def check_slug_move(current: Mapping[str, Any], changes: Mapping[str, Any], secrets: Mapping[str, Any]) -> None:
-    """400 when ``changes`` (a slug update) move the slug to another host while secrets it holds (``secrets``) are
-    not sent again (or removed with null) in the same update."""
-    moved = [k for k in HOST_FIELDS if k in changes and changes[k] != current.get(k)]
+def check_slug_move(current: Mapping[str, Any], changes: Mapping[str, Any], secrets: Mapping[str, Any],
+                    hosts: tuple[str, ...] = HOST_FIELDS) -> None:
+    """400 when ``changes`` (a slug update) move the slug to another host (a change of one of ``hosts``: a
+    provider slug's by default, an MCP server's ``url``) while secrets it holds (``secrets``) are not sent again
+    (or removed with null) in the same update."""
+    moved = [k for k in hosts if k in changes and changes[k] != current.get(k)]
     kept = [k for k in secrets if k not in changes]
     if moved and kept:
         raise InvalidRequest(

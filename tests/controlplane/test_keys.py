@@ -301,7 +301,8 @@ def test_unknown_keys_do_not_delay_a_relayed_stream_while_the_store_hangs(mock):
 
 def test_an_admin_key_stored_before_the_admin_scopes_holds_them_only_when_it_held_every_scope_then():
     old_defaults = sorted(SCOPES_BEFORE_ADMIN_SCOPES)
-    assert held_scopes("admin", old_defaults, 0) == SCOPES_BEFORE_ADMIN_SCOPES | set(ADMIN_SCOPES)
+    # every scope since: the admin scopes, and the MCP ones a version-1 key holding everything gained after them
+    assert held_scopes("admin", old_defaults, 0) == SCOPES_BEFORE_ADMIN_SCOPES | set(ADMIN_SCOPES) | {"mcp.invoke"}
     assert held_scopes("admin", ["inference", "models.read"], 0) == {"inference", "models.read"}
     assert held_scopes("member", old_defaults, 0) == SCOPES_BEFORE_ADMIN_SCOPES  # members had no admin routes
     assert held_scopes("admin", old_defaults, SCOPES_VERSION) == SCOPES_BEFORE_ADMIN_SCOPES  # a new key: as given
