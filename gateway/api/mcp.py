@@ -1,0 +1,348 @@
+"""The MCP endpoints: ``/v1/mcp`` (every MCP server of the caller's workspace, names ``<slug>__<name>``) and
+``/v1/mcp/{slug}`` (one server as it is), over Streamable HTTP in both protocol eras (docs/mcp.md).
+
+Per request, in order: the gateway key (the one authentication function; MCP clients send it as ``Authorization:
+Bearer <gateway key>``) with the ``mcp.invoke`` scope, else 401 with ``WWW-Authenticate: Bearer`` or 403, as
+JSON-RPC errors; the body (at most GATEWAY_MAX_BODY_BYTES) as one JSON-RPC message; the client's era: the
+2026-07-28 envelope in ``params._meta`` (its version and routing headers checked), or ``initialize`` and the
+session it opens (``gateway/mcp/sessions.py``); then the method (``gateway/mcp/relay.py``). A request for a server
+is sent on through the gateway's MCP client and its answer relayed as it comes: as ``text/event-stream`` when the
+server streamed it and the client accepts that, else as the one JSON response. Every error is a JSON-RPC error with
+the request's id. A ``tools/call`` is also admitted by the workspace's rate-limit policies (server as ``provider``
+``mcp:<slug>``, tool as ``model``) and written as a request record (``gateway/mcp/records.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+import msgspec
+
+from gateway.controlplane.auth import authenticate
+from gateway.controlplane.keys import KeyRecord, KeyStore
+from gateway.http.body import read_request_body
+from gateway.http.context import RequestContext, build_context
+from gateway.http.disconnect import DisconnectWatch
+from gateway.http.errors import GatewayError, Unauthorized
+from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.mcp import wire
+from gateway.mcp.catalog import Permit, allow_all
+from gateway.mcp.records import McpCall
+from gateway.mcp.relay import Forward, Reply, initialize_result
+from gateway.mcp.service import McpService
+from gateway.mcp.target import ServerTarget
+from gateway.mcp.upstream import Answer
+
+SCOPE = "mcp.invoke"
+_JSON = [(b"content-type", b"application/json")]
+_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_CHALLENGE = (b"www-authenticate", b'Bearer realm="gateway", error="invalid_token"')
+
+
+class Targets:
+    """Where the endpoint finds the caller's servers (the control plane's per-worker read side)."""
+
+    def __init__(self, one: Callable[[str, str], Any], every: Callable[[str], Any]) -> None:
+        self.one = one
+        self.every = every
+
+
+class McpEndpoint:
+    """``POST``, ``GET`` (405: the gateway opens no server-initiated stream) and ``DELETE`` (ends a handshake-era
+    session) on both paths."""
+
+    def __init__(self, keys: KeyStore, targets: Targets, service: Callable[[], McpService], max_body: int,
+                 recorder: Any, policies: Any) -> None:
+        self.keys = keys
+        self.targets = targets
+        self._service = service
+        self.max_body = max_body
+        self.recorder = recorder
+        self.policies = policies
+
+    def routes(self) -> list[tuple[str, str, ASGIApp]]:
+        out: list[tuple[str, str, ASGIApp]] = []
+        for path in ("/v1/mcp", "/v1/mcp/{slug}"):
+            out += [("POST", path, self.post), ("GET", path, self.get), ("DELETE", path, self.delete)]
+        return out
+
+    @property
+    def service(self) -> McpService:
+        return self._service()
+
+    # -- the routes ------------------------------------------------------------------------------------------------
+
+    async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _send(send, 405, wire.error_body(None, wire.INVALID_REQUEST, "Method Not Allowed: the gateway opens no "
+                                               "server-initiated stream; POST requests"),
+                    [(b"allow", b"POST, DELETE")])
+
+    async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            ctx = build_context(scope["headers"])
+            key = await self._caller(ctx)
+            session_id = _header(scope, wire.SESSION_HEADER)
+            if not session_id:
+                raise wire.RpcError(wire.INVALID_REQUEST, "Bad Request: DELETE needs the Mcp-Session-Id header")
+            sessions = self.service.sessions
+            if await sessions.find(session_id, key.key_id, _endpoint(scope)) is None:
+                raise wire.RpcError(wire.INVALID_REQUEST, "Session not found", status=404)
+            await sessions.close(session_id)
+        except wire.RpcError as exc:
+            await _send(send, exc.status, exc.body(None), _challenge(exc))
+            return
+        await _send(send, 200, b"")
+
+    async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        message: wire.Message | None = None
+        session_header: list[tuple[bytes, bytes]] = []
+        try:
+            ctx = build_context(scope["headers"])
+            key = await self._caller(ctx)
+            try:
+                body = await read_request_body(scope, receive, self.max_body)
+            except GatewayError as exc:
+                raise wire.RpcError(wire.INVALID_REQUEST, exc.message, status=exc.status) from None
+            message = wire.decode(body)
+            endpoint = _endpoint(scope)
+            single, targets = await self._servers(key, endpoint)
+            service = self.service
+            if message.method == "initialize":
+                await self._initialize(send, message, key, endpoint)
+                return
+            if message.is_response:  # an answer to a server-to-client request: the gateway sends none
+                await _send(send, 202, b"")
+                return
+            version = wire.envelope_version(message.params)
+            if version is not None:
+                modern = True
+                _check_envelope(scope, message, version)
+            else:
+                modern = False
+                session_id = _header(scope, wire.SESSION_HEADER)
+                if not session_id:
+                    raise wire.RpcError(wire.INVALID_REQUEST, "Bad Request: send initialize first and then its "
+                                                              "Mcp-Session-Id, or the 2026-07-28 envelope in "
+                                                              "params._meta")
+                if await service.sessions.find(session_id, key.key_id, endpoint) is None:
+                    raise wire.RpcError(wire.INVALID_REQUEST, "Session not found", status=404)
+                session_header = [(wire.SESSION_HEADER.encode(), session_id.encode())]
+            if message.is_notification:
+                await self._notification(message, single, modern)
+                await _send(send, 202, b"", session_header)
+                return
+            outcome = await service.relay.answer(message, targets, single, _permit(key), modern)
+        except wire.RpcError as exc:
+            await _send(send, exc.status, exc.body(_id(message)), _challenge(exc) + session_header)
+            return
+        if isinstance(outcome, Reply):
+            await _send(send, 200, wire.result_body(message.id, outcome.result), session_header)  # type: ignore
+            return
+        await self._forward(scope, receive, send, ctx, key, outcome, len(body), started, session_header)
+
+    # -- the steps -------------------------------------------------------------------------------------------------
+
+    async def _caller(self, ctx: RequestContext) -> KeyRecord:
+        try:
+            return await authenticate(self.keys, ctx, SCOPE)
+        except GatewayError as exc:
+            status = exc.status
+            raise wire.RpcError(wire.INVALID_REQUEST, f"{'Unauthorized' if status == 401 else 'Forbidden'}: "
+                                                      f"{exc.message}", status=status) from None
+
+    async def _servers(self, key: KeyRecord, endpoint: str
+                       ) -> tuple[ServerTarget | None, dict[str, ServerTarget]]:
+        if endpoint:
+            target = await self.targets.one(key.workspace, endpoint)
+            if target is None:
+                raise wire.RpcError(wire.INVALID_REQUEST, f"no MCP server '{endpoint}' in this key's workspace",
+                                    status=404)
+            return target, {target.slug: target}
+        return None, {t.slug: t for t in await self.targets.every(key.workspace)}
+
+    async def _initialize(self, send: Send, message: wire.Message, key: KeyRecord, endpoint: str) -> None:
+        asked = message.param("protocolVersion")
+        version = asked if asked in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
+        session_id = await self.service.sessions.open(key.key_id, key.workspace, endpoint, version)
+        await _send(send, 200, wire.result_body(_id(message), initialize_result(version)),
+                    [(wire.SESSION_HEADER.encode(), session_id.encode())])
+
+    async def _notification(self, message: wire.Message, single: ServerTarget | None, modern: bool) -> None:
+        """A client's notification: ``notifications/cancelled`` goes on to a server's own endpoint's server (its
+        requests carry the client's ids); the others concern the gateway's session and end here."""
+        if message.method == "notifications/cancelled" and single is not None:
+            try:
+                answer = await self.service.upstream.send(single, message)
+                answer.close()
+            except wire.RpcError:
+                pass
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, ctx: RequestContext, key: KeyRecord,
+                       forward: Forward, body_len: int, started: float,
+                       session_header: list[tuple[bytes, bytes]]) -> None:
+        message = forward.message
+        call = McpCall(ctx, key, forward, body_len, started) if forward.tool is not None else None
+        try:
+            if call is not None:
+                await call.admit(self.policies)
+            answer = await self.service.upstream.send(forward.target, message)
+        except (wire.RpcError, GatewayError) as exc:
+            error = exc if isinstance(exc, wire.RpcError) else _rpc_of(exc)
+            data = error.body(message.id)  # type: ignore[arg-type]
+            await _send(send, error.status, data, session_header)
+            if call is not None:
+                call.done(self.recorder, error.status, len(data), error.code)
+            return
+        wants_stream = b"text/event-stream" in (_header(scope, "accept") or "").encode()
+        if answer.streamed and wants_stream:
+            if call is not None:
+                call.record.stream = True
+            task = asyncio.ensure_future(_relay_stream(send, answer, message.id, session_header))
+            watch = DisconnectWatch(receive, task)
+            try:
+                status, out, code = await task
+            except asyncio.CancelledError:
+                if not watch.fired():
+                    raise
+                status, out, code = 499, 0, None
+            finally:
+                watch.stop()
+                answer.close()
+        else:
+            try:
+                reply = await _final(answer, message.id)
+            except wire.RpcError as exc:
+                reply = exc.body(message.id)  # type: ignore[arg-type]
+            finally:
+                answer.close()
+            code = _error_code(reply)
+            status = wire.ERROR_STATUS.get(code, 200) if code is not None else 200
+            await _send(send, status, reply, session_header)
+            out = len(reply)
+        if call is not None:
+            call.done(self.recorder, status, out, code)
+
+
+async def _relay_stream(send: Send, answer: Answer, id: Any, session_header: list[tuple[bytes, bytes]]
+                        ) -> tuple[int, int, int | None]:
+    """Relay a server's event stream as it comes; ``(status, bytes out, JSON-RPC error code)``."""
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE + session_header})
+    out = 0
+    code: int | None = None
+    finished = False
+    try:
+        async for data in answer.messages():
+            if not finished and _is_response_to(data, id):
+                finished = True
+                code = _error_code(data)
+            event = wire.sse_event(data)
+            out += len(event)
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            if finished:
+                break
+        if not finished:
+            raise wire.RpcError(wire.CONNECTION_CLOSED, "the MCP server ended its stream without a response")
+    except wire.RpcError as exc:
+        event = wire.sse_event(exc.body(id))
+        out += len(event)
+        code = exc.code
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+    return 200, out, code
+
+
+async def _final(answer: Answer, id: Any) -> bytes:
+    """The server's response to request ``id`` (its notifications dropped: the client takes no stream)."""
+    async for data in answer.messages():
+        if _is_response_to(data, id):
+            return data
+    raise wire.RpcError(wire.CONNECTION_CLOSED, "the MCP server ended its answer without a response")
+
+
+class _Head(msgspec.Struct):
+    id: Any = None
+    method: Any = None
+    error: Any = None
+
+
+_head = msgspec.json.Decoder(_Head)
+
+
+def _is_response_to(data: bytes, id: Any) -> bool:
+    try:
+        head = _head.decode(data)
+    except msgspec.DecodeError:
+        raise wire.RpcError(wire.INTERNAL_ERROR, "the MCP server sent a message that is not JSON-RPC") from None
+    return head.method is None and head.id == id
+
+
+def _error_code(data: bytes) -> int | None:
+    try:
+        error = _head.decode(data).error
+    except msgspec.DecodeError:
+        return wire.INTERNAL_ERROR
+    if isinstance(error, dict):
+        code = error.get("code")
+        return code if isinstance(code, int) else wire.INTERNAL_ERROR
+    return None
+
+
+def _rpc_of(exc: GatewayError) -> wire.RpcError:
+    """A gateway error met on the way (a rate limit's 429, the state store's 503) as the JSON-RPC error."""
+    return wire.RpcError(wire.INTERNAL_ERROR if exc.status >= 500 else wire.INVALID_REQUEST, exc.message,
+                         data={"status": exc.status, "type": exc.type, "code": exc.code}, status=exc.status)
+
+
+def _check_envelope(scope: Scope, message: wire.Message, version: str) -> None:
+    if version not in wire.MODERN_VERSIONS:
+        raise wire.RpcError(wire.UNSUPPORTED_VERSION, "Unsupported protocol version",
+                            data={"supported": list(wire.MODERN_VERSIONS), "requested": version})
+    if _header(scope, wire.VERSION_HEADER) != version:
+        raise wire.RpcError(wire.HEADER_MISMATCH, "MCP-Protocol-Version header does not match the request envelope's "
+                                                  "protocol version")
+    if _header(scope, wire.METHOD_HEADER) != message.method:
+        raise wire.RpcError(wire.HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
+    named = wire.NAMED_PARAM.get(message.method) if isinstance(message.method, str) else None
+    if named is not None and _header(scope, wire.NAME_HEADER) != message.param(named):
+        raise wire.RpcError(wire.HEADER_MISMATCH, f"Mcp-Name header does not match params.{named}")
+
+
+def _permit(key: KeyRecord) -> Permit:
+    return allow_all
+
+
+def _endpoint(scope: Scope) -> str:
+    params = scope.get("path_params")
+    return str(params.get("slug") or "") if params else ""
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    wanted = name.encode()
+    for key, value in scope["headers"]:
+        if key == wanted:
+            return value.decode("latin-1")
+    return None
+
+
+def _id(message: wire.Message | None) -> Any:
+    if message is None or message.id is msgspec.UNSET:
+        return None
+    return message.id
+
+
+def _challenge(exc: wire.RpcError) -> list[tuple[bytes, bytes]]:
+    return [_CHALLENGE] if exc.status == 401 else []
+
+
+async def _send(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = list(_JSON) if body else []
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["McpEndpoint", "Targets", "Unauthorized"]
