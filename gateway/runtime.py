@@ -79,6 +79,7 @@ class Runtime:
         self.breaker = CircuitBreaker(self.store, breaker_clock) if breaker_clock else CircuitBreaker(self.store)
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self._steps: PipelineSteps | None = None
+        self._mcp: Any = None
         self._embeddings_config: Any = None
         if settings.semantic_cache_embeddings.strip() != "local":  # a bad one stops the worker's start
             from gateway.cache.provider_embedder import embeddings_config
@@ -126,6 +127,16 @@ class Runtime:
                                         lambda callback: self.watcher.subscribe(callback, (GUARDRAIL_KIND,)),
                                         lambda: self.records.box, embedder)
         return self._steps
+
+    @property
+    def mcp(self) -> Any:
+        """The MCP gateway's objects (``gateway.mcp.service.McpService``), made on the first MCP request or admin
+        call: a worker that serves none never imports them."""
+        if self._mcp is None:
+            from gateway.mcp.service import McpService
+
+            self._mcp = McpService(self.settings, self.transport, self.store)
+        return self._mcp
 
     def _provider_embedder(self) -> Any:
         """The semantic cache's embedder over the GATEWAY_SEMANTIC_CACHE_EMBEDDINGS config (its router, adapters

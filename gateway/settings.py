@@ -117,6 +117,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "not bounded)", gt=0)] = 128 * 1024 * 1024
     request_timeout_ms: Annotated[int | None, setting("default request_timeout for every request (408)",
                                                       aliases=("REQUEST_TIMEOUT",))] = None
+    # MCP gateway
+    mcp_timeout_ms: Annotated[int, setting(
+        "longest wait for an MCP server to start answering a request (a JSON-RPC error after it); a streamed answer "
+        "may then fall silent for GATEWAY_UPSTREAM_READ_TIMEOUT_MS", gt=0)] = 60_000
+    mcp_list_ttl_ms: Annotated[int, setting(
+        "how long an MCP server's tool, prompt and resource lists are reused before they are read again: a tool "
+        "whose definition changed upstream is withheld at most this long after the change", gt=0, le=60_000)] = 30_000
+    mcp_session_ttl_ms: Annotated[int, setting(
+        "how long an idle handshake-era (2025-11-25) MCP client session lives in the state store", gt=0)] = 86_400_000
     upstream_transport: Annotated[Literal["lean", "aiohttp"], setting(
         "how request-path calls reach upstreams: lean (a keep-alive pool of loop transports, llhttp parsing; proxied "
         "upstreams and streamed uploads still go through aiohttp) or aiohttp (every call through aiohttp's "

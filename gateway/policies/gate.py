@@ -180,6 +180,13 @@ class PolicyGate:
     async def admit(self, ctx: RequestContext, request: Any, body_len: int, node: Node) -> Hold | None:
         """Check and count the request against every matching policy (429 when one is exhausted). The Hold, when
         one is returned, must be handed to ``finish`` after the answer."""
+        return await self.admit_as(ctx, request, body_len, first_provider(node), getattr(request, "model", None))
+
+    async def admit_as(self, ctx: RequestContext, request: Any, body_len: int, provider: str | None,
+                       model: str | None) -> Hold | None:
+        """``admit`` for a request whose provider and model are named by the caller (an MCP tool call: ``provider``
+        ``mcp:<server>``, ``model`` the tool; it sends ``body_len`` 0 and no request, so it reserves nothing of a
+        token or cost budget)."""
         if self.stale:
             await self.refresh()
         workspace = ctx.workspace or ""
@@ -189,8 +196,7 @@ class PolicyGate:
                 self.metrics.count_policy_rejection("state_store")
                 raise ServiceUnavailable("the state store is unreachable and limits fail closed; try again shortly")
             return None
-        provider = first_provider(node)
-        facts = RequestFacts(workspace, provider, getattr(request, "model", None), ctx.metadata,
+        facts = RequestFacts(workspace, provider, model, ctx.metadata,
                              lambda: self.key_id(ctx.api_key))
         now_ms = int(time.time() * 1000)
         plan, new = policies.plan(facts, now_ms)
