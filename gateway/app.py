@@ -18,17 +18,19 @@ from gateway.api.guardrails import GuardrailRoutes
 from gateway.api.health import HealthEndpoint, ReadyEndpoint
 from gateway.api.keys import KeyRoutes
 from gateway.api.logs import LogsEndpoint
+from gateway.api.mcp_servers import McpServerRoutes, ReadTools
 from gateway.api.metrics import MetricsEndpoint
 from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
 from gateway.http.bodywatch import WATCH_STATE, BodyWatch
-from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
+from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, ServiceUnavailable, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import Deferred, RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.job_routes import mount_jobs
+from gateway.mcp.target import ServerTarget
 from gateway.pipeline.media import media_routes
 from gateway.pipeline.pipeline import Pipeline, PipelineParts
 from gateway.providers.base import CHAT, COMPLETIONS, EMBEDDINGS, MODERATIONS, RERANK
@@ -61,7 +63,20 @@ def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
         PromptRoutes(keys, records, runtime.store),
         ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.exchange),
         GuardrailRoutes(keys, records, lambda: runtime.steps.saved),
+        McpServerRoutes(keys, records, _read_mcp_tools(runtime), runtime.client.resolver.check),
     )
+
+
+def _read_mcp_tools(runtime: Runtime) -> ReadTools:
+    """The MCP data path's read of a server's tools (``runtime.mcp.upstream.list_tools``), found when called."""
+
+    async def read(target: ServerTarget) -> list[dict[str, Any]]:
+        mcp = getattr(runtime, "mcp", None)
+        if mcp is None:
+            raise ServiceUnavailable("this gateway's MCP client is not available", param="url")
+        return await mcp.upstream.list_tools(target)
+
+    return read
 
 
 class GatewayApp:

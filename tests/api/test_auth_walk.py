@@ -129,7 +129,7 @@ async def walk_one(app: Any, method: str, path: str, ids: dict[str, str], revoke
         error = refused(await send(headers), (401,), f"{where} with {label}")
         assert error["message"] == UNKNOWN and error["type"] == "authentication_error", (where, label, error)
     error = refused(await send({"x-gateway-api-key": scopeless}), (403,), f"{where} with a key without scopes")
-    named = re.search(r"lacks the scope '([\w.]+)'", error["message"])
+    named = re.search(r"lacks the scope '([\w.-]+)'", error["message"])
     if named:  # the route names its scope: a key holding every other one lacks it too
         scope = named.group(1)
         if scope not in all_but:
