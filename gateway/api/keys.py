@@ -1,8 +1,8 @@
 """Gateway-key routes: ``/v1/api-keys`` create and list, ``/v1/api-keys/{key_id}`` get and revoke, and rotate.
 
-``POST /v1/api-keys`` ``{name, role?, workspace_id?, scopes?, rotation_period?}`` answers 201 with the record and
-``key``, the secret (shown only here and by rotate). ``role`` defaults to ``member``; a workspace that no record
-names yet is created by naming it (the root key only: other admins act in their own workspace). A key creates,
+``POST /v1/api-keys`` ``{name, role?, workspace_id?, scopes?, rotation_period?, mcp_tools?}`` answers 201 with the
+record and ``key``, the secret (shown only here and by rotate). ``role`` defaults to ``member``; a workspace that no
+record names yet is created by naming it (the root key only: other admins act in their own workspace). A key creates,
 rotates and revokes only keys within its own role and scopes, only a root key rotates or revokes a root key, and a
 key may always revoke itself (403 naming the role or scope it lacks). Reading keys needs ``keys.read``; creating,
 rotating and revoking another key ``keys.write``. Deleting a key revokes it: every worker and instance refuses it
@@ -26,6 +26,7 @@ class KeyBody(msgspec.Struct, forbid_unknown_fields=True):
     workspace_id: str | None = None
     scopes: list[str] | None = None
     rotation_period: int | str | None = None
+    mcp_tools: list[str] | None = None
 
 
 _body = BodyDecoder(KeyBody)
@@ -53,7 +54,7 @@ class KeyRoutes:
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
         record, secret = await self.keys.create(
             name=body.name, role=body.role, workspace=workspace, organisation=caller.key.organisation,
-            scopes=body.scopes, rotation_period=body.rotation_period, granter=caller.key,
+            scopes=body.scopes, rotation_period=body.rotation_period, granter=caller.key, mcp_tools=body.mcp_tools,
         )
         await send_record(send, record.public(secret), 201)
 

@@ -311,7 +311,8 @@ def _check_envelope(scope: Scope, message: wire.Message, version: str) -> None:
 
 
 def _permit(key: KeyRecord) -> Permit:
-    return allow_all
+    """The key's MCP tool list as the catalogue's permit (``KeyRecord.may_use_tool``)."""
+    return allow_all if key.mcp_tools is None else key.may_use_tool
 
 
 def _endpoint(scope: Scope) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
@@ -179,6 +180,9 @@ class ApiKey(Entity, kw_only=True):
     key_hash: str = ""
     #: which scope table ``scopes`` was written under (absent, so 0, in keys stored before ``SCOPES_VERSION``)
     scopes_version: int = 0
+    #: the MCP tools the key may see and call (``<server slug>`` or ``<server slug>/<tool>``); None: every tool its
+    #: workspace's servers allow
+    mcp_tools: list[str] | None = None
 
     @property
     def held(self) -> frozenset[str]:
@@ -190,6 +194,8 @@ class ApiKey(Entity, kw_only=True):
         rotation) as ``key``."""
         doc = msgspec.to_builtins(self)
         del doc["key_hash"], doc["scopes_version"]
+        if self.mcp_tools is None:
+            doc.pop("mcp_tools", None)
         doc["scopes"] = in_table_order(self.held)
         if secret is not None:
             doc["key"] = secret
@@ -206,6 +212,7 @@ class Principal(msgspec.Struct, frozen=True, gc=False):
     scopes: tuple[str, ...]
     root: bool = False
     scopes_version: int = 0
+    mcp_tools: tuple[str, ...] | None = None
 
 
 class KeyRecord:
@@ -216,10 +223,11 @@ class KeyRecord:
     ``can_infer`` is ``"inference" in scopes``, read by every inference request.
     """
 
-    __slots__ = ("workspace", "role", "organisation", "key_id", "root", "scopes", "can_infer")
+    __slots__ = ("workspace", "role", "organisation", "key_id", "root", "scopes", "can_infer", "mcp_tools")
 
     def __init__(self, workspace: str, role: str, organisation: str = DEFAULT_ORGANISATION, key_id: str = "",
-                 root: bool = False, scopes: frozenset[str] | None = None) -> None:
+                 root: bool = False, scopes: frozenset[str] | None = None,
+                 mcp_tools: frozenset[str] | None = None) -> None:
         self.workspace = workspace
         self.role = role
         self.organisation = organisation
@@ -227,11 +235,20 @@ class KeyRecord:
         self.root = root
         self.scopes = frozenset(DEFAULT_SCOPES[role]) if scopes is None else scopes
         self.can_infer = "inference" in self.scopes
+        #: the MCP tools it may use (``<slug>`` or ``<slug>/<tool>``), None: all its workspace's servers allow
+        self.mcp_tools = mcp_tools
 
     @classmethod
     def of(cls, principal: Principal) -> KeyRecord:
+        tools = principal.mcp_tools
         return cls(principal.workspace_id, principal.role, principal.organisation_id, principal.key_id,
-                   principal.root, held_scopes(principal.role, principal.scopes, principal.scopes_version))
+                   principal.root, held_scopes(principal.role, principal.scopes, principal.scopes_version),
+                   None if tools is None else frozenset(tools))
+
+    def may_use_tool(self, slug: str, tool: str) -> bool:
+        """Whether the key's MCP tool list (if any) names the server ``slug`` or its ``tool``."""
+        tools = self.mcp_tools
+        return tools is None or slug in tools or f"{slug}/{tool}" in tools
 
 
 # --- validation of what a caller asks for ----------------------------------------------------------------------
@@ -253,6 +270,35 @@ def check_scopes(scopes: list[str] | None, role: str) -> list[str]:
             raise InvalidRequest(f"unknown scope {scope!r}; scopes are: {', '.join(SCOPES)}", param=f"scopes[{i}]")
         if scope not in out:
             out.append(scope)
+    return out
+
+
+MCP_TOOL_ENTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}(/[^/\s]{1,128})?")
+MCP_TOOLS_MAX = 1000
+
+
+def check_mcp_tools(tools: list[str] | None, granter: KeyRecord | None) -> list[str] | None:
+    """A key's MCP tool list: each entry ``<server slug>`` or ``<server slug>/<tool>`` (400 naming
+    ``mcp_tools[i]``), at most ``MCP_TOOLS_MAX``. A granter with a list of its own may hand out only what it holds:
+    the new key must have a list, each entry within the granter's (403 naming the first that is not)."""
+    if tools is None:
+        if granter is not None and granter.mcp_tools is not None:
+            raise Forbidden("this gateway key may use only some MCP tools, so a key it creates must list its "
+                            "mcp_tools (within its own)", param="mcp_tools", code="missing_scope")
+        return None
+    if len(tools) > MCP_TOOLS_MAX:
+        raise InvalidRequest(f"mcp_tools holds at most {MCP_TOOLS_MAX} entries", param="mcp_tools")
+    out: list[str] = []
+    for i, entry in enumerate(tools):
+        if not isinstance(entry, str) or not MCP_TOOL_ENTRY.fullmatch(entry):
+            raise InvalidRequest("each mcp_tools entry is <server slug> or <server slug>/<tool>, got "
+                                 f"{entry!r}", param=f"mcp_tools[{i}]")
+        held = granter.mcp_tools if granter is not None else None
+        if held is not None and entry not in held and entry.partition("/")[0] not in held:
+            raise Forbidden(f"this gateway key may not use the MCP tools {entry!r}, so it may not hand them out",
+                            param=f"mcp_tools[{i}]", code="missing_scope")
+        if entry not in out:
+            out.append(entry)
     return out
 
 
@@ -295,7 +341,8 @@ class ApiKeys:
     async def create(self, *, name: str, role: str, workspace: str = DEFAULT_WORKSPACE,
                      organisation: str = DEFAULT_ORGANISATION, scopes: list[str] | None = None,
                      rotation_period: int | str | None = None, root: bool = False,
-                     secret: str | None = None, granter: KeyRecord | None = None) -> tuple[ApiKey, str]:
+                     secret: str | None = None, granter: KeyRecord | None = None,
+                     mcp_tools: list[str] | None = None) -> tuple[ApiKey, str]:
         """A new key and its secret (returned only here; ``secret`` imports a given one instead of generating it).
         Validates role, scopes and rotation_period; ``granter`` (the caller's key; None for the operator) must hold
         the role and every scope (``check_grant``)."""
@@ -305,20 +352,22 @@ class ApiKeys:
         role = check_role(role)
         granted = check_scopes(scopes, role)
         check_grant(granter, role, granted, param="scopes", role_param="role", root=root)
+        tools = check_mcp_tools(mcp_tools, granter)
         days = rotation_days(rotation_period)
         secret = secret or new_secret()
         stamp = now_iso()
         record = ApiKey(name=name, role=role, scopes=granted, workspace_id=workspace,
                         organisation_id=organisation, rotation_period=days, rotation_due=_due(stamp, days),
                         last_rotated_at=stamp, root=root, key_prefix=secret[:10], key_hash=key_hash(secret),
-                        created_at=stamp, scopes_version=SCOPES_VERSION)
+                        created_at=stamp, scopes_version=SCOPES_VERSION, mcp_tools=tools)
         record = await self.repo.create(record)
         await self._put_principal(record)
         return record, secret
 
     async def _put_principal(self, record: ApiKey) -> None:
         principal = Principal(record.id, record.workspace_id, record.organisation_id, record.role,
-                              tuple(record.scopes), record.root, record.scopes_version)
+                              tuple(record.scopes), record.root, record.scopes_version,
+                              None if record.mcp_tools is None else tuple(record.mcp_tools))
         try:
             await self.store.record_put(SECRET_KIND, record.key_hash, record.workspace_id,
                                         msgspec.json.encode(principal))

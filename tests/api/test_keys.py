@@ -160,3 +160,25 @@ def test_files_and_batches_need_the_inference_scope(gateway):
         assert resp.json()["error"]["code"] == "missing_scope"
     member = create_key(gateway, "member")
     assert api(gateway, "GET", "/v1/batches", key=member["key"]).status != 403
+
+
+def test_a_key_with_an_mcp_tool_list_hands_out_only_tools_within_it(gateway):
+    """``mcp_tools`` is shown on the key, checked entry by entry, and a key holding a list may create keys only with
+    a list inside its own (no key grants more than it holds)."""
+    made = api(gateway, "POST", "/v1/api-keys", {"name": "tools-lead", "role": "admin",
+                                                  "mcp_tools": ["alpha", "beta/add"]})
+    assert made.status == 201, made.text
+    assert made.json()["mcp_tools"] == ["alpha", "beta/add"]
+    lead = made.json()["key"]
+
+    bad = api(gateway, "POST", "/v1/api-keys", {"name": "x", "mcp_tools": ["no spaces/allowed here"]})
+    assert bad.status == 400 and bad.json()["error"]["param"] == "mcp_tools[0]"
+
+    inside = api(gateway, "POST", "/v1/api-keys", {"name": "m1", "mcp_tools": ["alpha/echo", "beta/add"]}, key=lead)
+    assert inside.status == 201, inside.text
+    wider = api(gateway, "POST", "/v1/api-keys", {"name": "m2", "mcp_tools": ["beta"]}, key=lead)
+    assert wider.status == 403 and wider.json()["error"]["param"] == "mcp_tools[0]"
+    unlisted = api(gateway, "POST", "/v1/api-keys", {"name": "m3"}, key=lead)
+    assert unlisted.status == 403 and unlisted.json()["error"]["param"] == "mcp_tools"
+    plain = api(gateway, "POST", "/v1/api-keys", {"name": "m4"})
+    assert "mcp_tools" not in plain.json()
