@@ -25,7 +25,7 @@ from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
 from gateway.http.bodywatch import WATCH_STATE, BodyWatch
-from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, ServiceUnavailable, internal_error
+from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import Deferred, RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
@@ -68,15 +68,34 @@ def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
 
 
 def _read_mcp_tools(runtime: Runtime) -> ReadTools:
-    """The MCP data path's read of a server's tools (``runtime.mcp.upstream.list_tools``), found when called."""
+    """The MCP data path's read of a server's tools (``runtime.mcp``, made on its first use)."""
 
     async def read(target: ServerTarget) -> list[dict[str, Any]]:
-        mcp = getattr(runtime, "mcp", None)
-        if mcp is None:
-            raise ServiceUnavailable("this gateway's MCP client is not available", param="url")
-        return await mcp.upstream.list_tools(target)
+        return await runtime.mcp.upstream.list_tools(target)
 
     return read
+
+
+def _mcp_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
+    """``/v1/mcp`` and ``/v1/mcp/{slug}``: their module is imported on the first MCP request."""
+    built: list[Any] = []
+
+    def endpoint() -> Any:
+        if not built:
+            from gateway.api.mcp import McpEndpoint, Targets
+
+            records = runtime.records
+            built.append(McpEndpoint(runtime.keys, Targets(records.mcp_target, records.mcp_targets),
+                                     lambda: runtime.mcp, runtime.settings.max_body_bytes, runtime.recorder,
+                                     runtime.policies))
+        return built[0]
+
+    routes: list[tuple[str, str, ASGIApp]] = []
+    for path in ("/v1/mcp", "/v1/mcp/{slug}"):
+        routes.append(("POST", path, Deferred(lambda: endpoint().post)))
+        routes.append(("GET", path, Deferred(lambda: endpoint().get)))
+        routes.append(("DELETE", path, Deferred(lambda: endpoint().delete)))
+    return routes
 
 
 class GatewayApp:
@@ -111,6 +130,8 @@ class GatewayApp:
         for group in _admin_groups(runtime):
             for method, path, handler in group.routes():
                 self.add(method, path, handler)
+        for method, path, handler in _mcp_routes(runtime):
+            self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))
         self.add("GET", "/metrics", MetricsEndpoint(runtime.keys, runtime.settings.metrics_public))
