@@ -19,10 +19,10 @@ from gateway.controlplane import configs, mcp_servers, prompts, providers
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.controlplane.secrets import SecretBox, SecretError
 from gateway.http.errors import RecordUnusable
-from gateway.mcp.target import ServerTarget
 from gateway.schema import header_values
 from gateway.schema.config import Config
 from gateway.schema.header_values import field_with_breaks
+from gateway.schema.mcp_target import ServerTarget
 from gateway.state.base import StateStore, StateStoreError
 
 SLUG = "slug"

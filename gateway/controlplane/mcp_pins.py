@@ -2,8 +2,8 @@
 and an approval turned into new pins (docs/control-plane.md, "MCP servers").
 
 A tool as a server lists it (MCP ``tools/list``) is a JSON object with ``name``, an optional ``description`` and
-``inputSchema``; pinning compares those three through ``gateway.mcp.target.tool_digest``, so a change of any of them
-(a "rug pull") makes the tool ``pending_change`` until approved again. Each tool's status:
+``inputSchema``; pinning compares those three through ``gateway.schema.mcp_target.tool_digest``, so a change of any
+of them (a "rug pull") makes the tool ``pending_change`` until approved again. Each tool's status:
 
 - ``approved``: listed with the pinned digest (or pinned while the server could not be read);
 - ``pending_change``: listed with another digest (``diff`` names what changed);
@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.controlplane.mcp_servers import Approval, McpServer
 from gateway.http.errors import InvalidRequest
-from gateway.mcp.target import ToolPin, tool_digest
+from gateway.schema.mcp_target import ToolPin, tool_digest
 
 APPROVED, PENDING_CHANGE, PENDING_NEW, REMOVED = "approved", "pending_change", "pending_new", "removed"
 PENDING = (PENDING_CHANGE, PENDING_NEW, REMOVED)

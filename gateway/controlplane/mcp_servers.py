@@ -13,7 +13,7 @@ record and its rules:
   are RFC 9110 tokens other than those the gateway sets itself or that are hop-by-hop; values hold no CR, LF or
   NUL. A change of ``url`` must send them again or remove them: a credential never follows a move silently
   (``secret_hosts.check_slug_move``).
-- ``tools`` are the approved definitions (``gateway.mcp.target.ToolPin``, compared by ``tool_digest``);
+- ``tools`` are the approved definitions (``gateway.schema.mcp_target.ToolPin``, compared by ``tool_digest``);
   ``approvals`` the newest ``MAX_APPROVALS`` approvals, oldest first.
 
 ``target`` opens a record into the ``ServerTarget`` the data path reads (``gateway.controlplane.directory`` caches
@@ -33,8 +33,8 @@ from gateway.controlplane.sealing import looks_masked
 from gateway.controlplane.secret_hosts import check_slug_move
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
-from gateway.mcp.target import ServerTarget, ToolPin
 from gateway.schema import header_values
+from gateway.schema.mcp_target import ServerTarget, ToolPin
 from gateway.upstream.ssrf import check_url
 
 KIND = "mcp_server"
