@@ -133,9 +133,11 @@ class Runtime:
         """The MCP gateway's objects (``gateway.mcp.service.McpService``), made on the first MCP request or admin
         call: a worker that serves none never imports them."""
         if self._mcp is None:
+            from gateway.mcp.guard import CallGuard
             from gateway.mcp.service import McpService
 
-            self._mcp = McpService(self.settings, self.transport, self.store)
+            guard = CallGuard(self.configs.parse, self.records, lambda: self.steps.runner)
+            self._mcp = McpService(self.settings, self.transport, self.store, guard)
         return self._mcp
 
     def _provider_embedder(self) -> Any:

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from gateway.api.admin import query_values
 from gateway.controlplane.auth import authenticate
 from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
 from gateway.http.disconnect import DisconnectWatch
-from gateway.http.errors import GatewayError, Unauthorized
+from gateway.http.errors import GatewayError, NotFound, Unauthorized
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.mcp import wire
 from gateway.mcp.catalog import Permit, allow_all
@@ -75,6 +76,12 @@ class McpEndpoint:
     # -- the routes ------------------------------------------------------------------------------------------------
 
     async def get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            key = await self._caller(build_context(scope["headers"]), scope)
+            await self._servers(key, _endpoint(scope))
+        except wire.RpcError as exc:
+            await _send(send, exc.status, exc.body(None), _challenge(exc))
+            return
         await _send(send, 405, wire.error_body(None, wire.INVALID_REQUEST, "Method Not Allowed: the gateway opens no "
                                                "server-initiated stream; POST requests"),
                     [(b"allow", b"POST, DELETE")])
@@ -82,7 +89,8 @@ class McpEndpoint:
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             ctx = build_context(scope["headers"])
-            key = await self._caller(ctx)
+            key = await self._caller(ctx, scope)
+            await self._servers(key, _endpoint(scope))
             session_id = _header(scope, wire.SESSION_HEADER)
             if not session_id:
                 raise wire.RpcError(wire.INVALID_REQUEST, "Bad Request: DELETE needs the Mcp-Session-Id header")
@@ -101,14 +109,14 @@ class McpEndpoint:
         session_header: list[tuple[bytes, bytes]] = []
         try:
             ctx = build_context(scope["headers"])
-            key = await self._caller(ctx)
+            key = await self._caller(ctx, scope)
             try:
                 body = await read_request_body(scope, receive, self.max_body)
             except GatewayError as exc:
                 raise wire.RpcError(wire.INVALID_REQUEST, exc.message, status=exc.status) from None
-            message = wire.decode(body)
             endpoint = _endpoint(scope)
             single, targets = await self._servers(key, endpoint)
+            message = wire.decode(body)
             service = self.service
             if message.method == "initialize":
                 await self._initialize(send, message, key, endpoint)
@@ -145,13 +153,18 @@ class McpEndpoint:
 
     # -- the steps -------------------------------------------------------------------------------------------------
 
-    async def _caller(self, ctx: RequestContext) -> KeyRecord:
+    async def _caller(self, ctx: RequestContext, scope: Scope) -> KeyRecord:
+        """The caller's key (``mcp.invoke``); the endpoints serve the key's own workspace, so a query naming
+        another is the 404 of a workspace it cannot see."""
         try:
-            return await authenticate(self.keys, ctx, SCOPE)
+            key = await authenticate(self.keys, ctx, SCOPE)
+            named = query_values(scope).get("workspace_id")
+            if named and named != key.workspace:
+                raise NotFound(f"no workspace '{named}' (the MCP endpoints serve the key's own workspace)",
+                               param="workspace_id")
         except GatewayError as exc:
-            status = exc.status
-            raise wire.RpcError(wire.INVALID_REQUEST, f"{'Unauthorized' if status == 401 else 'Forbidden'}: "
-                                                      f"{exc.message}", status=status) from None
+            raise _rpc_of(exc) from None
+        return key
 
     async def _servers(self, key: KeyRecord, endpoint: str
                        ) -> tuple[ServerTarget | None, dict[str, ServerTarget]]:
@@ -180,14 +193,36 @@ class McpEndpoint:
             except wire.RpcError:
                 pass
 
+    async def _guarded(self, ctx: RequestContext, key: KeyRecord, forward: Forward
+                       ) -> tuple[wire.Message, Callable[[bytes], Awaitable[bytes]] | None]:
+        """The tool call as its input guardrails leave it (redacted, or refused with their error), and what the
+        output guardrails do to the tool's response (None: no config with guardrails)."""
+        guard = self.service.guard
+        message = forward.message
+        config = await guard.config(ctx, key.workspace, forward.target)
+        if config is None:
+            return message, None
+        params = message.params if isinstance(message.params, dict) else {}
+        request = guard.request(ctx, key.workspace, forward.tool or "", params)
+        redacted = await guard.before(config, request)
+        if redacted is not None:
+            message = msgspec.structs.replace(message, params=redacted)
+
+        async def finish(response: bytes) -> bytes:
+            return await guard.after(config, request, response)
+
+        return message, finish
+
     async def _forward(self, scope: Scope, receive: Receive, send: Send, ctx: RequestContext, key: KeyRecord,
                        forward: Forward, body_len: int, started: float,
                        session_header: list[tuple[bytes, bytes]]) -> None:
         message = forward.message
         call = McpCall(ctx, key, forward, body_len, started) if forward.tool is not None else None
+        finish: Callable[[bytes], Awaitable[bytes]] | None = None
         try:
             if call is not None:
                 await call.admit(self.policies)
+                message, finish = await self._guarded(ctx, key, forward)
             answer = await self.service.upstream.send(forward.target, message)
         except (wire.RpcError, GatewayError) as exc:
             error = exc if isinstance(exc, wire.RpcError) else _rpc_of(exc)
@@ -200,7 +235,7 @@ class McpEndpoint:
         if answer.streamed and wants_stream:
             if call is not None:
                 call.record.stream = True
-            task = asyncio.ensure_future(_relay_stream(send, answer, message.id, session_header))
+            task = asyncio.ensure_future(_relay_stream(send, answer, message.id, session_header, finish))
             watch = DisconnectWatch(receive, task)
             try:
                 status, out, code = await task
@@ -214,6 +249,8 @@ class McpEndpoint:
         else:
             try:
                 reply = await _final(answer, message.id)
+                if finish is not None:
+                    reply = await finish(reply)
             except wire.RpcError as exc:
                 reply = exc.body(message.id)  # type: ignore[arg-type]
             finally:
@@ -226,9 +263,10 @@ class McpEndpoint:
             call.done(self.recorder, status, out, code)
 
 
-async def _relay_stream(send: Send, answer: Answer, id: Any, session_header: list[tuple[bytes, bytes]]
-                        ) -> tuple[int, int, int | None]:
-    """Relay a server's event stream as it comes; ``(status, bytes out, JSON-RPC error code)``."""
+async def _relay_stream(send: Send, answer: Answer, id: Any, session_header: list[tuple[bytes, bytes]],
+                        finish: Callable[[bytes], Awaitable[bytes]] | None = None) -> tuple[int, int, int | None]:
+    """Relay a server's event stream as it comes (``finish`` applied to the response, the last message);
+    ``(status, bytes out, JSON-RPC error code)``."""
     await send({"type": "http.response.start", "status": 200, "headers": _SSE + session_header})
     out = 0
     code: int | None = None
@@ -237,6 +275,8 @@ async def _relay_stream(send: Send, answer: Answer, id: Any, session_header: lis
         async for data in answer.messages():
             if not finished and _is_response_to(data, id):
                 finished = True
+                if finish is not None:
+                    data = await finish(data)
                 code = _error_code(data)
             event = wire.sse_event(data)
             out += len(event)
@@ -291,9 +331,11 @@ def _error_code(data: bytes) -> int | None:
 
 
 def _rpc_of(exc: GatewayError) -> wire.RpcError:
-    """A gateway error met on the way (a rate limit's 429, the state store's 503) as the JSON-RPC error."""
+    """A gateway error met on the way (a refused key's 401 or 403, a rate limit's 429, the state store's 503) as
+    the JSON-RPC error: its message as the gateway's error says it, and the gateway's error fields in ``data``."""
     return wire.RpcError(wire.INTERNAL_ERROR if exc.status >= 500 else wire.INVALID_REQUEST, exc.message,
-                         data={"status": exc.status, "type": exc.type, "code": exc.code}, status=exc.status)
+                         data={"status": exc.status, "type": exc.type, "param": exc.param, "code": exc.code},
+                         status=exc.status)
 
 
 def _check_envelope(scope: Scope, message: wire.Message, version: str) -> None:

@@ -42,6 +42,7 @@ Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
 MAX_URL = 2048
 MAX_NAME = 255
+MAX_CONFIG = 64 * 1024
 MAX_HEADERS = 32
 MAX_HEADER_VALUE = 8192
 MAX_ALLOWED_TOOLS = 1000
@@ -71,6 +72,8 @@ class McpServerFields(msgspec.Struct, forbid_unknown_fields=True):
     name: str | None | Unset = UNSET
     headers: dict[str, str] | None | Unset = UNSET
     allowed_tools: list[str] | None | Unset = UNSET
+    #: the config whose guardrails judge the server's tool calls (a saved config's id or inline JSON)
+    config: str | None | Unset = UNSET
 
 
 class Approval(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +101,8 @@ class McpServer(Entity, kw_only=True):
     masked: dict[str, str] = {}
     #: the tool names keys may see and call (None: every approved tool)
     allowed_tools: list[str] | None = None
+    #: the config whose guardrails judge its tool calls when a request names none
+    config: str | None = None
     #: the approved tool definitions by name
     tools: dict[str, ToolPin] = {}
     approvals: list[Approval] = []
@@ -106,7 +111,7 @@ class McpServer(Entity, kw_only=True):
         """The record as the API answers it: headers masked, the sealed blob left out, pins by name."""
         return {
             "id": self.id, "object": self.object, "slug": self.slug, "url": self.url, "name": self.name,
-            "headers": dict(self.masked), "allowed_tools": self.allowed_tools,
+            "headers": dict(self.masked), "allowed_tools": self.allowed_tools, "config": self.config,
             "tools": [{"name": pin.name, "digest": pin.digest, "approved_at": pin.approved_at}
                       for pin in sorted(self.tools.values(), key=lambda p: p.name)],
             "approvals": [msgspec.to_builtins(a) for a in self.approvals],
@@ -177,6 +182,25 @@ def check_allowed_tools(names: list[str]) -> None:
         seen.add(name)
 
 
+def check_config_ref(config: str) -> None:
+    """400 naming ``config`` unless it is a saved config's id or a JSON object (the guardrail lists are checked
+    when a call uses it, as a request's ``x-gateway-config`` is)."""
+    text = config.strip()
+    if not text or len(text) > MAX_CONFIG:
+        raise InvalidRequest(f"config must be a saved config's id or a JSON object of at most {MAX_CONFIG} "
+                             "characters", param="config")
+    if text.startswith("{"):
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError as exc:
+            raise InvalidRequest(f"config is not valid JSON: {exc}", param="config") from None
+        if not isinstance(value, dict):
+            raise InvalidRequest("config must be a JSON object", param="config")
+    elif not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", text):
+        raise InvalidRequest(f"config must be a saved config's id or a JSON object, got {text[:40]!r}",
+                             param="config")
+
+
 def _check(fields: dict[str, Any]) -> None:
     if fields.get("url") is None:
         raise InvalidRequest("url is required", param="url")
@@ -188,6 +212,8 @@ def _check(fields: dict[str, Any]) -> None:
         check_headers(fields["headers"])
     if fields.get("allowed_tools") is not None:
         check_allowed_tools(fields["allowed_tools"])
+    if fields.get("config") is not None:
+        check_config_ref(fields["config"])
 
 
 def build(box: SecretBox, workspace: str, slug: str, fields: dict[str, Any]) -> McpServer:
@@ -198,6 +224,7 @@ def build(box: SecretBox, workspace: str, slug: str, fields: dict[str, Any]) -> 
     return McpServer(
         id=slug, slug=slug, url=fields["url"], name=fields.get("name"), workspace_id=workspace, sealed=sealed,
         masked={k: mask(v) for k, v in headers.items()}, allowed_tools=fields.get("allowed_tools"),
+        config=fields.get("config"),
     )
 
 
@@ -235,7 +262,7 @@ def updated(box: SecretBox, record: McpServer, changes: dict[str, Any]) -> McpSe
         raise InvalidRequest("url cannot be removed", param="url")
     headers = headers_of(box, record)
     current: dict[str, Any] = {"url": record.url, "name": record.name, "headers": headers or None,
-                               "allowed_tools": record.allowed_tools}
+                               "allowed_tools": record.allowed_tools, "config": record.config}
     check_slug_move(current, changes, {"headers": headers} if headers else {}, hosts=("url",))
     changes = dict(changes)
     if changes.get("headers"):
@@ -255,7 +282,8 @@ def target(box: SecretBox, record: McpServer) -> ServerTarget:
     """The data path's view of ``record``: its headers opened (SecretError when another key sealed them)."""
     allowed = None if record.allowed_tools is None else tuple(record.allowed_tools)
     return ServerTarget(slug=record.slug, workspace=record.workspace_id, url=record.url,
-                        headers=headers_of(box, record), allowed_tools=allowed, pins=dict(record.tools))
+                        headers=headers_of(box, record), allowed_tools=allowed, pins=dict(record.tools),
+                        config=record.config)
 
 
 def with_approvals(record: McpServer, tools: dict[str, ToolPin], approvals: list[Approval]) -> McpServer:

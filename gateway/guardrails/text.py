@@ -3,9 +3,11 @@
 The text a check sees ("the subject"):
 - before the request: chat, the last message's text (text parts joined by newlines); completions, the prompt
   (a list of prompts joined by newlines); embeddings and moderations, the input strings joined by newlines;
-  rerank, the query; image generations and edits, transcriptions and translations, the prompt; speech, the input.
-  Other endpoints have no text.
-- after the request: chat, every choice's message content joined by newlines; completions, every choice's text.
+  rerank, the query; image generations and edits, transcriptions and translations, the prompt; speech, the input;
+  an MCP tool call (``mcp.tools/call``), every string in its ``arguments``, however deep. Other endpoints have no
+  text.
+- after the request: chat, every choice's message content joined by newlines; completions, every choice's text; an
+  MCP tool result, its ``content`` parts of type text.
   A caller that already holds the answer's text (an assembled stream) passes it instead.
 Redaction rewrites *segments*: every message's text (not only the last), every prompt or input string, the
 rerank query and documents, and every choice's text, so nothing found goes upstream or back to the client.
@@ -135,6 +137,21 @@ def _strings(value: Any, base: Path) -> list[tuple[Path, str]]:
     return []
 
 
+def _nested_strings(value: Any, base: Path, found: list[tuple[Path, str]], depth: int = 0) -> None:
+    """Every string in ``value`` (objects and arrays walked, at most 32 deep) with its path."""
+    if isinstance(value, str):
+        found.append((base, value))
+    elif depth < 32 and isinstance(value, dict):
+        for key, item in value.items():
+            _nested_strings(item, (*base, key), found, depth + 1)
+    elif depth < 32 and isinstance(value, list):
+        for i, item in enumerate(value):
+            _nested_strings(item, (*base, i), found, depth + 1)
+
+
+#: the endpoint name of an MCP tool call (its body is the call's ``params``)
+MCP_TOOL_CALL = "mcp.tools/call"
+
 #: endpoints whose text is ``prompt`` (an image's description, a transcription's prompt)
 _PROMPTED = frozenset({"completions", "images.generations", "images.edits", "audio.transcriptions",
                        "audio.translations"})
@@ -155,6 +172,8 @@ def request_segments(body: Any, endpoint: str) -> list[tuple[Path | None, str]]:
         found = _strings(body.get("prompt"), ("prompt",))
     elif endpoint in ("embeddings", "moderations", "audio.speech"):
         found = _strings(body.get("input"), ("input",))
+    elif endpoint == MCP_TOOL_CALL:
+        _nested_strings(body.get("arguments"), ("arguments",), found)
     elif endpoint == "rerank":
         found = _strings(body.get("query"), ("query",))
         documents = body.get("documents")
@@ -183,8 +202,14 @@ def request_text(body: Any, endpoint: str) -> str:
 
 
 def answer_segments(doc: Any) -> list[tuple[Path | None, str]]:
-    """Every choice's text in a chat or completions answer, with its path."""
+    """Every choice's text in a chat or completions answer (or every text part of an MCP tool result), with its
+    path."""
     found: list[tuple[Path | None, str]] = []
+    if isinstance(doc, dict) and "choices" not in doc and isinstance(doc.get("content"), list):
+        for i, part in enumerate(doc["content"]):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                found.append((("content", i, "text"), part["text"]))
+        return found
     choices = doc.get("choices") if isinstance(doc, dict) else None
     if not isinstance(choices, list):
         return found

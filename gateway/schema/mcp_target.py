@@ -40,6 +40,9 @@ class ServerTarget(msgspec.Struct, frozen=True, kw_only=True):
     allowed_tools: tuple[str, ...] | None = None
     #: approved tool definitions by tool name
     pins: dict[str, ToolPin] = {}
+    #: the config whose guardrails judge this server's tool calls (inline JSON or a saved config's id) when the
+    #: request names none
+    config: str | None = None
 
 
 def tool_digest(tool: dict[str, Any]) -> str:
