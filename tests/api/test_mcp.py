@@ -355,6 +355,32 @@ async def test_a_revoked_key_is_cut_off_within_the_documented_bound(
     assert after.status_code == 401
 
 
+async def test_a_keys_tool_list_narrows_what_it_lists_and_calls(
+        gw: Server, alpha: McpTestServer, beta: McpTestServer, tenant: Tenant) -> None:
+    tenant.register("alpha", alpha)
+    tenant.register("beta", beta)
+    narrow = tenant.member_key(mcp_tools=["alpha/add", "beta"])["key"]
+    nothing = tenant.member_key(mcp_tools=[])["key"]
+    alpha.clear_received()
+    async with connect(gw, narrow, "/v1/mcp") as client:
+        assert await names(client) == {"alpha__add"} | {f"beta__{tool}" for tool in TOOLS}
+        assert (await client.call_tool("alpha__add", {"a": 1, "b": 2})).structured_content == {"result": 3}
+        assert text(await client.call_tool("beta__echo", {"text": "hi"})) == "hi"
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("alpha__echo", {"text": "hi"})
+        assert refused.value.code == -32602
+    async with connect(gw, narrow, "/v1/mcp/alpha", "legacy") as client:
+        assert await names(client) == {"add"}
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("whoami", {})
+        assert refused.value.code == -32602
+    async with connect(gw, nothing, "/v1/mcp") as client:
+        assert await names(client) == set()
+        with pytest.raises(MCPError):
+            await client.call_tool("beta__whoami", {})
+    assert [r.body["params"]["name"] for r in calls_received(alpha)] == ["add"]
+
+
 # --- records and limits ---------------------------------------------------------------------------------------------
 
 
