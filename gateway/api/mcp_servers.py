@@ -30,6 +30,7 @@ from gateway.controlplane.secrets import SecretError
 from gateway.http.body import read_request_body
 from gateway.http.errors import Conflict, Forbidden, GatewayError, InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.mcp.catalog import SEPARATOR
 from gateway.mcp.target import ServerTarget
 from gateway.schema.common import BodyDecoder
 
@@ -102,6 +103,9 @@ class McpServerRoutes(RecordRoutes[mcp_servers.McpServer, McpServerBody]):
         if not fields.get("slug"):
             raise InvalidRequest("slug is required", param="slug")
         slug = normalise_slug(fields.pop("slug"))
+        if SEPARATOR in slug:
+            raise InvalidRequest(f"slug must not hold {SEPARATOR!r}: on /v1/mcp tools are named "
+                                 f"<slug>{SEPARATOR}<tool>, split at the first one", param="slug")
         record = mcp_servers.build(self.records.box, workspace, slug, fields)
         if await self.repo.lookup(workspace, slug) is not None:  # before reading the server
             raise Conflict(f"MCP server '{slug}' already exists in this workspace", param="slug")

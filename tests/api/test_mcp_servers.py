@@ -224,3 +224,10 @@ def test_an_unreachable_server_answers_its_pins_with_the_error(gateway):
     assert all(tool["current"] is None and tool["approved"] for tool in listing["data"])
     error = api(gateway, "POST", "/v1/mcp-servers/gone/tools/approve", {}, key)
     error_of(error, 502, "url")  # approving needs the server's list
+
+
+def test_a_slug_holding_the_name_separator_is_refused(gateway):
+    """On /v1/mcp a tool is named <slug>__<tool>, split at the first "__": a slug holding one would be ambiguous."""
+    made = api(gateway, "POST", "/v1/mcp-servers", {"slug": "team__tools", "url": "http://127.0.0.1:9/mcp"})
+    assert made.status == 400 and made.json()["error"]["param"] == "slug"
+    assert "__" in made.json()["error"]["message"]
