@@ -183,8 +183,9 @@ async def progress_before_result(client: Client, tool: str) -> None:
 
 @pytest.mark.parametrize("mode", [
     pytest.param("auto", marks=pytest.mark.xfail(strict=True, reason=(
-        "gateway bug: a handshake-era server's tools/call result is relayed to a 2026-07-28 client as it came, "
-        "without resultType 'complete', and the SDK refuses it (pydantic: CallToolResult.resultType missing)"))),
+        "gateway bug: a handshake-era server's tools/call, prompts/get and resources/read results are relayed to a "
+        "2026-07-28 client as they came, without resultType (and cacheScope, ttlMs for resources/read), and the SDK "
+        "refuses them (pydantic: CallToolResult.resultType missing)"))),
     "legacy",
 ])
 async def test_a_server_speaking_only_the_handshake_serves_clients_of_either_era(
@@ -196,6 +197,10 @@ async def test_a_server_speaking_only_the_handshake_serves_clients_of_either_era
             assert await names(client) == {prefix + tool for tool in TOOLS}
             assert text(await client.call_tool(prefix + "whoami", {})) == "elder"
             await progress_before_result(client, prefix + "slow")
+            greeting = await client.get_prompt(prefix + "greet", {"name": "Ada"})
+            assert greeting.messages[0].content == TextContent(type="text", text="Hello, Ada!")
+            readme = await client.read_resource("resource://elder/readme")
+            assert readme.contents[0].uri == "resource://elder/readme"
 
 
 # --- what a caller may see and call ---------------------------------------------------------------------------------
@@ -379,6 +384,34 @@ async def test_a_keys_tool_list_narrows_what_it_lists_and_calls(
         with pytest.raises(MCPError):
             await client.call_tool("beta__whoami", {})
     assert [r.body["params"]["name"] for r in calls_received(alpha)] == ["add"]
+
+
+async def test_a_handshake_session_opens_nothing_for_another_key_or_endpoint_and_ends_on_delete(
+        gw: Server, alpha: McpTestServer, tenant: Tenant) -> None:
+    tenant.register("alpha", alpha)
+    owner, other = (f"Bearer {tenant.member_key()['key']}" for _ in range(2))
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        opened = await http.post(gw.url + "/v1/mcp", json=hello, headers={
+            "authorization": owner, "accept": "application/json, text/event-stream"})
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+
+        async def tools_list(path: str, authorization: str) -> httpx2.Response:
+            return await http.post(gw.url + path, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={
+                "authorization": authorization, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25",
+                "accept": "application/json, text/event-stream"})
+
+        assert (await tools_list("/v1/mcp", owner)).status_code == 200
+        assert (await tools_list("/v1/mcp", other)).status_code == 404
+        assert (await tools_list("/v1/mcp/alpha", owner)).status_code == 404
+        assert (await http.delete(gw.url + "/v1/mcp", headers={
+            "authorization": other, "mcp-session-id": session})).status_code == 404
+        ended = await http.delete(gw.url + "/v1/mcp", headers={"authorization": owner, "mcp-session-id": session})
+        assert ended.status_code == 200
+        gone = await tools_list("/v1/mcp", owner)
+        assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
 
 
 # --- records and limits ---------------------------------------------------------------------------------------------
