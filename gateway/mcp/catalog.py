@@ -42,6 +42,8 @@ class Catalog:
         self.ttl_s = ttl_s
         self._lists: BoundedCache[tuple[str, str, str, str], tuple[float, list[dict[str, Any]]]] = BoundedCache(4096)
         self._reading: dict[tuple[str, str, str, str], asyncio.Task[list[dict[str, Any]]]] = {}
+        #: each listed tool's digest, by the identity of the listed dict (a list read again holds new dicts)
+        self._digests: BoundedCache[int, tuple[dict[str, Any], str]] = BoundedCache(65536)
 
     async def listed(self, target: ServerTarget, method: str, field: str) -> list[dict[str, Any]]:
         """The server's ``method`` list (every page), read at most ``ttl_s`` ago; concurrent readers share one
@@ -63,15 +65,23 @@ class Catalog:
         for key in [k for k in self._lists if k[:2] == (target.workspace, target.slug)]:
             del self._lists[key]
 
-    @staticmethod
-    def allowed(target: ServerTarget, tool: dict[str, Any], permit: Permit) -> bool:
+    def digest(self, tool: dict[str, Any]) -> str:
+        """``tool_digest(tool)``, worked out once per listed tool."""
+        kept = self._digests.get(id(tool))
+        if kept is not None and kept[0] is tool:
+            return kept[1]
+        digest = tool_digest(tool)
+        self._digests[id(tool)] = (tool, digest)
+        return digest
+
+    def allowed(self, target: ServerTarget, tool: dict[str, Any], permit: Permit) -> bool:
         """The one rule: ``tool`` (as the server lists it) is approved as it is now, allowed by the server's record
         and permitted to the caller."""
         name = tool.get("name")
         if not isinstance(name, str):
             return False
         pin = target.pins.get(name)
-        if pin is None or pin.digest != tool_digest(tool):
+        if pin is None or pin.digest != self.digest(tool):
             return False
         if target.allowed_tools is not None and name not in target.allowed_tools:
             return False
