@@ -170,15 +170,19 @@ async def test_one_servers_endpoint_serves_it_under_its_own_names_in_either_era(
 
 
 async def progress_before_result(client: Client, tool: str) -> None:
-    """A call that reports progress: every notification reaches the client before the result does."""
+    """A call that reports progress (three notifications 0.1 s apart, then the result): every notification reaches
+    the client before the result does, and as it comes (the first well before the result), not held back."""
     seen: list[tuple[float, float | None, str | None]] = []
+    arrived: list[float] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
+        arrived.append(time.monotonic())
 
-    result = await client.call_tool(tool, {"n": 3, "delay": 0.02}, progress_callback=on_progress)
+    result = await client.call_tool(tool, {"n": 3, "delay": 0.1}, progress_callback=on_progress)
     assert seen == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
     assert text(result) == "done"
+    assert time.monotonic() - arrived[0] >= 0.15
 
 
 @pytest.mark.parametrize("mode", [
@@ -276,13 +280,16 @@ async def test_a_sealed_header_reaches_the_server_and_nothing_shows_it(gw: Serve
         answers += [tenant.admin("GET", "/v1/mcp-servers/locked"), tenant.admin("GET", "/v1/mcp-servers"),
                     tenant.admin("GET", "/v1/mcp-servers/locked/tools"),
                     tenant.admin("PUT", "/v1/mcp-servers/locked", {"allowed_tools": ["whoami"]})]
-        assert [a.status for a in answers] == [201, 200, 200, 200, 200], [a.text for a in answers]
+        wrong = f"sekrit-{uuid.uuid4().hex}"
+        answers.append(tenant.admin("PUT", "/v1/mcp-servers/locked", {"headers": {"authorization": f"Bearer {wrong}"}}))
+        assert [a.status for a in answers] == [201, 200, 200, 200, 200, 502], [a.text for a in answers]
+        assert "refused the gateway's credentials" in answers[-1].json()["error"]["message"]
         assert answers[1].json()["headers"]["authorization"] != f"Bearer {secret}"
         logs = wait_logs(tenant, 2)
         for answer in answers:
-            assert secret not in answer.text
+            assert secret not in answer.text and wrong not in answer.text
         assert secret not in logs.text
-        assert secret not in gw.output()
+        assert secret not in gw.output() and wrong not in gw.output()
 
 
 def wait_logs(tenant: Tenant, count: int, **query: str) -> Any:
