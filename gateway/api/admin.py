@@ -16,6 +16,7 @@ counts as its base name.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Collection, Mapping, Protocol, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
@@ -37,6 +38,9 @@ _encode = msgspec.json.encode
 ADMIN_BODY_LIMIT = 1024 * 1024  # control-plane bodies (configs, prompts, policies) stay far below this
 #: the query of a paged control-plane list: the workspace (root key) and the page
 PAGED = ("workspace_id", "page_size", "current_page")
+
+#: an MCP server slug as a log query names it (``mcp:<slug>``: the provider of its tool calls' records)
+MCP_SERVER_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
 class Mount(Protocol):
@@ -103,15 +107,21 @@ def known_query(query: Mapping[str, str], known: Collection[str],
     return out
 
 
-def provider_query(query: Mapping[str, str], slugs: Collection[str] = (), name: str = "provider") -> str | None:
+def provider_query(query: Mapping[str, str], slugs: Collection[str] = (), name: str = "provider",
+                   mcp: bool = False) -> str | None:
     """A query value that must be a provider name (or, when ``slugs`` are given, one of them, with or without its
-    ``@``); None when absent. Anything else is a 400 naming it."""
+    ``@``; with ``mcp``, the provider of an MCP tool call's record, ``mcp:<server slug>``); None when absent.
+    Anything else is a 400 naming it."""
     wanted = query.get(name)
     if not wanted:
         return None
     if is_known(wanted) or (wanted[1:] if wanted.startswith("@") else wanted) in slugs:
         return wanted
+    if mcp and wanted.startswith("mcp:") and MCP_SERVER_SLUG.fullmatch(wanted[4:]):
+        return wanted
     also = " or a provider slug of this workspace" if slugs else ""
+    if mcp:
+        also += " or mcp:<MCP server slug>"
     raise InvalidRequest(f"unknown provider {wanted!r} in {name}; accepted: {', '.join(provider_names())}{also}",
                          param=name)
 

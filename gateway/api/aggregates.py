@@ -51,6 +51,6 @@ class AggregatesEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.keys, scope, QUERY)
         window, provider, model = parse_query(reader.query)
-        provider_query(reader.query)
+        provider_query(reader.query, mcp=True)
         result = await read_report(self.logs, window, reader.workspace, provider, model)
         await send_json(send, 200, _encode(result))

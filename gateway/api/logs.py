@@ -106,7 +106,7 @@ class LogsEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.keys, scope, QUERY)
-        provider_query(reader.query)
+        provider_query(reader.query, mcp=True)
         flt = parse_filter(reader.query)
         rows, has_more = await self.logs.query(reader.workspace, flt, reader.every_workspace)
         items = b",".join(b'{"id":"%d",' % row_id + bytes(doc)[1:] for row_id, doc in rows)

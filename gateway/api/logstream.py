@@ -87,7 +87,7 @@ class LogStreamEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = await log_scope(self.keys, scope, QUERY)
         backlog = _backlog(reader.query)
-        provider_query(reader.query)
+        provider_query(reader.query, mcp=True)
         flt = parse_filter(reader.query)
         tail = self._tail()
         key = (reader.workspace, reader.every_workspace, flt.trace_id, flt.status, flt.status_class, flt.provider,

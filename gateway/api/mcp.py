@@ -149,7 +149,7 @@ class McpEndpoint:
         if isinstance(outcome, Reply):
             await _send(send, 200, wire.result_body(message.id, outcome.result), session_header)  # type: ignore
             return
-        await self._forward(scope, receive, send, ctx, key, outcome, len(body), started, session_header)
+        await self._forward(scope, receive, send, ctx, key, outcome, len(body), started, session_header, modern)
 
     # -- the steps -------------------------------------------------------------------------------------------------
 
@@ -215,7 +215,7 @@ class McpEndpoint:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, ctx: RequestContext, key: KeyRecord,
                        forward: Forward, body_len: int, started: float,
-                       session_header: list[tuple[bytes, bytes]]) -> None:
+                       session_header: list[tuple[bytes, bytes]], modern: bool) -> None:
         message = forward.message
         call = McpCall(ctx, key, forward, body_len, started) if forward.tool is not None else None
         finish: Callable[[bytes], Awaitable[bytes]] | None = None
@@ -231,6 +231,8 @@ class McpEndpoint:
             if call is not None:
                 call.done(self.recorder, error.status, len(data), error.code)
             return
+        if modern and not self.service.upstream.speaks_modern(forward.target):
+            finish = _lifted(str(message.method), finish)
         wants_stream = b"text/event-stream" in (_header(scope, "accept") or "").encode()
         if answer.streamed and wants_stream:
             if call is not None:
@@ -292,6 +294,16 @@ async def _relay_stream(send: Send, answer: Answer, id: Any, session_header: lis
         await send({"type": "http.response.body", "body": event, "more_body": True})
     await send({"type": "http.response.body", "body": b""})
     return 200, out, code
+
+
+def _lifted(method: str, then: Callable[[bytes], Awaitable[bytes]] | None) -> Callable[[bytes], Awaitable[bytes]]:
+    """``then`` (if any) after a handshake-era server's response is made a 2026-07-28 one (``as_modern_response``)."""
+
+    async def finish(data: bytes) -> bytes:
+        data = wire.as_modern_response(method, data)
+        return data if then is None else await then(data)
+
+    return finish
 
 
 async def _final(answer: Answer, id: Any) -> bytes:

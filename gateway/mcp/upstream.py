@@ -158,6 +158,11 @@ class McpUpstream:
         self._eras.put(key, era)
         return era
 
+    def speaks_modern(self, target: ServerTarget) -> bool:
+        """Whether the server was last learnt to speak 2026-07-28 (False before it was called)."""
+        era = self._eras.get(self._key(target))
+        return era is not None and era.modern
+
     def forget(self, target: ServerTarget) -> None:
         """Learn the server's revision (and open a new session) on its next call: its record changed, or its
         session expired."""

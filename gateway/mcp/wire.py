@@ -158,6 +158,35 @@ def encode(message: Message | dict[str, Any]) -> bytes:
     return _encode(message)
 
 
+#: the methods whose 2026-07-28 results are cacheable (``cacheScope`` and ``ttlMs`` required)
+CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+                       "server/discover"})
+
+
+def as_modern_response(method: str, data: bytes) -> bytes:
+    """A handshake-era server's response ``data`` as a 2026-07-28 client must get it: its result with ``resultType``
+    (``"complete"``) and, for a cacheable one, ``cacheScope`` (``"private"``) and ``ttlMs`` (0) where it lacks them;
+    anything else as it came."""
+    try:
+        message = _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return data
+    result = message.result
+    if not isinstance(result, dict):
+        return data
+    added: dict[str, Any] = {}
+    if "resultType" not in result:
+        added["resultType"] = "complete"
+    if method in CACHEABLE:
+        if "cacheScope" not in result:
+            added["cacheScope"] = "private"
+        if "ttlMs" not in result:
+            added["ttlMs"] = 0
+    if not added:
+        return data
+    return _encode(msgspec.structs.replace(message, result={**result, **added}))
+
+
 def sse_event(data: bytes) -> bytes:
     """One JSON-RPC message as the Streamable HTTP transport's event."""
     return b"event: message\ndata: " + data + b"\n\n"

@@ -186,10 +186,7 @@ async def progress_before_result(client: Client, tool: str) -> None:
 
 
 @pytest.mark.parametrize("mode", [
-    pytest.param("auto", marks=pytest.mark.xfail(strict=True, reason=(
-        "gateway bug: a handshake-era server's tools/call, prompts/get and resources/read results are relayed to a "
-        "2026-07-28 client as they came, without resultType (and cacheScope, ttlMs for resources/read), and the SDK "
-        "refuses them (pydantic: CallToolResult.resultType missing)"))),
+    "auto",
     "legacy",
 ])
 async def test_a_server_speaking_only_the_handshake_serves_clients_of_either_era(
@@ -440,9 +437,6 @@ async def test_every_tool_call_is_a_request_record(gw: Server, alpha: McpTestSer
     assert "mcp_error_code" not in metadata
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gateway bug: /v1/logs refuses provider=mcp:<slug> (400 'unknown provider'): api/admin.provider_query accepts "
-    "provider names and slugs only, so the logs' filter does not reach MCP records as gateway/mcp/records.py says"))
 async def test_the_logs_filter_by_server_and_tool(gw: Server, alpha: McpTestServer, tenant: Tenant) -> None:
     tenant.register("alpha", alpha)
     async with connect(gw, tenant.key, "/v1/mcp") as client:
