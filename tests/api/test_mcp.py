@@ -437,6 +437,25 @@ async def test_every_tool_call_is_a_request_record(gw: Server, alpha: McpTestSer
     assert "mcp_error_code" not in metadata
 
 
+
+async def test_tool_calls_are_counted_in_the_metrics_per_server_and_tool(
+        gw: Server, alpha: McpTestServer, tenant: Tenant) -> None:
+    slug = f"metered-{uuid.uuid4().hex[:8]}"  # the module's gateway counts every test's calls: a name of our own
+    tenant.register(slug, alpha)
+    async with connect(gw, tenant.key, f"/v1/mcp/{slug}") as client:
+        for n in range(2):
+            await client.call_tool("add", {"a": n, "b": 1})
+        await client.call_tool("whoami", {})
+    wanted = (f'gateway_requests_total{{cache_status="DISABLED",endpoint="mcp.tools/call",model="add",'
+              f'provider="mcp:{slug}",status="200"}} 2.0')
+
+    def counted() -> bool:
+        answer = api(gw, "GET", "/metrics")
+        assert answer.status == 200, answer.text
+        return wanted in answer.text.splitlines() and f'model="whoami",provider="mcp:{slug}"' in answer.text
+
+    wait_for(counted, 8.0, 0.2)
+
 async def test_the_logs_filter_by_server_and_tool(gw: Server, alpha: McpTestServer, tenant: Tenant) -> None:
     tenant.register("alpha", alpha)
     async with connect(gw, tenant.key, "/v1/mcp") as client:
