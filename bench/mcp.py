@@ -19,9 +19,10 @@ gateway it also carries ``Authorization: Bearer <gateway key>``. For each form:
   interleaved request by request with the order swapping each round; p50/p99 of each and added = gateway - direct;
 - throughput: ``--connections`` (16) connections for ``--duration`` s per round (``wrk`` when installed, else the
   raw-socket generator), rounds alternating the paths, the median of the rounds; the CPU time per call of the
-  gateway's processes and of the MCP server's (from ``/proc``).
+  gateway's processes and of the MCP server's (from ``/proc``), and how many CPUs processes outside the run kept
+  busy during each round (other work on the machine: a round with any is noise).
 
-``--profile FILE`` also records the gateway worker with ``py-spy`` (collapsed stacks) under one more round of the
+``--profile FILE`` also records the gateway worker with ``py-spy`` (collapsed Python stacks) under one more round of the
 ``json`` load through the gateway. Quick run: ``python bench/mcp.py --quick`` (about 20 s).
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,6 +58,7 @@ VERSION = "2026-07-28"
 CALLS = {"json": ("add", {"a": 2, "b": 3}, False, "5"), "sse": ("slow", {"n": 1, "delay": 0}, True, "done")}
 #: form -> the content type each path must answer with
 CONTENT_TYPES = {"json": "application/json", "sse": "text/event-stream"}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LIMITS = {"requests": 100_000, "warmup": 10_000, "rounds": 20, "duration": 60.0, "connections": 256}
 
 
@@ -185,19 +188,27 @@ def throughput(stack: Stack, form: str, reqs: dict[str, tuple[str, bytes]], gen:
     rps: dict[str, list[float]] = {p: [] for p in PATHS}
     server_cpu: dict[str, list[float]] = {p: [] for p in PATHS}
     gateway_cpu: list[float] = []
+    #: CPUs kept busy by processes outside the run during each round (other work on the machine: noise)
+    other_cpus: dict[str, list[float]] = {p: [] for p in PATHS}
     errors = dict.fromkeys(PATHS, 0)
     for path in PATHS:  # unmeasured: connections, pools and caches warm on both paths first
         gen.run(*reqs[path], 1.0)
     for r in range(rounds):
         for path in PATHS if r % 2 == 0 else PATHS[::-1]:
+            box_before, own_before = busy_cpu_seconds(), own_cpu_seconds()
             server_before, gateway_before = cpu_seconds(server.pid), cpu_seconds(gateway.pid)
             result = gen.run(*reqs[path], duration)
             calls = max(1, result["requests"])
             rps[path].append(round(result["rps"], 1))
             errors[path] += result["errors"]
-            server_cpu[path].append((cpu_seconds(server.pid) - server_before) / calls * 1e6)
+            server_used = cpu_seconds(server.pid) - server_before
+            gateway_used = cpu_seconds(gateway.pid) - gateway_before
+            server_cpu[path].append(server_used / calls * 1e6)
             if path == "gateway":
-                gateway_cpu.append((cpu_seconds(gateway.pid) - gateway_before) / calls * 1e6)
+                gateway_cpu.append(gateway_used / calls * 1e6)
+            box_used = busy_cpu_seconds() - box_before
+            others = box_used - server_used - gateway_used - (own_cpu_seconds() - own_before)
+            other_cpus[path].append(round(max(0.0, others) / max(result["seconds"], 1e-3), 2))
         log(f"{form} round {r + 1}: " + ", ".join(f"{p} {rps[p][-1]:.0f}/s" for p in PATHS))
     med = {path: round(statistics.median(rps[path]), 1) for path in PATHS}
     return {
@@ -208,26 +219,40 @@ def throughput(stack: Stack, form: str, reqs: dict[str, tuple[str, bytes]], gen:
         "cpu_us_per_call": {"mcp_server_direct": round(statistics.median(server_cpu["direct"]), 1),
                             "mcp_server_via_gateway": round(statistics.median(server_cpu["gateway"]), 1),
                             "gateway": round(statistics.median(gateway_cpu), 1)},
+        "other_busy_cpus_rounds": other_cpus,
         "connections": gen.connections,
         "round_seconds": duration,
     }
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (every CPU, ``/proc/stat``: all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (the load generator's processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def profile(stack: Stack, reqs: dict[str, tuple[str, bytes]], gen: LoadGenerator, seconds: float, out: Path) -> dict:
-    """``py-spy record`` (collapsed stacks, 500 Hz, native frames) of the gateway worker under ``seconds`` of the
-    load through the gateway."""
+    """``py-spy record`` (collapsed Python stacks, 500 Hz, without pausing the worker; idle samples left out) of the
+    gateway worker under ``seconds`` of the load through the gateway; a failure is reported, not raised."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         raise SystemExit("--profile needs py-spy (pip install py-spy)")
     worker = worker_pids(stack.gateway.pid)[0]
-    cmd = [spy, "record", "--pid", str(worker), "--rate", "500", "--format", "raw", "--native", "--nonblocking",
+    cmd = [spy, "record", "--pid", str(worker), "--rate", "500", "--format", "raw", "--nonblocking",
            "--duration", str(max(1, round(seconds))), "--output", str(out)]
     spying = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)
     result = gen.run(*reqs["gateway"], seconds)
     _, err = spying.communicate(timeout=seconds + 60)
     if spying.returncode != 0:
-        raise RuntimeError(f"py-spy failed ({spying.returncode}): {err.decode(errors='replace')[-2000:]}")
+        log(f"py-spy failed ({spying.returncode}): {err.decode(errors='replace')[-2000:]}")
+        return {"error": err.decode(errors="replace")[-2000:]}
     return {"file": str(out), "worker_pid": worker, "calls_per_s": round(result["rps"], 1), "seconds": seconds}
 
 
@@ -307,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
 def print_table(report: dict) -> None:
     """The figures as a table on stderr (stdout stays one JSON document)."""
     rows = ["| form | p50 direct / gateway | added p50 / p99 | calls/s direct / gateway | gateway vs direct | "
-            "CPU us/call gateway / server |", "|---|---|---|---|---|---|"]
+            "CPU us/call gateway / server | other work (CPUs, max of rounds) |", "|---|---|---|---|---|---|---|"]
     for form in FORMS:
         r = report["forms"].get(form)
         if r is None:
@@ -315,7 +340,8 @@ def print_table(report: dict) -> None:
         lat, added, cpu = r["latency_ms"], r["added_ms"], r["cpu_us_per_call"]
         rows.append(f"| {form} | {lat['direct']['p50']:.3f} / {lat['gateway']['p50']:.3f} ms | {added['p50']:.3f} / "
                     f"{added['p99']:.3f} ms | {r['calls_per_s']['direct']:,.0f} / {r['calls_per_s']['gateway']:,.0f}"
-                    f" | {r['gateway_vs_direct']}x | {cpu['gateway']:.0f} / {cpu['mcp_server_direct']:.0f} |")
+                    f" | {r['gateway_vs_direct']}x | {cpu['gateway']:.0f} / {cpu['mcp_server_direct']:.0f} | "
+                    f"{max(v for vs in r['other_busy_cpus_rounds'].values() for v in vs):.2f} |")
     print("\n".join(rows), file=sys.stderr, flush=True)
 
 
