@@ -263,6 +263,31 @@ async def test_a_changed_tool_is_withheld_until_an_admin_approves_it(gw: Server,
         assert [(a["tool"], a["change"]) for a in record["approvals"]] == [("echo", "changed")]
 
 
+async def test_a_tool_added_upstream_waits_for_approval(gw: Server, tenant: Tenant) -> None:
+    with start_mcp_server("grow") as grow:
+        tenant.register("grow", grow)
+        grow.add_tool("extra", "An extra tool.")
+        grow.remove_tool("fail")
+        async with connect(gw, tenant.key, "/v1/mcp/grow", "legacy") as client:
+            assert await names(client) == TOOLS - {"fail"}
+            with pytest.raises(MCPError):
+                await client.call_tool("extra", {"text": "hi"})
+            listed = tenant.admin("GET", "/v1/mcp-servers/grow/tools").json()["data"]
+            views = {view["name"]: view["status"] for view in listed}
+            assert (views["extra"], views["fail"], views["add"]) == ("pending_new", "removed", "approved")
+            assert tenant.admin("POST", "/v1/mcp-servers/grow/tools/approve", {}).status == 200
+
+            async def extra_listed() -> bool:
+                return "extra" in await names(client)
+
+            await await_for(extra_listed, LIST_TTL_S + MARGIN_S, 0.1)
+            assert text(await client.call_tool("extra", {"text": "hi"})) == "extra: hi"
+        record = tenant.admin("GET", "/v1/mcp-servers/grow").json()
+        changes = sorted((a["tool"], a["change"]) for a in record["approvals"])
+        assert changes == [("extra", "added"), ("fail", "removed")]
+        assert "fail" not in {pin["name"] for pin in record["tools"]}
+
+
 async def test_a_sealed_header_reaches_the_server_and_nothing_shows_it(gw: Server, tenant: Tenant) -> None:
     secret = f"sekrit-{uuid.uuid4().hex}"
     with start_mcp_server("locked", require_header=("authorization", f"Bearer {secret}")) as locked:
