@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Self
 
-import httpx2
 import pytest
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import TextContent
 
-from tests.support.controlplane import api, create_key
+from tests.support.mcp_gateway import Tenant, connect, text
 from tests.support.mcp_servers import (
     MODES,
     McpTestServer,
@@ -131,32 +126,6 @@ class Switch:
             writer.write_eof()
         except (ConnectionError, OSError, RuntimeError):
             writer.transport.abort()
-
-
-class Tenant:
-    """A workspace of its own, its admin key, and ``register``."""
-
-    def __init__(self, gw: Server) -> None:
-        self.gw = gw
-        record = create_key(gw, role="admin")
-        self.key: str = record["key"]
-
-    def register(self, slug: str, url: str) -> None:
-        answer = api(self.gw, "POST", "/v1/mcp-servers", {"slug": slug, "url": url}, self.key)
-        assert answer.status == 201, answer.text
-
-
-@asynccontextmanager
-async def connect(gw: Server, key: str, path: str = "/v1/mcp") -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=60)
-    async with http, Client(streamable_http_client(gw.url + path, http_client=http), cache=None) as client:
-        yield client
-
-
-def text(result: object) -> str:
-    block = result.content[0]  # type: ignore[attr-defined]
-    assert isinstance(block, TextContent), block
-    return block.text
 
 
 @pytest.mark.parametrize("mode", MODES)
