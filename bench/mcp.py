@@ -17,13 +17,14 @@ gateway it also carries ``Authorization: Bearer <gateway key>``. For each form:
 
 - latency at concurrency 1: one persistent keep-alive socket per path (prebuilt request bytes), the two paths
   interleaved request by request with the order swapping each round; p50/p99 of each and added = gateway - direct;
+  how many CPUs other work on the machine kept busy meanwhile;
 - throughput: ``--connections`` (16) connections for ``--duration`` s per round (``wrk`` when installed, else the
   raw-socket generator), rounds alternating the paths, the median of the rounds; the CPU time per call of the
   gateway's processes and of the MCP server's (from ``/proc``), and how many CPUs processes outside the run kept
   busy during each round (other work on the machine: a round with any is noise).
 
-``--profile FILE`` also records the gateway worker with ``py-spy`` (collapsed Python stacks) under one more round of the
-``json`` load through the gateway. Quick run: ``python bench/mcp.py --quick`` (about 20 s).
+``--profile FILE`` also records the gateway worker with ``py-spy`` (collapsed Python stacks) under one more round
+of the ``json`` load through the gateway. Quick run: ``python bench/mcp.py --quick`` (about 20 s).
 """
 
 from __future__ import annotations
@@ -160,8 +161,10 @@ def verify(reqs: dict[str, tuple[str, bytes]], form: str) -> None:
             raise RuntimeError(f"{path} ({form}) answered {status} {kind}: {answer[:500]!r}")
 
 
-def latency(reqs: dict[str, tuple[str, bytes]], count: int, warmup: int) -> dict:
-    """Concurrency 1, the paths interleaved request by request, the order swapping each round."""
+def latency(reqs: dict[str, tuple[str, bytes]], count: int, warmup: int, pids: dict[str, int]) -> dict:
+    """Concurrency 1, the paths interleaved request by request, the order swapping each round (``pids``: the
+    servers', to tell other work on the machine from theirs)."""
+    meter = CpuMeter(pids)
     conns = {path: Connection(url) for path, (url, _) in reqs.items()}
     totals: dict[str, list[int]] = {p: [] for p in PATHS}
     errors = dict.fromkeys(PATHS, 0)
@@ -178,7 +181,8 @@ def latency(reqs: dict[str, tuple[str, bytes]], count: int, warmup: int) -> dict
             conn.close()
     lat = {path: summary_ms(totals[path]) for path in PATHS}
     added = {q: round(lat["gateway"][q] - lat["direct"][q], 4) for q in ("p50", "p99")}
-    return {"latency_ms": lat, "added_ms": added, "errors": errors, "requests": count}
+    return {"latency_ms": lat, "added_ms": added, "errors": errors, "requests": count,
+            "other_busy_cpus_latency": meter.stop()[1]}
 
 
 def throughput(stack: Stack, form: str, reqs: dict[str, tuple[str, bytes]], gen: LoadGenerator, rounds: int,
@@ -195,20 +199,16 @@ def throughput(stack: Stack, form: str, reqs: dict[str, tuple[str, bytes]], gen:
         gen.run(*reqs[path], 1.0)
     for r in range(rounds):
         for path in PATHS if r % 2 == 0 else PATHS[::-1]:
-            box_before, own_before = busy_cpu_seconds(), own_cpu_seconds()
-            server_before, gateway_before = cpu_seconds(server.pid), cpu_seconds(gateway.pid)
+            meter = CpuMeter({"server": server.pid, "gateway": gateway.pid})
             result = gen.run(*reqs[path], duration)
+            used, others = meter.stop()
             calls = max(1, result["requests"])
             rps[path].append(round(result["rps"], 1))
             errors[path] += result["errors"]
-            server_used = cpu_seconds(server.pid) - server_before
-            gateway_used = cpu_seconds(gateway.pid) - gateway_before
-            server_cpu[path].append(server_used / calls * 1e6)
+            server_cpu[path].append(used["server"] / calls * 1e6)
             if path == "gateway":
-                gateway_cpu.append(gateway_used / calls * 1e6)
-            box_used = busy_cpu_seconds() - box_before
-            others = box_used - server_used - gateway_used - (own_cpu_seconds() - own_before)
-            other_cpus[path].append(round(max(0.0, others) / max(result["seconds"], 1e-3), 2))
+                gateway_cpu.append(used["gateway"] / calls * 1e6)
+            other_cpus[path].append(others)
         log(f"{form} round {r + 1}: " + ", ".join(f"{p} {rps[p][-1]:.0f}/s" for p in PATHS))
     med = {path: round(statistics.median(rps[path]), 1) for path in PATHS}
     return {
@@ -223,6 +223,25 @@ def throughput(stack: Stack, form: str, reqs: dict[str, tuple[str, bytes]], gen:
         "connections": gen.connections,
         "round_seconds": duration,
     }
+
+
+class CpuMeter:
+    """The CPU time the run's servers used over one stretch of the run, and how many CPUs everything outside the
+    run (other work on the machine) kept busy meanwhile: the machine's busy time less the servers' and this
+    process's with its finished children (the load generator)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.started = time.perf_counter()
+        self.box = busy_cpu_seconds()
+        self.own = own_cpu_seconds()
+        self.servers = {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+    def stop(self) -> tuple[dict[str, float], float]:
+        """(CPU seconds each server used, CPUs other work kept busy on average)."""
+        used = {name: cpu_seconds(pid) - self.servers[name] for name, pid in self.pids.items()}
+        others = busy_cpu_seconds() - self.box - sum(used.values()) - (own_cpu_seconds() - self.own)
+        return used, round(max(0.0, others) / max(time.perf_counter() - self.started, 1e-3), 2)
 
 
 def busy_cpu_seconds() -> float:
@@ -264,7 +283,8 @@ def run(args: argparse.Namespace, gen: LoadGenerator) -> dict:
             reqs = requests_for(stack, form)
             verify(reqs, form)
             log(f"{form}: latency ({args.warmup} + {args.requests} calls x 2 interleaved)")
-            result = latency(reqs, args.requests, args.warmup)
+            result = latency(reqs, args.requests, args.warmup,
+                             {"server": stack.servers[form].pid, "gateway": stack.gateway.pid})
             log(f"{form}: throughput ({args.rounds} rounds x {args.duration}s x 2)")
             result.update(throughput(stack, form, reqs, gen, args.rounds, args.duration))
             out[form] = result
@@ -332,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
 def print_table(report: dict) -> None:
     """The figures as a table on stderr (stdout stays one JSON document)."""
     rows = ["| form | p50 direct / gateway | added p50 / p99 | calls/s direct / gateway | gateway vs direct | "
-            "CPU us/call gateway / server | other work (CPUs, max of rounds) |", "|---|---|---|---|---|---|---|"]
+            "CPU us/call gateway / server | other work, CPUs: latency / max of rounds |", "|---|---|---|---|---|---|---|"]
     for form in FORMS:
         r = report["forms"].get(form)
         if r is None:
@@ -341,6 +361,7 @@ def print_table(report: dict) -> None:
         rows.append(f"| {form} | {lat['direct']['p50']:.3f} / {lat['gateway']['p50']:.3f} ms | {added['p50']:.3f} / "
                     f"{added['p99']:.3f} ms | {r['calls_per_s']['direct']:,.0f} / {r['calls_per_s']['gateway']:,.0f}"
                     f" | {r['gateway_vs_direct']}x | {cpu['gateway']:.0f} / {cpu['mcp_server_direct']:.0f} | "
+                    f"{r['other_busy_cpus_latency']:.2f} / "
                     f"{max(v for vs in r['other_busy_cpus_rounds'].values() for v in vs):.2f} |")
     print("\n".join(rows), file=sys.stderr, flush=True)
 
