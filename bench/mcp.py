@@ -352,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
 def print_table(report: dict) -> None:
     """The figures as a table on stderr (stdout stays one JSON document)."""
     rows = ["| form | p50 direct / gateway | added p50 / p99 | calls/s direct / gateway | gateway vs direct | "
-            "CPU us/call gateway / server | other work, CPUs: latency / max of rounds |", "|---|---|---|---|---|---|---|"]
+            "CPU us/call gateway / server | other work, CPUs: latency / max of rounds |",
+            "|---|---|---|---|---|---|---|"]
     for form in FORMS:
         r = report["forms"].get(form)
         if r is None:
