@@ -14,7 +14,6 @@ the request's id. A ``tools/call`` is also admitted by the workspace's rate-limi
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, Awaitable, Callable
 
@@ -25,20 +24,18 @@ from gateway.controlplane.auth import authenticate
 from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.disconnect import DisconnectWatch
 from gateway.http.errors import GatewayError, NotFound, Unauthorized
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.mcp import wire
 from gateway.mcp.catalog import Permit, allow_all
-from gateway.mcp.records import McpCall
+from gateway.mcp.forward import owner_of
+from gateway.mcp.records import McpCall, refused_call
 from gateway.mcp.relay import Forward, Reply, initialize_result
 from gateway.mcp.service import McpService
 from gateway.mcp.target import ServerTarget
-from gateway.mcp.upstream import Answer
 
 SCOPE = "mcp.invoke"
 _JSON = [(b"content-type", b"application/json")]
-_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 _CHALLENGE = (b"www-authenticate", b'Bearer realm="gateway", error="invalid_token"')
 
 
@@ -139,12 +136,15 @@ class McpEndpoint:
                     raise wire.RpcError(wire.INVALID_REQUEST, "Session not found", status=404)
                 session_header = [(wire.SESSION_HEADER.encode(), session_id.encode())]
             if message.is_notification:
-                await self._notification(message, single, modern)
+                await self._notification(message, key, endpoint)
                 await _send(send, 202, b"", session_header)
                 return
             outcome = await service.relay.answer(message, targets, single, _permit(key), modern)
         except wire.RpcError as exc:
-            await _send(send, exc.status, exc.body(_id(message)), _challenge(exc) + session_header)
+            data = exc.body(_id(message))
+            await _send(send, exc.status, data, _challenge(exc) + session_header)
+            if message is not None and message.method == "tools/call":
+                refused_call(ctx, key, message, single, len(body), started, exc, len(data)).done(self.recorder)
             return
         if isinstance(outcome, Reply):
             await _send(send, 200, wire.result_body(message.id, outcome.result), session_header)  # type: ignore
@@ -168,13 +168,15 @@ class McpEndpoint:
 
     async def _servers(self, key: KeyRecord, endpoint: str
                        ) -> tuple[ServerTarget | None, dict[str, ServerTarget]]:
+        """The servers the key reaches: its workspace's, and of those only the ones its ``mcp_tools`` list names
+        (whole or by a tool) when it has one; a server it does not reach is the 404 of a missing one."""
         if endpoint:
             target = await self.targets.one(key.workspace, endpoint)
-            if target is None:
+            if target is None or not _reaches(key, target.slug):
                 raise wire.RpcError(wire.INVALID_REQUEST, f"no MCP server '{endpoint}' in this key's workspace",
                                     status=404)
             return target, {target.slug: target}
-        return None, {t.slug: t for t in await self.targets.every(key.workspace)}
+        return None, {t.slug: t for t in await self.targets.every(key.workspace) if _reaches(key, t.slug)}
 
     async def _initialize(self, send: Send, message: wire.Message, key: KeyRecord, endpoint: str) -> None:
         asked = message.param("protocolVersion")
@@ -183,15 +185,13 @@ class McpEndpoint:
         await _send(send, 200, wire.result_body(_id(message), initialize_result(version)),
                     [(wire.SESSION_HEADER.encode(), session_id.encode())])
 
-    async def _notification(self, message: wire.Message, single: ServerTarget | None, modern: bool) -> None:
-        """A client's notification: ``notifications/cancelled`` goes on to a server's own endpoint's server (its
-        requests carry the client's ids); the others concern the gateway's session and end here."""
-        if message.method == "notifications/cancelled" and single is not None:
-            try:
-                answer = await self.service.upstream.send(single, message)
-                answer.close()
-            except wire.RpcError:
-                pass
+    async def _notification(self, message: wire.Message, key: KeyRecord, endpoint: str) -> None:
+        """A client's notification: ``notifications/cancelled`` stops the key's request it names
+        (``gateway/mcp/forward.py``); the others concern the gateway's session and end here."""
+        if message.method == "notifications/cancelled":
+            named = message.param("requestId")
+            if isinstance(named, (int, str)):
+                await self.service.forwarder.cancel(owner_of(key.key_id, endpoint, named))
 
     async def _guarded(self, ctx: RequestContext, key: KeyRecord, forward: Forward
                        ) -> tuple[wire.Message, Callable[[bytes], Awaitable[bytes]] | None]:
@@ -223,77 +223,22 @@ class McpEndpoint:
             if call is not None:
                 await call.admit(self.policies)
                 message, finish = await self._guarded(ctx, key, forward)
-            answer = await self.service.upstream.send(forward.target, message)
+            if modern and not (await self.service.upstream.era(forward.target)).modern:
+                finish = _lifted(str(message.method), finish)
         except (wire.RpcError, GatewayError) as exc:
             error = exc if isinstance(exc, wire.RpcError) else _rpc_of(exc)
             data = error.body(message.id)  # type: ignore[arg-type]
             await _send(send, error.status, data, session_header)
             if call is not None:
-                call.done(self.recorder, error.status, len(data), error.code)
+                call.ended(error.status, len(data), error.code).done(self.recorder)
             return
-        if modern and not self.service.upstream.speaks_modern(forward.target):
-            finish = _lifted(str(message.method), finish)
         wants_stream = b"text/event-stream" in (_header(scope, "accept") or "").encode()
-        if answer.streamed and wants_stream:
-            if call is not None:
-                call.record.stream = True
-            task = asyncio.ensure_future(_relay_stream(send, answer, message.id, session_header, finish))
-            watch = DisconnectWatch(receive, task)
-            try:
-                status, out, code = await task
-            except asyncio.CancelledError:
-                if not watch.fired():
-                    raise
-                status, out, code = 499, 0, None
-            finally:
-                watch.stop()
-                answer.close()
-        else:
-            try:
-                reply = await _final(answer, message.id)
-                if finish is not None:
-                    reply = await finish(reply)
-            except wire.RpcError as exc:
-                reply = exc.body(message.id)  # type: ignore[arg-type]
-            finally:
-                answer.close()
-            code = _error_code(reply)
-            status = wire.ERROR_STATUS.get(code, 200) if code is not None else 200
-            await _send(send, status, reply, session_header)
-            out = len(reply)
+        owner = owner_of(key.key_id, _endpoint(scope), message.id)
+        status, out, code, streamed = await self.service.forwarder.relay(
+            send, receive, forward.target, message, owner, session_header, finish, wants_stream)
         if call is not None:
-            call.done(self.recorder, status, out, code)
-
-
-async def _relay_stream(send: Send, answer: Answer, id: Any, session_header: list[tuple[bytes, bytes]],
-                        finish: Callable[[bytes], Awaitable[bytes]] | None = None) -> tuple[int, int, int | None]:
-    """Relay a server's event stream as it comes (``finish`` applied to the response, the last message);
-    ``(status, bytes out, JSON-RPC error code)``."""
-    await send({"type": "http.response.start", "status": 200, "headers": _SSE + session_header})
-    out = 0
-    code: int | None = None
-    finished = False
-    try:
-        async for data in answer.messages():
-            if not finished and _is_response_to(data, id):
-                finished = True
-                if finish is not None:
-                    data = await finish(data)
-                code = _error_code(data)
-            event = wire.sse_event(data)
-            out += len(event)
-            await send({"type": "http.response.body", "body": event, "more_body": True})
-            if finished:
-                break
-        if not finished:
-            raise wire.RpcError(wire.CONNECTION_CLOSED, "the MCP server ended its stream without a response")
-    except wire.RpcError as exc:
-        event = wire.sse_event(exc.body(id))
-        out += len(event)
-        code = exc.code
-        await send({"type": "http.response.body", "body": event, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
-    return 200, out, code
+            call.record.stream = streamed
+            call.ended(status, out, code).done(self.recorder)
 
 
 def _lifted(method: str, then: Callable[[bytes], Awaitable[bytes]] | None) -> Callable[[bytes], Awaitable[bytes]]:
@@ -304,42 +249,6 @@ def _lifted(method: str, then: Callable[[bytes], Awaitable[bytes]] | None) -> Ca
         return data if then is None else await then(data)
 
     return finish
-
-
-async def _final(answer: Answer, id: Any) -> bytes:
-    """The server's response to request ``id`` (its notifications dropped: the client takes no stream)."""
-    async for data in answer.messages():
-        if _is_response_to(data, id):
-            return data
-    raise wire.RpcError(wire.CONNECTION_CLOSED, "the MCP server ended its answer without a response")
-
-
-class _Head(msgspec.Struct):
-    id: Any = None
-    method: Any = None
-    error: Any = None
-
-
-_head = msgspec.json.Decoder(_Head)
-
-
-def _is_response_to(data: bytes, id: Any) -> bool:
-    try:
-        head = _head.decode(data)
-    except msgspec.DecodeError:
-        raise wire.RpcError(wire.INTERNAL_ERROR, "the MCP server sent a message that is not JSON-RPC") from None
-    return head.method is None and head.id == id
-
-
-def _error_code(data: bytes) -> int | None:
-    try:
-        error = _head.decode(data).error
-    except msgspec.DecodeError:
-        return wire.INTERNAL_ERROR
-    if isinstance(error, dict):
-        code = error.get("code")
-        return code if isinstance(code, int) else wire.INTERNAL_ERROR
-    return None
 
 
 def _rpc_of(exc: GatewayError) -> wire.RpcError:
@@ -362,6 +271,12 @@ def _check_envelope(scope: Scope, message: wire.Message, version: str) -> None:
     named = wire.NAMED_PARAM.get(message.method) if isinstance(message.method, str) else None
     if named is not None and _header(scope, wire.NAME_HEADER) != message.param(named):
         raise wire.RpcError(wire.HEADER_MISMATCH, f"Mcp-Name header does not match params.{named}")
+
+
+def _reaches(key: KeyRecord, slug: str) -> bool:
+    """Whether the key's ``mcp_tools`` list (if any) names the server, whole or by one of its tools."""
+    tools = key.mcp_tools
+    return tools is None or slug in tools or any(entry.startswith(slug + "/") for entry in tools)
 
 
 def _permit(key: KeyRecord) -> Permit:

@@ -5,6 +5,7 @@ calls."""
 from __future__ import annotations
 
 from gateway.mcp.catalog import Catalog
+from gateway.mcp.forward import Forwarder
 from gateway.mcp.guard import CallGuard
 from gateway.mcp.relay import Relay
 from gateway.mcp.sessions import Sessions
@@ -22,3 +23,4 @@ class McpService:
         self.relay = Relay(self.catalog)
         self.sessions = Sessions(store, settings.mcp_session_ttl_ms / 1000)
         self.guard = guard
+        self.forwarder = Forwarder(self.upstream)

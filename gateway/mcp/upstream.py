@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -106,8 +107,19 @@ class Answer:
 
 
 def failure(target: ServerTarget, what: str, secrets: list[str], code: int = wire.INTERNAL_ERROR) -> wire.RpcError:
-    """The JSON-RPC error for a server that failed: ``what`` happened, bounded and with its credentials masked."""
-    return wire.RpcError(code, scrub_text(bounded(f"MCP server '{target.slug}' {what}", 1024), secrets))
+    """The JSON-RPC error for a server that failed: ``what`` happened, bounded, with its credentials masked and its
+    address left out (callers know a server by its slug; its address is the admin's)."""
+    return wire.RpcError(code, scrub_text(bounded(f"MCP server '{target.slug}' {_unaddressed(what, target)}", 1024),
+                                          secrets))
+
+
+def _unaddressed(text: str, target: ServerTarget) -> str:
+    parts = urlsplit(target.url)
+    host = parts.hostname or ""
+    for shown in (target.url, parts.netloc, f"{host}:{parts.port}" if parts.port else "", f"[{host}]", host):
+        if len(shown) >= 3 and shown in text:
+            text = text.replace(shown, "<server>")
+    return text.replace("upstream <server> ", "").replace("<server>", "the server")
 
 
 def _secrets(target: ServerTarget) -> list[str]:

@@ -361,10 +361,6 @@ async def test_a_handshake_session_opens_nothing_for_another_key_or_endpoint_and
         assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gateway bug: the gateway sends every client's JSON-RPC ids unchanged on its one session per worker with a "
-    "handshake-era server and passes notifications/cancelled on as it came, so a client (another key) cancelling "
-    "an id it never sent cancels another client's call with that id (answered -32800 'Request cancelled')"))
 async def test_a_cancellation_reaches_only_the_clients_own_request(
         gw: Server, elder: McpTestServer, tenant: Tenant) -> None:
     tenant.register("elder", elder.url)
@@ -386,6 +382,29 @@ async def test_a_cancellation_reaches_only_the_clients_own_request(
         last = json.loads((await running).removeprefix("data:"))
     assert "error" not in last, last
     assert last["result"]["content"][0]["text"] == "done"
+
+
+async def test_a_clients_own_cancellation_stops_its_request_at_the_server(
+        gw: Server, elder: McpTestServer, tenant: Tenant) -> None:
+    """The server is told to cancel the gateway's id for the call (never the client's), and the client's request
+    ends with -32800 at once instead of running to its end."""
+    tenant.register("elder", elder.url)
+    url = gw.url + "/v1/mcp/elder"
+    async with httpx2.AsyncClient(timeout=30) as http:
+        headers = handshake_headers(tenant.key, await open_session(http, url, tenant.key))
+        call = {"jsonrpc": "2.0", "id": "mine", "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"n": 50, "delay": 0.1}}}
+        started = time.monotonic()
+        running = asyncio.ensure_future(http.post(url, json=call, headers=headers))
+        await asyncio.sleep(0.3)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "mine"}}
+        assert (await http.post(url, json=cancel, headers=headers)).status_code == 202
+        answer = await running
+    assert time.monotonic() - started < 4  # 50 steps of 0.1 s would take 5
+    last = json.loads([line for line in answer.text.splitlines() if line.startswith("data:")][-1].removeprefix("data:"))
+    assert last == {"jsonrpc": "2.0", "id": "mine", "error": {"code": -32800, "message": "Request cancelled"}}
+    told = [r for r in elder.received(50) if r.jsonrpc_method == "notifications/cancelled"]
+    assert told and str(told[-1].body["params"]["requestId"]).startswith("gw-")
 
 
 # --- records and limits ---------------------------------------------------------------------------------------------

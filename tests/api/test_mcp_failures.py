@@ -37,9 +37,9 @@ MAX_ANSWER = 4 << 20
 SAYS = {
     "slow": (-32001, "MCP server 'flaky' did not answer within 2 s"),
     "reset": (-32000, "MCP server 'flaky' could not be reached: "),
-    "invalid": (-32000, "the MCP server ended its answer without a response"),
-    "garbage": (-32603, "the MCP server sent a message that is not JSON-RPC"),
-    "huge": (-32603, f"MCP server 'flaky' upstream 127.0.0.1 sent an answer larger than {MAX_ANSWER} bytes"),
+    "invalid": (-32000, "MCP server 'flaky' ended its answer without a response"),
+    "garbage": (-32603, "MCP server 'flaky' sent a message that is not JSON-RPC"),
+    "huge": (-32603, f"MCP server 'flaky' sent an answer larger than {MAX_ANSWER} bytes"),
     "html": (-32603, "MCP server 'flaky' answered HTTP 502: <!DOCTYPE html>"),
 }
 

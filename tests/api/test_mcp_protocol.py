@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support.controlplane import api, create_key
 from tests.support.mcp_servers import McpTestServer, start_mcp_server
+from tests.support.poll import wait_for
 from tests.support.servers import ADMIN_KEY, Server, start_gateway
 
 MODERN = "2026-07-28"
@@ -147,3 +148,25 @@ async def test_a_session_belongs_to_the_key_and_endpoint_that_opened_it_and_ends
     assert (await post(gw, "/v1/mcp", listed, **sent)).status_code == 404
     old = {**hello, "params": {**hello["params"], "protocolVersion": "2024-01-01"}}
     assert (await post(gw, "/v1/mcp", old)).json()["result"]["protocolVersion"] == "2025-11-25"
+
+
+async def test_a_key_with_a_tool_list_reaches_only_the_servers_it_names_and_a_refused_call_is_logged(gw, server):
+    """Prompts and resources follow the key's ``mcp_tools`` by server: a server the list does not name is as
+    missing as another workspace's; a call refused before any server saw it is a request record all the same."""
+    member = create_key(gw, role="member", workspace="default", mcp_tools=["other-server"])["key"]
+    body, headers = modern("prompts/list")
+    hidden = await post(gw, "/v1/mcp/proto", body, key=member, **headers)
+    assert hidden.status_code == 404
+    combined = await post(gw, "/v1/mcp", body, key=member, **headers)
+    assert combined.json()["result"]["prompts"] == []
+    body, headers = modern("tools/call", id="c-1", name="proto__add", arguments={"a": 1, "b": 1})
+    refused = await post(gw, "/v1/mcp", body, key=member, **headers)
+    assert refused.json()["error"]["code"] == -32602
+
+    def logged() -> dict | None:
+        found = [r for r in api(gw, "GET", "/v1/logs?provider=mcp:proto&limit=50").json()["data"]
+                 if r["metadata"].get("mcp_error_code") == -32602]
+        return found[0] if found else None
+
+    record = wait_for(logged, 8.0, 0.1)
+    assert (record["endpoint"], record["model"], record["status"]) == ("mcp.tools/call", "add", 400)

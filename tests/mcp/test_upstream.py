@@ -69,6 +69,7 @@ async def test_a_failing_server_is_a_json_rpc_error_naming_it_with_its_credentia
                 await upstream.list_all(target(bad.url, "broken", authorization=SECRET), "tools/list", "tools")
     assert "MCP server 'broken'" in failed.value.message
     assert "sekrit" not in failed.value.message and len(failed.value.message) <= 1100
+    assert bad.url.split("//")[1].split("/")[0] not in failed.value.message  # its address is the admin's
 
 
 async def test_a_silent_server_times_out_and_a_huge_answer_is_cut(both):
