@@ -6,10 +6,10 @@ Bearer <gateway key>``) with the ``mcp.invoke`` scope, else 401 with ``WWW-Authe
 JSON-RPC errors; the body (at most GATEWAY_MAX_BODY_BYTES) as one JSON-RPC message; the client's era: the
 2026-07-28 envelope in ``params._meta`` (its version and routing headers checked), or ``initialize`` and the
 session it opens (``gateway/mcp/sessions.py``); then the method (``gateway/mcp/relay.py``). A request for a server
-is sent on through the gateway's MCP client and its answer relayed as it comes: as ``text/event-stream`` when the
-server streamed it and the client accepts that, else as the one JSON response. Every error is a JSON-RPC error with
-the request's id. A ``tools/call`` is also admitted by the workspace's rate-limit policies (server as ``provider``
-``mcp:<slug>``, tool as ``model``) and written as a request record (``gateway/mcp/records.py``).
+is sent on and its answer relayed as it comes (``gateway/mcp/forward.py``: the gateway's own request ids,
+cancellations, the stream or the one JSON response). Every error is a JSON-RPC error with the request's id. A
+``tools/call`` is also admitted by the workspace's rate-limit policies (server as ``provider`` ``mcp:<slug>``, tool
+as ``model``) and written as a request record (``gateway/mcp/records.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from gateway.controlplane.auth import authenticate
 from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import GatewayError, NotFound, Unauthorized
+from gateway.http.errors import GatewayError, NotFound
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.mcp import wire
 from gateway.mcp.catalog import Permit, allow_all
@@ -315,4 +315,4 @@ async def _send(send: Send, status: int, body: bytes, extra: list[tuple[bytes, b
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["McpEndpoint", "Targets", "Unauthorized"]
+__all__ = ["McpEndpoint", "Targets"]
