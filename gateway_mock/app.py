@@ -2,6 +2,8 @@
 
 Every module in ``gateway_mock`` with a ``ROUTES`` list of ``(method, compiled path regex, handler)`` is served;
 its optional ``error(req, send)`` writes scripted errors in that provider's own format (vendorA's otherwise).
+A module's ``WS_ROUTES`` (``(compiled path regex, handler)``) serve WebSocket upgrades the same way, under the same
+``/s/{id}`` scenario prefix (see ``gateway_mock/websocket.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,24 @@ from gateway_mock.kit import (
     MockRequest,
     MockState,
     Scenario,
+    Step,
     _current,
     respond,
     respond_json,
 )
+from gateway_mock.websocket import Socket, WsHandler
 
 Route = tuple[str, re.Pattern[str], Handler, Handler]
+
+
+def discover_websockets() -> list[tuple[re.Pattern[str], WsHandler]]:
+    """``(path pattern, handler)`` of every provider module's WebSocket routes."""
+    routes: list[tuple[re.Pattern[str], WsHandler]] = []
+    for info in pkgutil.iter_modules(mock_package.__path__):
+        if info.name in ("app", "kit"):
+            continue
+        routes.extend(getattr(importlib.import_module(f"gateway_mock.{info.name}"), "WS_ROUTES", ()))
+    return routes
 
 
 def discover() -> list[Route]:
@@ -97,6 +111,50 @@ class MockApp:
     def __init__(self) -> None:
         self.state = MockState()
         self.routes = discover()
+        self.websocket_routes = discover_websockets()
+
+    def _scenario_step(self, path: str, entry: dict) -> tuple[str, Step, dict | None]:
+        """The path without its ``/s/{id}`` prefix, the scenario's next step and the recorded entry (or none)."""
+        if not path.startswith("/s/"):
+            return path, DEFAULT_STEP, None
+        scenario_id, _, rest = path[3:].partition("/")
+        scenario = self.state.scenarios.get(scenario_id)
+        if scenario is None:
+            scenario = self.state.scenarios[scenario_id] = Scenario()
+        step = scenario.next_step()
+        entry["path"] = "/" + rest
+        scenario.requests.append(entry)
+        del scenario.requests[:-100]
+        return "/" + rest, step, entry
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        query = scope.get("query_string", b"").decode()
+        record = {"method": "GET", "path": scope["path"], "query": query, "headers": headers, "body": "",
+                  "completed": False, "aborted": False}
+        path, step, entry = self._scenario_step(scope["path"], record)
+        socket = Socket(scope, receive, send, entry)
+        if not await socket.wait_connect():
+            return
+        req = MockRequest("GET", path, query, headers, b"", step, self.state)
+        req.raw_path = scope.get("raw_path") or scope["path"].encode()
+        for pattern, handler in self.websocket_routes:
+            match = pattern.match(path)
+            if match is None:
+                continue
+            req.match = match
+            try:
+                await handler(req, socket)
+            except BaseException:
+                if entry is not None:
+                    entry["aborted"] = True
+                await socket.close(1011, "mock error")
+                raise
+            if entry is not None:
+                entry["completed"] = True
+            return
+        body = f'{{"error": {{"message": "mock has no WebSocket route for {path}"}}}}'.encode()
+        await socket.refuse(404, body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -107,6 +165,9 @@ class MockApp:
                 elif message["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
                     return
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         method = scope["method"]

@@ -21,6 +21,12 @@ requests (default 1; the last step repeats forever). A step may hold:
   ``stream_options.include_usage`` (as some vendorA-compatible servers do).
 - ``spaced_json`` (bool): write JSON answers and SSE events as Python's ``json`` module does, with a space after
   every ``:`` and ``,`` (as most Python servers do).
+- WebSocket sessions (``realtime``, ``responses_ws``; one step per session): ``status`` >= 400 refuses the upgrade
+  with that HTTP status and the provider's error body; ``delay_ms`` waits before each answer to ``response.create``;
+  ``close_code`` (int) closes the session with that code, midway through the first response (``close_at``
+  ``"middle"``, the default) or right after it opens (``"open"``); ``oversized_bytes`` (int) makes the first
+  delta's frame at least that large; ``binary_frames`` (bool) sends every server event as a binary frame;
+  ``cached_tokens`` (int) reports that many cached input tokens in each response's usage.
 
 ``GET /_mock/scenarios/{id}`` answers ``{"calls": n, "requests": [{method, path, query, headers, body, completed,
 aborted}]}`` (the last
@@ -64,6 +70,11 @@ class Step(msgspec.Struct, omit_defaults=True):
     filter_annotations: bool = False
     no_usage: bool = False
     spaced_json: bool = False
+    close_code: int | None = None
+    close_at: str = "middle"
+    oversized_bytes: int = 0
+    binary_frames: bool = False
+    cached_tokens: int = 0
 
 
 class Scenario(msgspec.Struct):

@@ -23,7 +23,7 @@ import json
 import re
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import parse_qs
 
 from gateway_mock.asgi import Send
@@ -51,21 +51,38 @@ def _items(value: Any) -> list[dict]:
     return items
 
 
-async def create(req: MockRequest, send: Send) -> None:
-    doc = req.json()
+class Refused(Exception):
+    """A create body the API refuses: the message and the parameter it names."""
+
+    def __init__(self, message: str, param: str | None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+def input_text_tokens(items: list[dict]) -> int:
+    return count_tokens(" ".join(p.get("text", "") for i in items for p in i.get("content") or ()
+                                 if isinstance(p, dict)))
+
+
+def new_response(req: MockRequest, doc: dict, context_tokens: int = 0,
+                 cached_tokens: int = 0) -> tuple[dict, list[dict]]:
+    """The response a create body answers, and its input items; ``Refused`` for a bad body.
+
+    ``context_tokens`` (the earlier turns a ``previous_response_id`` brings in) count as input too; ``cached_tokens``
+    (at most the input) are reported as cached.
+    """
     if not isinstance(doc.get("model"), str):
-        await respond_json(send, 400, invalid("Missing required parameter: 'model'.", "model"))
-        return
+        raise Refused("Missing required parameter: 'model'.", "model")
     items = _items(doc.get("input"))
     if not items:
-        await respond_json(send, 400, invalid("Missing required parameter: 'input'.", "input"))
-        return
+        raise Refused("Missing required parameter: 'input'.", "input")
     reply = req.reply_text()
     fmt = (doc.get("text") or {}).get("format") or {}
     if fmt.get("type") == "json_schema":
         reply = json.dumps(sample(fmt.get("schema")))
-    prompt = count_tokens(" ".join(p.get("text", "") for i in items for p in i.get("content") or ()
-                                   if isinstance(p, dict)))
+    prompt = input_text_tokens(items) + context_tokens
     completion = count_tokens(reply)
     tools = [t for t in doc.get("tools") or () if t.get("type") == "function"]
     if req.step.tool_call and tools:
@@ -88,58 +105,85 @@ async def create(req: MockRequest, send: Send) -> None:
         "text": doc.get("text") or {"format": {"type": "text"}}, "tool_choice": doc.get("tool_choice", "auto"),
         "tools": doc.get("tools") or [], "top_p": doc.get("top_p", 1.0),
         "truncation": doc.get("truncation", "disabled"),
-        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": completion,
-                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion},
+        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": min(cached_tokens, prompt)},
+                  "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": prompt + completion},
         "user": doc.get("user"), "metadata": doc.get("metadata") or {},
     }
     if response["store"]:
         req.state.responses[response["id"]] = response
         req.state.response_input_items[response["id"]] = items
+    return response, items
+
+
+async def create(req: MockRequest, send: Send) -> None:
+    doc = req.json()
+    try:
+        response, _ = new_response(req, doc)
+    except Refused as refused:
+        await respond_json(send, 400, invalid(refused.message, refused.param, refused.code))
+        return
     if doc.get("stream"):
         await _stream(req, send, response)
         return
     await respond_json(send, 200, response)
 
 
-async def _stream(req: MockRequest, send: Send, response: dict) -> None:
-    seq = iter(range(1_000_000))
+def response_events(req: MockRequest, response: dict) -> Iterator[dict]:
+    """The stream's events in order, each ``{"type", ...fields}`` without its ``sequence_number``.
 
-    def event(kind: str, **fields: Any) -> bytes:
-        return sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
-
+    A step's ``stream_error: "middle"`` ends them with an ``error`` event halfway through the text.
+    """
     step = req.step
-    await start_stream(send)
     start = {**response, "status": "in_progress", "output": [], "usage": None}
-    await stream_part(send, event("response.created", response=start))
-    await stream_part(send, event("response.in_progress", response=start))
+    yield {"type": "response.created", "response": start}
+    yield {"type": "response.in_progress", "response": start}
     for index, item in enumerate(response["output"]):
         if item["type"] == "function_call":
-            await stream_part(send, event("response.output_item.added", output_index=index,
-                                          item={**item, "arguments": "", "status": "in_progress"}))
-            await stream_part(send, event("response.function_call_arguments.delta", item_id=item["id"],
-                                          output_index=index, delta=item["arguments"]), step)
-            await stream_part(send, event("response.function_call_arguments.done", item_id=item["id"],
-                                          output_index=index, arguments=item["arguments"]))
+            yield {"type": "response.output_item.added", "output_index": index,
+                   "item": {**item, "arguments": "", "status": "in_progress"}}
+            yield {"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": index,
+                   "delta": item["arguments"]}
+            yield {"type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": index,
+                   "arguments": item["arguments"]}
         else:
             part = item["content"][0]
-            await stream_part(send, event("response.output_item.added", output_index=index,
-                                          item={**item, "status": "in_progress", "content": []}))
-            await stream_part(send, event("response.content_part.added", item_id=item["id"], output_index=index,
-                                          content_index=0, part={**part, "text": ""}))
+            yield {"type": "response.output_item.added", "output_index": index,
+                   "item": {**item, "status": "in_progress", "content": []}}
+            yield {"type": "response.content_part.added", "item_id": item["id"], "output_index": index,
+                   "content_index": 0, "part": {**part, "text": ""}}
             words = req.reply_words() if part["text"] == req.reply_text() else [part["text"]]
             for i, word in enumerate(words):
                 if i == len(words) // 2 and step.stream_error == "middle":
-                    await end_stream(send, event("error", code="server_error", message=step.message or
-                                                 "The server had an error", param=None))
+                    yield {"type": "error", "code": "server_error",
+                           "message": step.message or "The server had an error", "param": None}
                     return
-                await stream_part(send, event("response.output_text.delta", item_id=item["id"], output_index=index,
-                                              content_index=0, delta=word, logprobs=[]), step)
-            await stream_part(send, event("response.output_text.done", item_id=item["id"], output_index=index,
-                                          content_index=0, text=part["text"], logprobs=[]))
-            await stream_part(send, event("response.content_part.done", item_id=item["id"], output_index=index,
-                                          content_index=0, part=part))
-        await stream_part(send, event("response.output_item.done", output_index=index, item=item))
-    await end_stream(send, event("response.completed", response=response))
+                yield {"type": "response.output_text.delta", "item_id": item["id"], "output_index": index,
+                       "content_index": 0, "delta": word, "logprobs": []}
+            yield {"type": "response.output_text.done", "item_id": item["id"], "output_index": index,
+                   "content_index": 0, "text": part["text"], "logprobs": []}
+            yield {"type": "response.content_part.done", "item_id": item["id"], "output_index": index,
+                   "content_index": 0, "part": part}
+        yield {"type": "response.output_item.done", "output_index": index, "item": item}
+    yield {"type": "response.completed", "response": response}
+
+
+def numbered(doc: dict, number: int) -> dict:
+    """An event with its ``sequence_number`` right after its ``type``, as the API writes it."""
+    kind = doc["type"]
+    return {"type": kind, "sequence_number": number, **{k: v for k, v in doc.items() if k != "type"}}
+
+
+async def _stream(req: MockRequest, send: Send, response: dict) -> None:
+    step = req.step
+    await start_stream(send)
+    for number, doc in enumerate(response_events(req, response)):
+        kind = doc["type"]
+        data = sse(numbered(doc, number), kind)
+        if kind in ("error", "response.completed"):
+            await end_stream(send, data)
+            return
+        await stream_part(send, data, step if kind.endswith(".delta") else None)
 
 
 def _include_problem(req: MockRequest) -> str | None:
