@@ -24,7 +24,7 @@ gateway it also carries ``Authorization: Bearer <gateway key>``. For each form:
   busy during each round (other work on the machine: a round with any is noise).
 
 ``--profile FILE`` also records the gateway worker with ``py-spy`` (collapsed Python stacks) under one more round
-of the ``json`` load through the gateway. Quick run: ``python bench/mcp.py --quick`` (about 20 s).
+of the ``json`` load through the gateway. Quick run: ``python bench/mcp.py --quick`` (about 15 s).
 """
 
 from __future__ import annotations
