@@ -234,11 +234,14 @@ class McpEndpoint:
             return
         wants_stream = b"text/event-stream" in (_header(scope, "accept") or "").encode()
         owner = owner_of(key.key_id, _endpoint(scope), message.id)
-        status, out, code, streamed = await self.service.forwarder.relay(
-            send, receive, forward.target, message, owner, session_header, finish, wants_stream)
+        relayed = await self.service.forwarder.relay(send, receive, forward.target, message, owner, session_header,
+                                                     finish, wants_stream)
         if call is not None:
-            call.record.stream = streamed
-            call.ended(status, out, code).done(self.recorder)
+            record = call.record
+            record.stream = relayed.streamed
+            if relayed.upstream_s is not None:
+                record.upstream_started, record.upstream_s = relayed.sent_at, relayed.upstream_s
+            call.ended(relayed.status, relayed.bytes_out, relayed.error_code).done(self.recorder)
 
 
 def _lifted(method: str, then: Callable[[bytes], Awaitable[bytes]] | None) -> Callable[[bytes], Awaitable[bytes]]:

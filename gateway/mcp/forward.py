@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,11 +53,25 @@ class _Head(msgspec.Struct):
 _head = msgspec.json.Decoder(_Head)
 
 
+class Relayed(msgspec.Struct):
+    """How a relayed request ended: the HTTP status and bytes sent to the client, the JSON-RPC error code (if the
+    answer was one), whether it went out as a stream, and the seconds the server took to its response (None: no
+    response)."""
+
+    status: int
+    bytes_out: int
+    error_code: int | None
+    streamed: bool
+    upstream_s: float | None
+    #: when the request went to the server (``time.perf_counter``)
+    sent_at: float
+
+
 class _Flight:
     """A request in flight: its server, the gateway's id for it, the task relaying it, whether the client
-    cancelled it, and whether its answer's head went out."""
+    cancelled it, whether its answer's head went out, and when it was sent and answered."""
 
-    __slots__ = ("target", "upstream_id", "task", "cancelled", "started")
+    __slots__ = ("target", "upstream_id", "task", "cancelled", "started", "sent_at", "answered_s")
 
     def __init__(self, target: ServerTarget, upstream_id: str) -> None:
         self.target = target
@@ -64,6 +79,8 @@ class _Flight:
         self.task: asyncio.Future[tuple[int, int, int | None]] | None = None
         self.cancelled = False
         self.started = False
+        self.sent_at = 0.0
+        self.answered_s: float | None = None
 
 
 class Forwarder:
@@ -77,9 +94,9 @@ class Forwarder:
 
     async def relay(self, send: Send, receive: Receive, target: ServerTarget, message: wire.Message,
                     owner: Owner, headers: list[tuple[bytes, bytes]], finish: Finish | None,
-                    wants_stream: bool) -> tuple[int, int, int | None, bool]:
-        """Send ``message`` to ``target`` and answer the client; ``(HTTP status, bytes out, JSON-RPC error code,
-        streamed)``. ``headers`` go on the answer (a session's id)."""
+                    wants_stream: bool) -> Relayed:
+        """Send ``message`` to ``target`` and answer the client (``headers`` go on the answer: a session's
+        id)."""
         flight = _Flight(target, f"{self._prefix}{next(self._counter)}")
         client_id = message.id
         sent = msgspec.structs.replace(message, id=flight.upstream_id)
@@ -100,7 +117,7 @@ class Forwarder:
             watch.stop()
             if self._flights.get(owner) is flight:
                 del self._flights[owner]
-        return status, out, code, flight.started and wants_stream
+        return Relayed(status, out, code, flight.started and wants_stream, flight.answered_s, flight.sent_at)
 
     async def cancel(self, owner: Owner) -> bool:
         """Stop the request ``owner`` names, if it runs on this worker (see the module docstring)."""
@@ -123,6 +140,7 @@ class Forwarder:
                         headers: list[tuple[bytes, bytes]], finish: Finish | None,
                         wants_stream: bool) -> tuple[int, int, int | None]:
         target = flight.target
+        flight.sent_at = time.perf_counter()
         try:
             answer = await self.upstream.send(target, message)
         except wire.RpcError as exc:
@@ -132,18 +150,23 @@ class Forwarder:
             return exc.status, len(data), exc.code
         try:
             if answer.streamed and wants_stream:
-                return await self._stream(send, flight, answer, client_id, headers, finish)
-            try:
-                reply = _with_id(await _final(target, answer, flight.upstream_id), client_id)
-                if finish is not None:
-                    reply = await finish(reply)
-            except wire.RpcError as exc:
-                reply = exc.body(client_id)
-            code = _error_code(reply)
-            status = wire.ERROR_STATUS.get(code, 200) if code is not None else 200
-            flight.started = True
-            await _send(send, status, reply, headers)
-            return status, len(reply), code
+                outcome = await self._stream(send, flight, answer, client_id, headers, finish)
+            else:
+                try:
+                    reply = await _final(target, answer, flight.upstream_id)
+                    flight.answered_s = time.perf_counter() - flight.sent_at
+                    reply = _with_id(reply, client_id)
+                    if finish is not None:
+                        reply = await finish(reply)
+                except wire.RpcError as exc:
+                    reply = exc.body(client_id)
+                code = _error_code(reply)
+                status = wire.ERROR_STATUS.get(code, 200) if code is not None else 200
+                flight.started = True
+                await _send(send, status, reply, headers)
+                outcome = status, len(reply), code
+            await answer.drain()  # the client has its answer: the stream's end read, the connection kept
+            return outcome
         finally:
             answer.close()
 
@@ -158,6 +181,7 @@ class Forwarder:
             async for data in answer.messages():
                 last = _is_response_to(flight.target, data, flight.upstream_id)
                 if last:
+                    flight.answered_s = time.perf_counter() - flight.sent_at
                     data = _with_id(data, client_id)
                     if finish is not None:
                         data = await finish(data)

@@ -34,6 +34,9 @@ from gateway.upstream.request import UpstreamRequest
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 from gateway.waiting import within
 
+#: what is read of a stream after its response, and for how long, to return its connection to the pool
+DRAIN_BYTES = 64 * 1024
+DRAIN_S = 1.0
 #: the largest single event of a server's stream
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 #: how long a learnt revision (and a handshake session) is trusted before the server is probed again
@@ -99,6 +102,28 @@ class Answer:
             raise failure(self._target, exc.message, self._secrets) from None
         self._response = None
         response.release()
+
+    async def drain(self, seconds: float = DRAIN_S) -> None:
+        """Done with the answer once its response was read: what is left of a stream (its end, usually arriving
+        with the response) is read within ``seconds`` and at most ``DRAIN_BYTES``, so the connection goes back to
+        the pool; a stream that goes on is closed instead."""
+        response = self._response
+        if response is None:
+            return
+        left = DRAIN_BYTES
+        failed: tuple[type[BaseException], ...] = (TimeoutError, GatewayError, *response.read_errors)
+        try:
+            async with asyncio.timeout(seconds):
+                while left > 0:
+                    chunk = await response.read_some()
+                    if not chunk:
+                        self._response = None
+                        response.release()
+                        return
+                    left -= len(chunk)
+        except failed:
+            pass
+        self.close()
 
     def close(self) -> None:
         if self._response is not None:
@@ -268,6 +293,7 @@ class McpUpstream:
             async for data in answer.messages():
                 message = _decoded(target, data)
                 if message.is_response and message.id == id:
+                    await answer.drain()
                     return message
         finally:
             answer.close()

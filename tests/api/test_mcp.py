@@ -424,6 +424,7 @@ async def test_every_tool_call_is_a_request_record(gw: Server, alpha: McpTestSer
     assert (metadata["mcp_server"], metadata["mcp_tool"]) == ("alpha", "add")
     assert metadata["mcp_bytes_in"] > 0 and metadata["mcp_bytes_out"] > 0
     assert "mcp_error_code" not in metadata
+    assert 0 < record["upstream_latency_ms"] <= record["latency_ms"]
 
 
 

@@ -86,3 +86,21 @@ async def test_a_silent_server_times_out_and_a_huge_answer_is_cut(both):
             # the transport still serves a good server afterwards
             upstream.timeout_s = 10
             assert await upstream.list_tools(target(both.url))
+
+
+async def test_a_streamed_answer_gives_its_connection_back_to_the_pool(both):
+    """An answer the server streamed (progress, then the result) is read to its end after the response, so the
+    next request reuses the connection instead of opening one per call."""
+    async with lean_transport() as transport:
+        upstream = McpUpstream(transport, timeout_s=10, max_bytes=1 << 20)
+        server = target(both.url)
+        for _ in range(3):
+            answer = await upstream.send(server, wire.Message(
+                jsonrpc="2.0", id=1, method="tools/call",
+                params={"name": "slow", "arguments": {"n": 1, "delay": 0}, "_meta": {"progressToken": 1}}))
+            assert answer.streamed
+            async for message in answer.messages():  # stop at the response, as the relay does
+                if message.startswith(b'{"jsonrpc":"2.0","id":1,'):
+                    break
+            await answer.drain()
+            assert transport.pool.idle_count() == 1
