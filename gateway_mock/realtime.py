@@ -31,7 +31,10 @@ and the Realtime WebSocket guide):
 The mock's usage derives from the session: input text tokens from every text, transcript and instruction in the
 conversation (``count_tokens``), input audio tokens one per 100 ms of audio (4,800 bytes of PCM16 at 24 kHz),
 output text tokens from the reply (the transcript for audio), output audio tokens from the PCM sent. The input
-audio buffer holds at most 15 MiB. Scenario knobs: see ``kit.py`` (close, oversized, binary, slow, cached tokens).
+audio buffer holds at most 15 MiB; a binary frame from the client is read as the same JSON. A step's ``tool_call``
+with function tools in the session (or the ``response``) answers a ``function_call`` item instead
+(``response.function_call_arguments.delta`` / ``.done``, arguments sampled from the tool's schema; their tokens are
+output text tokens). Scenario knobs: see ``kit.py`` (close, oversized, binary, slow, cached tokens).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import json
 import re
 import time
 import uuid
@@ -50,6 +54,7 @@ import msgspec
 
 from gateway_mock.cloudB import azure_error
 from gateway_mock.kit import MockRequest, count_tokens
+from gateway_mock.schema_sample import sample
 from gateway_mock.websocket import Socket, bearer, chosen_subprotocol
 
 BYTES_PER_AUDIO_TOKEN = 4_800
@@ -94,6 +99,8 @@ class Turn:
         #: set once its last events are being written: too late to cancel
         self.finishing = False
         self.task: asyncio.Task[None] | None = None
+        #: the function tool this response calls (a step's ``tool_call``), else None
+        self.tool: dict | None = None
 
 
 class Session:
@@ -286,8 +293,12 @@ class Session:
         texts = [instructions] + [_item_text(item) for item in context if isinstance(item, dict)]
         joined = " ".join(t for t in texts if t)
         input_audio = sum(self.item_audio.get(str(item.get("id")), 0) for item in context if isinstance(item, dict))
+        tool = self._tool_to_call(params)
         item: dict[str, Any] = {"id": _id("item"), "object": "realtime.item", "type": "message",
                                 "status": "in_progress", "role": "assistant", "content": []}
+        if tool is not None:
+            item = {"id": item["id"], "object": "realtime.item", "type": "function_call", "status": "in_progress",
+                    "name": tool["name"], "call_id": _id("call"), "arguments": ""}
         response = {"object": "realtime.response", "id": _id("resp"), "status": "in_progress", "status_details": None,
                     "output": [], "conversation_id": self.conversation_id if in_conversation else None,
                     "output_modalities": modalities, "max_output_tokens": params.get("max_output_tokens", "inf"),
@@ -295,6 +306,7 @@ class Session:
                     "metadata": params.get("metadata")}
         turn = Turn(response, item, modalities[0], count_tokens(joined) if joined else 0,
                     -(-input_audio // BYTES_PER_AUDIO_TOKEN))
+        turn.tool = tool
         self.turn = turn
         self.responses += 1
         await self.emit("response.created", response=response)
@@ -302,6 +314,16 @@ class Session:
             {"name": "requests", "limit": 5000, "remaining": 4999, "reset_seconds": 0.012},
             {"name": "tokens", "limit": 40000, "remaining": 40000 - turn.input_text, "reset_seconds": 0.5}])
         turn.task = asyncio.ensure_future(self._respond(turn, in_conversation, self.responses == 1))
+
+    def _tool_to_call(self, params: dict) -> dict | None:
+        """The function tool a step's ``tool_call`` calls (``tool_name``'s, else the first), if any is offered."""
+        given = params.get("tools")
+        tools: list = given if isinstance(given, list) else self.config.get("tools") or []
+        functions = [t for t in tools if isinstance(t, dict) and t.get("type") == "function" and t.get("name")]
+        if not self.req.step.tool_call or not functions:
+            return None
+        named = [t for t in functions if t["name"] == self.req.step.tool_name]
+        return (named or functions)[0]
 
     async def cancel_response(self, event: dict) -> None:
         turn = self.turn
@@ -325,11 +347,37 @@ class Session:
         self.turn = None
 
     async def _stream(self, turn: Turn, in_conversation: bool, first: bool) -> None:
-        step, item, ids = self.req.step, turn.item, {"response_id": turn.response["id"], "item_id": turn.item["id"]}
-        audio = turn.modality == "audio"
+        item, ids = turn.item, {"response_id": turn.response["id"], "item_id": turn.item["id"]}
         where = {**ids, "output_index": 0, "content_index": 0}
         await self.emit("response.output_item.added", response_id=ids["response_id"], output_index=0, item=item)
         previous = await self._add(item, done=False) if in_conversation else None
+        if turn.tool is not None:
+            await self._call(turn, where)
+        else:
+            await self._speak(turn, where, first)
+        item["status"] = "completed"
+        self.item_audio[item["id"]] = turn.audio_bytes
+        if in_conversation:
+            await self.emit("conversation.item.done", previous_item_id=previous, item=item)
+        await self.emit("response.output_item.done", response_id=ids["response_id"], output_index=0, item=item)
+
+    async def _call(self, turn: Turn, where: dict) -> None:
+        """A function call's arguments, sampled from the tool's schema, in two deltas."""
+        if self.req.step.delay_ms:
+            await asyncio.sleep(self.req.step.delay_ms / 1000)
+        arguments = json.dumps(sample((turn.tool or {}).get("parameters")))
+        call = {"response_id": where["response_id"], "item_id": where["item_id"], "output_index": 0,
+                "call_id": turn.item["call_id"]}
+        half = len(arguments) // 2
+        for piece in (arguments[:half], arguments[half:]):
+            await self.emit("response.function_call_arguments.delta", **call, delta=piece)
+            turn.text += piece
+        await self.emit("response.function_call_arguments.done", **call, name=turn.item["name"], arguments=arguments)
+        turn.item["arguments"] = arguments
+
+    async def _speak(self, turn: Turn, where: dict, first: bool) -> None:
+        """An assistant message: text deltas, or audio deltas with their transcript."""
+        step, item, audio = self.req.step, turn.item, turn.modality == "audio"
         await self.emit("response.content_part.added", **where,
                         part={"type": "audio", "transcript": ""} if audio else {"type": "text", "text": ""})
         if step.delay_ms:
@@ -360,15 +408,11 @@ class Session:
                            {"type": "output_text", "text": turn.text}]
         await self.emit("response.content_part.done", **where, part={"type": "audio", "transcript": turn.text}
                         if audio else {"type": "text", "text": turn.text})
-        item["status"] = "completed"
-        self.item_audio[item["id"]] = turn.audio_bytes
-        if in_conversation:
-            await self.emit("conversation.item.done", previous_item_id=previous, item=item)
-        await self.emit("response.output_item.done", response_id=ids["response_id"], output_index=0, item=item)
 
     async def _done(self, turn: Turn, status: str, details: dict | None) -> None:
         if status != "completed":
             turn.item["status"] = "incomplete"
+        if status != "completed" and turn.tool is None:
             turn.item["content"] = [{"type": "output_audio", "transcript": turn.text} if turn.modality == "audio"
                                     else {"type": "output_text", "text": turn.text}]
         output_text = count_tokens(turn.text) if turn.text else 0

@@ -233,3 +233,40 @@ async def test_scenario_knobs_oversized_binary_slow_and_cached(mock):
         usage = (await raw_until(ws, "response.done"))[-1]["response"]["usage"]
     assert usage["input_token_details"]["cached_tokens"] == 2
     assert usage["input_token_details"]["cached_tokens_details"]["text_tokens"] == 2
+
+
+async def test_a_tool_call_step_answers_a_function_call_item_with_arguments_from_the_schema(mock):
+    tool = {"type": "function", "name": "lookup", "description": "find",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    async with sdk(mock.scenario([{"tool_call": True}])).realtime.connect(model="gpt-realtime") as connection:
+        await connection.recv()
+        await connection.session.update(session={"type": "realtime", "tools": [tool]})
+        await connection.recv()
+        await connection.response.create()
+        events = await until(connection, "response.done")
+    pieces = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    assert len(pieces) == 2 and "".join(pieces) == done.arguments and "city" in json.loads(done.arguments)
+    item = events[-1].response.output[0]
+    assert (item.type, item.name, item.call_id, item.arguments) == ("function_call", "lookup", done.call_id,
+                                                                    done.arguments)
+    assert events[-1].response.usage.output_token_details.text_tokens == count_tokens(done.arguments)
+
+
+async def test_a_client_leaving_mid_response_is_recorded_and_the_next_session_is_served(mock):
+    base = mock.scenario([{"chunk_delay_ms": 30, "times": 1}, {}])
+    headers = {"Authorization": "Bearer k"}
+    async with websockets.connect(ws_url(base) + "/v1/realtime?model=m", additional_headers=headers) as ws:
+        await raw_until(ws, "session.created")
+        await ws.send(json.dumps({"type": "response.create"}))
+        await raw_until(ws, "response.output_audio.delta")
+    async with websockets.connect(ws_url(base) + "/v1/realtime?model=m", additional_headers=headers) as ws:
+        await raw_until(ws, "session.created")
+        await ws.send(json.dumps({"type": "response.create"}))
+        assert (await raw_until(ws, "response.done"))[-1]["response"]["status"] == "completed"
+    first = mock.calls(base)["requests"][0]
+    async with asyncio.timeout(10):
+        while not first["completed"]:
+            await asyncio.sleep(0.05)
+            first = mock.calls(base)["requests"][0]
+    assert first["close"] == {"code": 1000, "by": "client"}
