@@ -230,7 +230,7 @@ def _ended(target: ServerTarget) -> wire.RpcError:
 def _is_response_to(target: ServerTarget, data: bytes, id: str) -> bool:
     try:
         head = _head.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         raise wire.RpcError(wire.INTERNAL_ERROR, f"MCP server '{target.slug}' sent a message that is not "
                                                  "JSON-RPC") from None
     return head.method is None and head.id == id
@@ -245,7 +245,7 @@ def _with_id(data: bytes, client_id: Any) -> bytes:
 def _error_code(data: bytes) -> int | None:
     try:
         error = _head.decode(data).error
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return wire.INTERNAL_ERROR
     if isinstance(error, dict):
         code = error.get("code")

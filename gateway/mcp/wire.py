@@ -135,6 +135,8 @@ def decode(body: bytes) -> Message:
         raise RpcError(INVALID_REQUEST, f"not a JSON-RPC message: {exc}") from None
     except msgspec.DecodeError as exc:
         raise RpcError(PARSE_ERROR, f"the body is not valid JSON: {exc}") from None
+    except (RecursionError, UnicodeDecodeError):
+        raise RpcError(PARSE_ERROR, "the body is JSON nested too deeply, or not UTF-8") from None
     if message.jsonrpc != "2.0":
         raise RpcError(INVALID_REQUEST, "jsonrpc must be \"2.0\"")
     if message.method is msgspec.UNSET and not message.is_response:
@@ -169,7 +171,7 @@ def as_modern_response(method: str, data: bytes) -> bytes:
     anything else as it came."""
     try:
         message = _decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return data
     result = message.result
     if not isinstance(result, dict):

@@ -260,6 +260,9 @@ def _check(server, where: str, sent: bytes, status: int, kind: str, data: bytes)
     if " /v1/messages" in where:  # the Messages API answers in anthropic's error shape, so its SDK raises its errors
         assert doc["type"] == "error" and isinstance(error["type"], str), f"{where}: {doc}"
         return
+    if " /v1/mcp" in where and "/v1/mcp-servers" not in where:  # JSON-RPC errors, so MCP clients raise them
+        assert doc["jsonrpc"] == "2.0" and isinstance(error["code"], int), f"{where}: {doc}"
+        return
     assert isinstance(error["type"], str) and "param" in error and "code" in error, f"{where}: {doc}"
 
 

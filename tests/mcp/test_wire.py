@@ -49,3 +49,10 @@ def test_errors_carry_the_request_id_and_the_status_the_sdks_expect():
     doc = msgspec.json.decode(error.body("req-1"))
     assert doc == {"jsonrpc": "2.0", "id": "req-1", "error": {"code": -32601, "message": "Method not found: x"}}
     assert wire.RpcError(wire.INTERNAL_ERROR, "x").status == 200
+
+
+def test_json_nested_past_the_decoders_depth_is_a_parse_error_not_a_crash():
+    deep = b'{"jsonrpc":"2.0","id":1,"method":"x","params":' + b'{"a":' * 100_000 + b"1" + b"}" * 100_001
+    with pytest.raises(wire.RpcError) as nested:
+        wire.decode(deep)
+    assert nested.value.code == wire.PARSE_ERROR and nested.value.status == 400
