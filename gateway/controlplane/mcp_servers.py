@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from gateway.controlplane.providers import mask
-from gateway.controlplane.records import Entity
+from gateway.controlplane.records import Entity, applied
 from gateway.controlplane.sealing import looks_masked
 from gateway.controlplane.secret_hosts import check_slug_move
 from gateway.controlplane.secrets import SecretBox
@@ -268,12 +268,7 @@ def updated(box: SecretBox, record: McpServer, changes: dict[str, Any]) -> McpSe
     if changes.get("headers"):
         changes["headers"] = _restore_masked(changes["headers"], headers,
                                              "url" in changes and changes["url"] != record.url)
-    for key, value in changes.items():
-        if value is None:
-            current.pop(key, None)
-        else:
-            current[key] = value
-    fresh = build(box, record.workspace_id, record.slug, {k: v for k, v in current.items() if v is not None})
+    fresh = build(box, record.workspace_id, record.slug, applied(current, changes))
     return msgspec.structs.replace(fresh, created_at=record.created_at, organisation_id=record.organisation_id,
                                    tools=record.tools, approvals=record.approvals)
 

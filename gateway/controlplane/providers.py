@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.controlplane.records import Entity
+from gateway.controlplane.records import Entity, applied
 from gateway.controlplane.secret_hosts import check_slug_move
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
@@ -169,12 +169,7 @@ def updated(box: SecretBox, record: ProviderSlug, changes: dict[str, Any]) -> Pr
     secrets = secrets_of(box, record)
     current: dict[str, Any] = {"provider": record.provider, "name": record.name, **record.settings, **secrets}
     check_slug_move(current, changes, secrets)
-    for key, value in changes.items():
-        if value is None:
-            current.pop(key, None)
-        else:
-            current[key] = value
-    fresh = build(box, record.workspace_id, record.slug, {k: v for k, v in current.items() if v is not None})
+    fresh = build(box, record.workspace_id, record.slug, applied(current, changes))
     return msgspec.structs.replace(fresh, created_at=record.created_at, organisation_id=record.organisation_id)
 
 

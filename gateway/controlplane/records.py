@@ -52,6 +52,18 @@ def check_workspace_id(workspace: str, param: str = "workspace_id") -> str:
     return workspace
 
 
+def applied(current: dict, changes: dict) -> dict:
+    """``current`` with an update's ``changes`` applied as every ``PUT`` of the control plane applies them: a key given
+    a value takes it, a key sent as null is removed, the others stay; the keys left with a value."""
+    merged = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return {k: v for k, v in merged.items() if v is not None}
+
+
 def now_iso() -> str:
     """The current time as ISO 8601 UTC with milliseconds (``2026-11-23T16:54:16.123Z``)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
