@@ -1,4 +1,5 @@
-"""The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime.
+"""The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime;
+WebSocket upgrades dispatched by path through a table of their own (``/v1/realtime``: gateway/realtime/).
 
 Handlers are imported here, at import time, so a module of the package that fails to import stops the worker (and so
 the server) with its traceback. The front doors' routes are built on their first request instead (their dialects
@@ -29,7 +30,9 @@ from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, intern
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
 from gateway.http.routes import Deferred, RouteTable
 from gateway.http.types import ASGIApp, Receive, Scope, Send
+from gateway.http.websocket import ClientSocket
 from gateway.job_routes import mount_jobs
+from gateway.lifecycle import Stage
 from gateway.mcp.target import ServerTarget
 from gateway.pipeline.media import media_routes
 from gateway.pipeline.pipeline import Pipeline, PipelineParts
@@ -98,12 +101,36 @@ def _mcp_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
     return routes
 
 
+def _socket_routes(runtime: Runtime) -> tuple[dict[str, ASGIApp], Stage]:
+    """The WebSocket routes by path (``/v1/realtime``), their module imported on the first WebSocket request, and
+    the stage that closes their open sessions with the worker."""
+    built: list[Any] = []
+
+    def realtime() -> ASGIApp:
+        if not built:
+            from gateway.realtime.endpoint import LiveSessions, RealtimeEndpoint
+
+            settings = runtime.settings
+            built.append(RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
+                                          runtime.policies, runtime.client, runtime.recorder, settings,
+                                          LiveSessions(settings.shutdown_grace_s)))
+        return built[0]
+
+    async def close() -> None:
+        if built:
+            await built[0].sessions.close()
+
+    return {"/v1/realtime": Deferred(realtime)}, Stage("realtime sessions", close=close)
+
+
 class GatewayApp:
     """Raw ASGI app. ``runtime`` is built at lifespan startup (or injected by tests)."""
 
     def __init__(self, runtime: Runtime | None = None) -> None:
         self.runtime = runtime
         self.routes = RouteTable()
+        #: the WebSocket routes, by path
+        self.sockets: dict[str, ASGIApp] = {}
         #: the worker's bound on slow request bodies, handed to requests in the lifespan state
         self.body_watch: BodyWatch | None = None
         if runtime is not None:
@@ -138,6 +165,8 @@ class GatewayApp:
         self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode,
                                                   runtime.logs.health))
         self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
+        self.sockets, sessions = _socket_routes(runtime)
+        runtime.lifecycle.add(sessions)  # open sessions close (1001) before the runtime's parts
 
     def add(self, method: str, path: str, handler: ASGIApp, sets_cache_status: bool = False) -> None:
         """Route ``method`` on ``path`` (``{name}`` segments are path parameters) to ``handler``. Every answer
@@ -165,6 +194,19 @@ class GatewayApp:
             return
         if kind == "lifespan":
             await self._lifespan(scope, receive, send)
+        elif kind == "websocket":
+            await self._socket(scope, receive, send)
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade, by path (a trailing slash ignored); an unknown path is refused with a 404."""
+        path = scope["path"]
+        handler = self.sockets.get(path) or self.sockets.get(path.rstrip("/"))
+        if handler is not None:
+            await handler(scope, receive, send)
+            return
+        socket = ClientSocket(scope, receive, send)
+        if await socket.wait_connect():
+            await socket.refuse(NotFound(f"no WebSocket route for {path}"))
 
     def _route(self, scope: Scope) -> tuple[ASGIApp | None, dict[str, str] | None, list[str]]:
         """``(handler, path_params, allowed_methods)`` of a path that is no exact route; a path with trailing

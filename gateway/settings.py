@@ -126,6 +126,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "whose definition changed upstream is withheld at most this long after the change", gt=0, le=60_000)] = 30_000
     mcp_session_ttl_ms: Annotated[int, setting(
         "how long an idle handshake-era (2025-11-25) MCP client session lives in the state store", gt=0)] = 86_400_000
+    # Realtime sessions (docs/websockets.md)
+    realtime_max_message_bytes: Annotated[int, setting(
+        "largest WebSocket message a Realtime session relays either way; a larger one closes the session with 1009",
+        gt=0)] = 16 * 1024 * 1024
+    realtime_idle_timeout_ms: Annotated[int, setting(
+        "a Realtime session with no message either way for this long is closed with 1001", gt=0)] = 600_000
     upstream_transport: Annotated[Literal["lean", "aiohttp"], setting(
         "how request-path calls reach upstreams: lean (a keep-alive pool of loop transports, llhttp parsing; proxied "
         "upstreams and streamed uploads still go through aiohttp) or aiohttp (every call through aiohttp's "

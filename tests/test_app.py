@@ -184,7 +184,7 @@ print(json.dumps(sorted(name for name in LAZY if name in sys.modules)))
 LAZY = ["gateway.providers.anthropic", "gateway.providers.cloudA", "gateway.providers.cloudA.sigv4",
         "gateway.providers.cloudC", "gateway.providers.cloudC.auth", "gateway.providers.cohere",
         "gateway.pipeline.dialects.door", "gateway.pipeline.dialects.responses", "gateway.pipeline.dialects.messages",
-        "gateway.jobs.batch_runner", "gateway.jobs.batch_dispatch", "cryptography"]
+        "gateway.jobs.batch_runner", "gateway.jobs.batch_dispatch", "cryptography", "gateway.realtime.endpoint"]
 
 
 def test_an_idle_worker_has_not_loaded_what_is_loaded_on_first_use(tmp_path):

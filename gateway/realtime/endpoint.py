@@ -1,0 +1,230 @@
+"""``GET /v1/realtime?model=...`` upgraded to a WebSocket: the Realtime API relayed to the provider
+(docs/websockets.md).
+
+Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error before the accept
+(``gateway/http/websocket.py``), and each one recorded:
+
+1. the gateway key (the one authentication function, scope ``inference``): ``x-gateway-api-key``, ``Authorization:
+   Bearer <gateway key>``, or, from a browser, the subprotocol ``openai-insecure-api-key.<gateway key>``;
+2. the provider and its credential from the request's config exactly as chat resolves it (``x-gateway-config``,
+   ``x-gateway-provider: @slug``, or ``x-gateway-provider`` with the provider key as ``Authorization`` beside
+   ``x-gateway-api-key``). A browser, which cannot set headers, names a provider slug or a saved config in the query
+   (``x-gateway-provider=@slug``, ``x-gateway-config=<saved config id>``): names only, never a key or a JSON config.
+   A config with several targets sends the session to its first one (no fallback once a session is open);
+3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400);
+4. the workspace's policies (``admit_as`` with the provider and model: a rate limit counts the session as one
+   request; token and cost budgets are settled from its summed usage when it ends);
+5. the provider's socket (``gateway/realtime/connect.py``), then the client's accept (answering ``realtime`` when
+   the client offered it), then the relay (``gateway/realtime/relay.py``) until either side ends; the record
+   (``gateway/realtime/record.py``) goes to the recorder when it does.
+
+``LiveSessions`` knows the worker's open sessions: when the worker is asked to stop (its signal, or the runtime
+closing) every session is closed with 1001 and its record written, within the shutdown grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+from gateway.config.resolve import ConfigResolver
+from gateway.controlplane.auth import authenticate
+from gateway.controlplane.directory import RecordCache, RecordsNeeded
+from gateway.controlplane.keys import KeyStore
+from gateway.http.context import RequestContext, build_context
+from gateway.http.errors import GatewayError, InvalidRequest, ServiceUnavailable, internal_error
+from gateway.http.shutdown import StopNotice
+from gateway.http.types import Receive, Scope, Send
+from gateway.http.websocket import ClientSocket
+from gateway.policies.gate import PolicyGate
+from gateway.realtime.connect import CLOSE_TIMEOUT_S, open_upstream
+from gateway.realtime.record import SessionLog
+from gateway.realtime.relay import Ending, Relay
+from gateway.realtime.target import RealtimeTarget, realtime_target
+from gateway.routing.plan import Node, Planner
+from gateway.schema.config import Config
+from gateway.settings import Settings
+from gateway.upstream.client import UpstreamClient
+from gateway.waiting import within
+
+SCOPE = "inference"
+SUBPROTOCOL = "realtime"
+INSECURE_KEY_PREFIX = "openai-insecure-api-key."
+#: the header that carries the browser's subprotocols (and so its gateway key): masked in every log
+SUBPROTOCOL_HEADER = "sec-websocket-protocol"
+#: query parameters a browser may use to name its provider (names only: a key or JSON config never comes this way)
+_QUERY_NAMES = ("x-gateway-provider", "x-gateway-config")
+_RECORD_ROUNDS = 4
+#: how a session the server dropped mid-relay (its handler cancelled) is recorded
+DROPPED = Ending(1006, "session dropped by the server", "gateway", "the session's handler was cancelled")
+
+
+class LiveSessions:
+    """The worker's open sessions: ``stopping`` is set when the worker stops, which ends each with 1001."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.stopping = asyncio.Event()
+        self.open: set[asyncio.Future[Any]] = set()
+        self._notice = StopNotice()
+        self._watch: asyncio.Future[None] | None = None
+
+    def enter(self) -> asyncio.Future[Any]:
+        """A token for one session (done when it ends); the first one starts watching the worker's stop signal."""
+        if self._watch is None:
+            self._watch = asyncio.ensure_future(self._on_signal())
+        token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.open.add(token)
+        return token
+
+    def leave(self, token: asyncio.Future[Any]) -> None:
+        self.open.discard(token)
+        if not token.done():
+            token.set_result(None)
+
+    async def _on_signal(self) -> None:
+        await self._notice.event.wait()
+        self.stopping.set()
+
+    async def close(self) -> None:
+        """End every session (1001) and wait, at most the grace period, for their records."""
+        self.stopping.set()
+        if self.open:
+            await asyncio.wait(set(self.open), timeout=self.grace_s)
+        if self._watch is not None:
+            self._watch.cancel()
+
+
+class RealtimeEndpoint:
+    """The ``/v1/realtime`` WebSocket route of one worker."""
+
+    def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
+                 policies: PolicyGate, client: UpstreamClient, recorder: Any, settings: Settings,
+                 sessions: LiveSessions) -> None:
+        self.keys = keys
+        self.records = records
+        self.resolver = resolver
+        self.planner = planner
+        self.policies = policies
+        self.client = client
+        self.recorder = recorder
+        self.sessions = sessions
+        self.max_bytes = settings.realtime_max_message_bytes
+        self.idle_s = settings.realtime_idle_timeout_ms / 1000
+        self.connect_s = settings.upstream_connect_timeout_ms / 1000
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        socket = ClientSocket(scope, receive, send)
+        if not await socket.wait_connect():
+            return
+        log = SessionLog(time.perf_counter())
+        try:
+            target = await self._admit(scope, socket, log)
+            log.record.upstream_started = time.perf_counter()
+            upstream = await open_upstream(self.client, target, self.max_bytes, self.connect_s)
+        except Exception as exc:  # noqa: BLE001 - every refusal is the gateway's JSON error
+            error = exc if isinstance(exc, GatewayError) else internal_error(exc)
+            await socket.refuse(error)
+            log.refused(error).done(self.recorder)
+            return
+        token = self.sessions.enter()
+        ending = DROPPED
+        try:
+            chosen = SUBPROTOCOL if SUBPROTOCOL in socket.subprotocols else None
+            trace = [(b"x-gateway-trace-id", log.record.trace_id.encode("latin-1"))]
+            await socket.accept(chosen, trace)
+            relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
+                          log.traffic)
+            ending = await relay.run()
+        finally:
+            if not upstream.closed:  # the handler was cancelled mid-relay: no socket left behind
+                with contextlib.suppress(Exception):
+                    await within(upstream.close(code=1001), CLOSE_TIMEOUT_S)
+            log.record.upstream_s = time.perf_counter() - log.record.upstream_started
+            log.ended(ending).done(self.recorder)
+            self.sessions.leave(token)
+
+    async def _admit(self, scope: Scope, socket: ClientSocket, log: SessionLog) -> RealtimeTarget:
+        """The caller's key, the config's first target as a Realtime target, and the policies' admission."""
+        query = _query(scope)
+        key_in_subprotocol = _subprotocol_key(socket.subprotocols)
+        headers = list(scope.get("headers") or ())
+        if key_in_subprotocol is not None:
+            headers.extend(_named_in_query(query, headers))
+        ctx = build_context(headers)
+        ctx.sensitive_headers = ctx.sensitive_headers | {SUBPROTOCOL_HEADER}
+        log.know(ctx)
+        if key_in_subprotocol is not None and not ctx.api_key and not ctx.bearer:
+            ctx.api_key = key_in_subprotocol
+        key = await authenticate(self.keys, ctx, SCOPE)
+        log.record.workspace = key.workspace
+        config = await self._config(ctx)
+        leaf = _first_target(self.planner.plan(config))
+        model = query.get("model") or query.get("deployment")
+        target = realtime_target(leaf, model, query.get("api-version"), _header(headers, b"openai-beta"))
+        record = log.record
+        record.provider, record.model = target.provider, target.model
+        policies = self.policies
+        if policies.may_apply(ctx.workspace):
+            log.policies = policies
+            log.hold = await policies.admit_as(ctx, None, 0, target.provider, target.model)
+        return target
+
+    async def _config(self, ctx: RequestContext) -> Config:
+        """The request's config, loading the slugs and saved configs it names."""
+        records = self.records
+        for _ in range(_RECORD_ROUNDS):
+            try:
+                return self.resolver.resolve(ctx, records)
+            except RecordsNeeded as needed:
+                await records.fetch(needed)
+        raise ServiceUnavailable("control-plane records are changing too fast to be read; try again shortly")
+
+
+def _first_target(node: Node) -> Config:
+    """The config of the target tried first: the first leaf, depth first, as the config lists them."""
+    while node.children:
+        node = node.children[0]
+    if not node.config.provider:
+        raise InvalidRequest(f"{node.path} has no provider", param=f"{node.path}.provider")
+    return node.config
+
+
+def _query(scope: Scope) -> dict[str, str]:
+    raw = scope.get("query_string") or b""
+    return {k: v[-1] for k, v in parse_qs(raw.decode("latin-1"), keep_blank_values=True).items()}
+
+
+def _subprotocol_key(offered: list[str]) -> str | None:
+    for name in offered:
+        if name.startswith(INSECURE_KEY_PREFIX) and len(name) > len(INSECURE_KEY_PREFIX):
+            return name[len(INSECURE_KEY_PREFIX):]
+    return None
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _named_in_query(query: dict[str, str], headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """A browser's provider slug or saved config id from the query, as the headers it cannot send (a header the
+    request does carry wins); a key or a JSON config in the query is refused."""
+    added: list[tuple[bytes, bytes]] = []
+    for name in _QUERY_NAMES:
+        value = query.get(name)
+        if not value or _header(headers, name.encode()) is not None:
+            continue
+        if name == "x-gateway-provider" and not value.startswith("@"):
+            raise InvalidRequest("a browser names its provider by a slug: x-gateway-provider=@<slug> (the "
+                                 "provider key stays in the gateway)", param=name)
+        if name == "x-gateway-config" and value.lstrip().startswith("{"):
+            raise InvalidRequest("a browser names a saved config by its id: x-gateway-config=<id> (a JSON config "
+                                 "would carry a provider key in the page)", param=name)
+        added.append((name.encode(), value.encode()))
+    return added

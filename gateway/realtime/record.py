@@ -1,0 +1,95 @@
+"""One Realtime session as the rest of the house sees a request: one request record when it ends (``/v1/logs``, the
+log stream, aggregates, the console, metrics) and the policy hold it settles.
+
+The record's ``endpoint`` is ``realtime``, its ``provider`` and ``model`` the session's target, its ``status`` 101
+for a session that was accepted (whatever closed it) or the refusal's HTTP status; ``usage`` is the sum of the
+responses' usage (``gateway/realtime/usage.py``, ``usage_source`` ``reported``) and its ``metadata`` (beside the
+client's ``x-gateway-metadata``) holds ``realtime_close_code``, ``realtime_close_reason``, ``realtime_closed_by``
+(``client``, ``upstream`` or ``gateway``), ``realtime_messages_in`` / ``_out``, ``realtime_bytes_in`` / ``_out``
+(in: from the client), ``realtime_responses`` and the usage details (``realtime_cached_tokens``,
+``realtime_input_text_tokens``, ``realtime_input_audio_tokens``, ``realtime_output_text_tokens``,
+``realtime_output_audio_tokens``). A session that did not end cleanly (lost provider, oversized message, a gateway
+fault) carries the reason as its ``error``. The upgrade's headers are kept as every record keeps them (masked; the
+``sec-websocket-protocol`` header, which may carry the gateway key, is among the sensitive ones).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gateway.http.context import RequestContext
+from gateway.http.errors import GatewayError
+from gateway.observability.record import RequestRecord
+from gateway.realtime.relay import Ending, Traffic
+from gateway.realtime.usage import SessionUsage
+
+ENDPOINT = "realtime"
+#: the status of a session that was accepted (the upgrade's ``101 Switching Protocols``)
+ACCEPTED = 101
+
+
+class SessionLog:
+    """The record of one session (or of its refused upgrade), its traffic, usage and policy hold."""
+
+    __slots__ = ("record", "traffic", "usage", "hold", "policies", "ctx")
+
+    def __init__(self, started: float) -> None:
+        self.record = RequestRecord("", ENDPOINT, started)
+        self.traffic = Traffic()
+        self.usage = SessionUsage()
+        self.hold: Any = None
+        self.policies: Any = None
+        self.ctx: RequestContext | None = None
+
+    def know(self, ctx: RequestContext) -> None:
+        """The upgrade request's context: trace and span ids, headers (masked when logged)."""
+        self.ctx = ctx
+        record = self.record
+        record.trace_id = ctx.trace_id
+        record.span_id = ctx.span_id
+        record.parent_span_id = ctx.parent_span_id
+        record.span_name = ctx.span_name
+        record.request_headers = ctx.raw_headers
+        record.sensitive_headers = ctx.sensitive_headers
+
+    def refused(self, error: GatewayError) -> SessionLog:
+        record = self.record
+        record.status = error.status
+        record.error = error.message
+        record.metadata = self._client_metadata() or None
+        return self
+
+    def ended(self, ending: Ending) -> SessionLog:
+        record = self.record
+        record.status = ACCEPTED
+        record.stream = True
+        record.error = ending.error
+        usage = self.usage
+        record.usage = usage.as_record_usage()
+        record.usage_source = "reported" if record.usage is not None else "none"
+        traffic = self.traffic
+        meta = self._client_metadata()
+        meta.update(realtime_close_code=ending.code, realtime_close_reason=ending.reason,
+                    realtime_closed_by=ending.by, realtime_messages_in=traffic.messages_in,
+                    realtime_messages_out=traffic.messages_out, realtime_bytes_in=traffic.bytes_in,
+                    realtime_bytes_out=traffic.bytes_out, realtime_responses=usage.responses)
+        if usage.reported:
+            meta.update(realtime_cached_tokens=usage.cached, realtime_input_text_tokens=usage.input_text,
+                        realtime_input_audio_tokens=usage.input_audio, realtime_output_text_tokens=usage.output_text,
+                        realtime_output_audio_tokens=usage.output_audio)
+        record.metadata = meta
+        return self
+
+    def _client_metadata(self) -> dict[str, Any]:
+        ctx = self.ctx
+        return dict(ctx.metadata or {}) if ctx is not None else {}
+
+    def done(self, recorder: Any) -> None:
+        """Hand off the record (and settle the session's policy hold to its usage)."""
+        record = self.record
+        record.total_s = time.perf_counter() - record.started
+        if self.hold is not None:
+            self.policies.finish(self.hold, record)
+            self.hold = None
+        recorder.record(record)
