@@ -376,3 +376,13 @@ async def test_policies_admit_a_session_as_a_request_and_settle_its_usage(gw, mo
         assert refused.value.response.status_code == 429
         assert "rate limit policy" in json.loads(refused.value.response.body)["error"]["message"]
     await await_for(lambda: get(gw, USAGE, budget)["current_usage"] == used, 10, 0.1)
+
+
+async def test_the_sdk_with_the_provider_key_as_its_api_key_and_the_gateway_key_in_a_header(gw, mock):
+    base = mock.scenario()
+    client = AsyncOpenAI(base_url=f"{gw.url}/v1", api_key="sk-provider-own", max_retries=0,
+                         default_headers={"x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "vendorA",
+                                          "x-gateway-custom-host": f"{base}/v1"})
+    async with client.realtime.connect(model="gpt-realtime") as connection:
+        assert (await connection.recv()).type == "session.created"
+    assert mock.calls(base)["requests"][0]["headers"]["authorization"] == "Bearer sk-provider-own"
