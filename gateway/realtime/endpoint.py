@@ -67,15 +67,20 @@ class LiveSessions:
 
     def __init__(self, grace_s: float) -> None:
         self.grace_s = grace_s
-        self.stopping = asyncio.Event()
         self.open: set[asyncio.Future[Any]] = set()
         self._notice = StopNotice()
-        self._watch: asyncio.Future[None] | None = None
+        self._stopping: asyncio.Event | None = None
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        """Set by the worker's stop signal (the event ``StopNotice`` sets from its handler: no hop between) or by
+        ``close``; made, and the signal handlers chained, on first use."""
+        if self._stopping is None:
+            self._stopping = self._notice.event
+        return self._stopping
 
     def enter(self) -> asyncio.Future[Any]:
-        """A token for one session (done when it ends); the first one starts watching the worker's stop signal."""
-        if self._watch is None:
-            self._watch = asyncio.ensure_future(self._on_signal())
+        """A token for one session (done when it ends)."""
         token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.open.add(token)
         return token
@@ -85,17 +90,13 @@ class LiveSessions:
         if not token.done():
             token.set_result(None)
 
-    async def _on_signal(self) -> None:
-        await self._notice.event.wait()
-        self.stopping.set()
-
     async def close(self) -> None:
         """End every session (1001) and wait, at most the grace period, for their records."""
-        self.stopping.set()
+        if self._stopping is None:  # no session ever opened
+            return
+        self._stopping.set()
         if self.open:
             await asyncio.wait(set(self.open), timeout=self.grace_s)
-        if self._watch is not None:
-            self._watch.cancel()
 
 
 class RealtimeEndpoint:

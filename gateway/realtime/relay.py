@@ -163,6 +163,8 @@ class Relay:
             if remaining <= 0:
                 return Ending(1001, IDLE, "gateway")
             if await wait_event(self.stopping, remaining):
+                # at once, from here: the server may drop upgraded connections soon after its stop signal
+                await self.client.close(1001, STOPPING)
                 return Ending(1001, STOPPING, "gateway")
 
     async def _close(self, ending: Ending) -> None:
