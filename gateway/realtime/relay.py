@@ -75,7 +75,8 @@ class Relay:
     """Relays ``client`` and ``upstream`` (an aiohttp client WebSocket) until either ends; ``stopping`` is set when
     the worker stops."""
 
-    __slots__ = ("client", "upstream", "max_bytes", "idle_s", "stopping", "usage", "traffic", "_last", "_loop")
+    __slots__ = ("client", "upstream", "max_bytes", "idle_s", "stopping", "usage", "traffic", "decided", "_last",
+                 "_loop")
 
     def __init__(self, client: ClientSocket, upstream: aiohttp.ClientWebSocketResponse, max_bytes: int,
                  idle_s: float, stopping: asyncio.Event, usage: SessionUsage, traffic: Traffic) -> None:
@@ -86,19 +87,21 @@ class Relay:
         self.stopping = stopping
         self.usage = usage
         self.traffic = traffic
+        #: the ending the gateway chose before its pumps noticed (the stop)
+        self.decided: Ending | None = None
         self._loop = asyncio.get_running_loop()
         self._last = self._loop.time()
 
     async def run(self) -> Ending:
-        tasks = [asyncio.ensure_future(self._down()), asyncio.ensure_future(self._up()),
-                 asyncio.ensure_future(self._watch())]
+        tasks = [asyncio.ensure_future(self._watch()), asyncio.ensure_future(self._down()),
+                 asyncio.ensure_future(self._up())]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        ending = _first_ending(tasks)
+        ending = self.decided or _first_ending(tasks)
         await self._close(ending)
         return ending
 
@@ -163,9 +166,11 @@ class Relay:
             if remaining <= 0:
                 return Ending(1001, IDLE, "gateway")
             if await wait_event(self.stopping, remaining):
-                # at once, from here: the server may drop upgraded connections soon after its stop signal
+                # at once, from here: the server may drop upgraded connections soon after its stop signal (and the
+                # client's leaving, which a pump may see first, is this ending's doing)
+                self.decided = Ending(1001, STOPPING, "gateway")
                 await self.client.close(1001, STOPPING)
-                return Ending(1001, STOPPING, "gateway")
+                return self.decided
 
     async def _close(self, ending: Ending) -> None:
         """Close both sides as ``ending`` says (the client's close first: it is the one waiting)."""
