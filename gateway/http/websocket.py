@@ -62,20 +62,30 @@ class ClientSocket:
         HTTP)."""
         self.closed = True
         self.close_code = error.status
-        if self.can_answer_http:
-            headers = [(b"content-type", b"application/json"), *(error.headers or ())]
-            await self._send({"type": "websocket.http.response.start", "status": error.status, "headers": headers})
-            await self._send({"type": "websocket.http.response.body", "body": error.body()})
-        else:
-            await self._send({"type": "websocket.close", "code": 1008, "reason": bounded_reason(error.message)})
+        try:
+            if self.can_answer_http:
+                headers = [(b"content-type", b"application/json"), *(error.headers or ())]
+                await self._send({"type": "websocket.http.response.start", "status": error.status,
+                                  "headers": headers})
+                await self._send({"type": "websocket.http.response.body", "body": error.body()})
+            else:
+                await self._send({"type": "websocket.close", "code": 1008, "reason": bounded_reason(error.message)})
+        except Exception:  # noqa: BLE001 - the client left while the gateway decided: no one to answer
+            pass
 
     async def accept(self, subprotocol: str | None, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Accept the upgrade (``headers``: added to the 101 answer where the server sends them; Granian 2.8.9 does
+        not); raises ``ConnectionError`` when the client has left."""
         message: dict = {"type": "websocket.accept"}
         if subprotocol:
             message["subprotocol"] = subprotocol
         if headers:
             message["headers"] = headers
-        await self._send(message)
+        try:
+            await self._send(message)
+        except Exception as exc:  # the server raises its own error type for a gone client
+            self.closed = True
+            raise ConnectionError("the client left before its upgrade was accepted") from exc
         self.accepted = True
 
     async def receive(self) -> str | bytes | int:

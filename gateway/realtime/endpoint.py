@@ -59,6 +59,7 @@ SUBPROTOCOL_HEADER = "sec-websocket-protocol"
 _QUERY_NAMES = ("x-gateway-provider", "x-gateway-config")
 _RECORD_ROUNDS = 4
 #: how a session the server dropped mid-relay (its handler cancelled) is recorded
+LEFT_EARLY = Ending(1006, "", "client", "the client left before its session was accepted")
 DROPPED = Ending(1006, "session dropped by the server", "gateway", "the session's handler was cancelled")
 
 
@@ -136,7 +137,11 @@ class RealtimeEndpoint:
         try:
             chosen = SUBPROTOCOL if SUBPROTOCOL in socket.subprotocols else None
             trace = [(b"x-gateway-trace-id", log.record.trace_id.encode("latin-1"))]
-            await socket.accept(chosen, trace)
+            try:
+                await socket.accept(chosen, trace)
+            except ConnectionError:
+                ending = LEFT_EARLY
+                return
             relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
                           log.traffic)
             ending = await relay.run()

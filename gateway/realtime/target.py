@@ -32,6 +32,8 @@ VENDOR_A_BASE = "https://api.openai.com/v1"
 PROVIDERS = ("vendorA", "cloudB")
 #: the version that selects cloudB's GA (``/openai/v1/realtime``) form
 GA_VERSION = "v1"
+#: the longest model name a session may name
+MAX_MODEL_CHARS = 256
 #: a deployment named by the client goes into the URL: letters, digits, '.', '_' and '-' only
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -68,6 +70,8 @@ def realtime_target(config: Config, model: str | None, api_version: str | None =
 def _model(model: str | None) -> str:
     if not model:
         raise InvalidRequest("missing model: send /v1/realtime?model=<model>", param="model")
+    if len(model) > MAX_MODEL_CHARS:
+        raise InvalidRequest(f"model is longer than {MAX_MODEL_CHARS} characters", param="model")
     return model
 
 

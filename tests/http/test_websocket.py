@@ -50,3 +50,22 @@ async def test_close_codes_and_reasons_are_what_a_close_frame_may_carry():
     peer = Peer([])
     await ClientSocket({}, peer.receive, peer.send).close(1006, "x" * 200)
     assert peer.sent == [{"type": "websocket.close", "code": 1000, "reason": "x" * 123}]
+
+
+async def test_a_client_gone_before_the_answer_makes_accept_raise_and_a_refusal_quiet():
+    async def gone(message: dict) -> None:
+        raise OSError("connection reset")
+
+    async def never() -> dict:
+        raise AssertionError("not read")
+
+    socket = ClientSocket({"extensions": {"websocket.http.response": {}}}, never, gone)
+    await socket.refuse(Unauthorized("no key"))  # nothing raised: there is no one to answer
+    socket = ClientSocket({}, never, gone)
+    try:
+        await socket.accept("realtime")
+    except ConnectionError:
+        pass
+    else:
+        raise AssertionError("accept should raise ConnectionError")
+    assert socket.closed and not socket.accepted

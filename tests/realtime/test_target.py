@@ -49,6 +49,7 @@ def test_cloudB_takes_the_dated_form_with_an_api_version_and_the_ga_form_without
 @pytest.mark.parametrize(("config", "model", "param"), [
     (Config(provider="anthropic", api_key="k"), "m", "provider"),
     (Config(provider="vendorA", api_key="k"), None, "model"),
+    (Config(provider="vendorA", api_key="k"), "m" * 257, "model"),
     (Config(provider="cloudB", api_key="k", resource_name="res"), None, "model"),
     (Config(provider="cloudB", api_key="k", resource_name="res"), "bad/dep", "model"),
     (Config(provider="cloudB", api_key="k"), "dep", "resource_name"),
