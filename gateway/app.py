@@ -101,26 +101,40 @@ def _mcp_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
     return routes
 
 
-def _socket_routes(runtime: Runtime) -> tuple[dict[str, ASGIApp], Stage]:
-    """The WebSocket routes by path (``/v1/realtime``), their module imported on the first WebSocket request, and
-    the stage that closes their open sessions with the worker."""
-    built: list[Any] = []
+def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], dict[str, ASGIApp], Stage]:
+    """The Realtime routes: ``POST /v1/realtime/client_secrets`` and the WebSocket ``/v1/realtime`` (by path), their
+    modules imported on their first request, and the stage that closes the open sessions with the worker."""
+    built: dict[str, Any] = {}
+
+    def secrets() -> Any:
+        if "secrets" not in built:
+            from gateway.realtime.secrets import ClientSecrets
+
+            built["secrets"] = ClientSecrets(runtime.store, lambda: runtime.records.box)
+        return built["secrets"]
 
     def realtime() -> ASGIApp:
-        if not built:
+        if "socket" not in built:
             from gateway.realtime.endpoint import LiveSessions, RealtimeEndpoint
 
             settings = runtime.settings
-            built.append(RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
-                                          runtime.policies, runtime.client, runtime.recorder, settings,
-                                          LiveSessions(settings.shutdown_grace_s)))
-        return built[0]
+            built["socket"] = RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
+                                               runtime.policies, runtime.client, runtime.recorder, settings,
+                                               LiveSessions(settings.shutdown_grace_s), secrets())
+        return built["socket"]
+
+    def mint() -> ASGIApp:
+        from gateway.api.realtime_secrets import ClientSecretsEndpoint
+
+        return ClientSecretsEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner, secrets(),
+                                     runtime.settings.max_body_bytes)
 
     async def close() -> None:
-        if built:
-            await built[0].sessions.close()
+        if "socket" in built:
+            await built["socket"].sessions.close()
 
-    return {"/v1/realtime": Deferred(realtime)}, Stage("realtime sessions", close=close)
+    return ([("POST", "/v1/realtime/client_secrets", Deferred(mint))], {"/v1/realtime": Deferred(realtime)},
+            Stage("realtime sessions", close=close))
 
 
 class GatewayApp:
@@ -165,7 +179,9 @@ class GatewayApp:
         self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode,
                                                   runtime.logs.health))
         self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
-        self.sockets, sessions = _socket_routes(runtime)
+        realtime_http, self.sockets, sessions = _realtime_routes(runtime)
+        for method, path, handler in realtime_http:
+            self.add(method, path, handler)
         runtime.lifecycle.add(sessions)  # open sessions close (1001) before the runtime's parts
 
     def add(self, method: str, path: str, handler: ASGIApp, sets_cache_status: bool = False) -> None:

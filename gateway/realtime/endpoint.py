@@ -5,7 +5,9 @@ Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error
 (``gateway/http/websocket.py``), and each one recorded:
 
 1. the gateway key (the one authentication function, scope ``inference``): ``x-gateway-api-key``, ``Authorization:
-   Bearer <gateway key>``, or, from a browser, the subprotocol ``openai-insecure-api-key.<gateway key>``;
+   Bearer <gateway key>``, or, from a browser, the subprotocol ``openai-insecure-api-key.<gateway key>``; or a client
+   secret in that subprotocol (``gateway/realtime/secrets.py``), which stands for its minting key and its provider
+   slug or saved config, whatever else the upgrade carries;
 2. the provider and its credential from the request's config exactly as chat resolves it (``x-gateway-config``,
    ``x-gateway-provider: @slug``, or ``x-gateway-provider`` with the provider key as ``Authorization`` beside
    ``x-gateway-api-key``). A browser, which cannot set headers, names a provider slug or a saved config in the query
@@ -35,7 +37,7 @@ from gateway.controlplane.auth import authenticate
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
 from gateway.controlplane.keys import KeyStore
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import GatewayError, InvalidRequest, ServiceUnavailable, internal_error
+from gateway.http.errors import Forbidden, GatewayError, InvalidRequest, ServiceUnavailable, internal_error
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.http.websocket import ClientSocket
@@ -43,6 +45,8 @@ from gateway.policies.gate import PolicyGate
 from gateway.realtime.connect import CLOSE_TIMEOUT_S, open_upstream
 from gateway.realtime.record import SessionLog
 from gateway.realtime.relay import Ending, Relay
+from gateway.realtime.secrets import PREFIX as SECRET_PREFIX
+from gateway.realtime.secrets import ClientSecrets, Grant
 from gateway.realtime.target import RealtimeTarget, realtime_target
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
@@ -105,7 +109,7 @@ class RealtimeEndpoint:
 
     def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
                  policies: PolicyGate, client: UpstreamClient, recorder: Any, settings: Settings,
-                 sessions: LiveSessions) -> None:
+                 sessions: LiveSessions, secrets: ClientSecrets) -> None:
         self.keys = keys
         self.records = records
         self.resolver = resolver
@@ -114,6 +118,7 @@ class RealtimeEndpoint:
         self.client = client
         self.recorder = recorder
         self.sessions = sessions
+        self.secrets = secrets
         self.max_bytes = settings.realtime_max_message_bytes
         self.idle_s = settings.realtime_idle_timeout_ms / 1000
         self.connect_s = settings.upstream_connect_timeout_ms / 1000
@@ -158,7 +163,12 @@ class RealtimeEndpoint:
         query = _query(scope)
         key_in_subprotocol = _subprotocol_key(socket.subprotocols)
         headers = list(scope.get("headers") or ())
-        if key_in_subprotocol is not None:
+        grant: Grant | None = None
+        if key_in_subprotocol is not None and key_in_subprotocol.startswith(SECRET_PREFIX):
+            grant = await self.secrets.redeem(key_in_subprotocol)
+            headers = _granted_headers(headers, grant)
+            key_in_subprotocol = grant.key
+        elif key_in_subprotocol is not None:
             headers.extend(_named_in_query(query, headers))
         ctx = build_context(headers)
         ctx.sensitive_headers = ctx.sensitive_headers | {SUBPROTOCOL_HEADER}
@@ -168,8 +178,12 @@ class RealtimeEndpoint:
         key = await authenticate(self.keys, ctx, SCOPE)
         log.record.workspace = key.workspace
         config = await self._config(ctx)
-        leaf = _first_target(self.planner.plan(config))
+        leaf = first_target(self.planner.plan(config))
         model = query.get("model") or query.get("deployment")
+        if grant is not None and grant.model:
+            if model and model != grant.model:
+                raise Forbidden(f"this client secret opens sessions of model '{grant.model}' only", param="model")
+            model = grant.model
         target = realtime_target(leaf, model, query.get("api-version"), _header(headers, b"openai-beta"))
         record = log.record
         record.provider, record.model = target.provider, target.model
@@ -180,17 +194,42 @@ class RealtimeEndpoint:
         return target
 
     async def _config(self, ctx: RequestContext) -> Config:
-        """The request's config, loading the slugs and saved configs it names."""
-        records = self.records
-        for _ in range(_RECORD_ROUNDS):
-            try:
-                return self.resolver.resolve(ctx, records)
-            except RecordsNeeded as needed:
-                await records.fetch(needed)
-        raise ServiceUnavailable("control-plane records are changing too fast to be read; try again shortly")
+        return await session_config(self.resolver, self.records, ctx)
 
 
-def _first_target(node: Node) -> Config:
+async def session_config(resolver: ConfigResolver, records: RecordCache, ctx: RequestContext) -> Config:
+    """The request's config, loading the slugs and saved configs it names."""
+    for _ in range(_RECORD_ROUNDS):
+        try:
+            return resolver.resolve(ctx, records)
+        except RecordsNeeded as needed:
+            await records.fetch(needed)
+    raise ServiceUnavailable("control-plane records are changing too fast to be read; try again shortly")
+
+
+#: the headers a client-secret session keeps of its own (every other gateway header comes from the grant)
+_KEPT_WITH_A_SECRET = frozenset({"xgatewaytraceid", "xgatewaymetadata", "xgatewayspanid", "xgatewayparentspanid",
+                                 "xgatewayspanname"})
+
+
+def _granted_headers(headers: list[tuple[bytes, bytes]], grant: Grant) -> list[tuple[bytes, bytes]]:
+    """The upgrade's headers with the gateway key and the provider as the client secret grants them: the client's
+    own credential and provider headers (in any spelling) dropped, so a secret opens only what it was minted for."""
+    kept = []
+    for name, value in headers:
+        plain = name.decode("latin-1").lower().replace("-", "").replace("_", "")
+        if plain == "authorization" or (plain.startswith("xgateway") and plain not in _KEPT_WITH_A_SECRET):
+            continue
+        kept.append((name, value))
+    kept.append((b"x-gateway-api-key", grant.key.encode()))
+    if grant.provider:
+        kept.append((b"x-gateway-provider", grant.provider.encode()))
+    if grant.config:
+        kept.append((b"x-gateway-config", grant.config.encode()))
+    return kept
+
+
+def first_target(node: Node) -> Config:
     """The config of the target tried first: the first leaf, depth first, as the config lists them."""
     while node.children:
         node = node.children[0]

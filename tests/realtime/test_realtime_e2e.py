@@ -23,15 +23,6 @@ from tests.support.servers import ADMIN_KEY, free_port, start_gateway
 PCM_100MS = bytes(4800)
 
 
-@pytest.fixture(scope="module")
-def gw():
-    """A gateway of this module's own: small limits, so the oversized and idle sessions are quick to make."""
-    server = start_gateway({"GATEWAY_REALTIME_MAX_MESSAGE_BYTES": str(256 * 1024),
-                            "GATEWAY_REALTIME_IDLE_TIMEOUT_MS": "3000"})
-    yield server
-    server.stop()
-
-
 def ws_url(base: str) -> str:
     return base.replace("http://", "ws://", 1)
 
