@@ -120,7 +120,7 @@ def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], 
             settings = runtime.settings
             built["socket"] = RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
                                                runtime.policies, runtime.client, runtime.recorder, settings,
-                                               LiveSessions(settings.shutdown_grace_s), secrets())
+                                               LiveSessions(settings.shutdown_grace_s), secrets(), runtime.metrics)
         return built["socket"]
 
     def mint() -> ASGIApp:

@@ -41,6 +41,7 @@ from gateway.http.errors import Forbidden, GatewayError, InvalidRequest, Service
 from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.http.websocket import ClientSocket
+from gateway.observability.metrics import REALTIME_BYTES, REALTIME_MESSAGES, REALTIME_SESSIONS, Metrics
 from gateway.policies.gate import PolicyGate
 from gateway.realtime.connect import CLOSE_TIMEOUT_S, open_upstream
 from gateway.realtime.record import SessionLog
@@ -109,7 +110,7 @@ class RealtimeEndpoint:
 
     def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
                  policies: PolicyGate, client: UpstreamClient, recorder: Any, settings: Settings,
-                 sessions: LiveSessions, secrets: ClientSecrets) -> None:
+                 sessions: LiveSessions, secrets: ClientSecrets, metrics: Metrics) -> None:
         self.keys = keys
         self.records = records
         self.resolver = resolver
@@ -119,6 +120,7 @@ class RealtimeEndpoint:
         self.recorder = recorder
         self.sessions = sessions
         self.secrets = secrets
+        self.metrics = metrics
         self.max_bytes = settings.realtime_max_message_bytes
         self.idle_s = settings.realtime_idle_timeout_ms / 1000
         self.connect_s = settings.upstream_connect_timeout_ms / 1000
@@ -147,6 +149,7 @@ class RealtimeEndpoint:
             except ConnectionError:
                 ending = LEFT_EARLY
                 return
+            self.metrics.count(REALTIME_SESSIONS, ("opened", target.provider))
             relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
                           log.traffic)
             ending = await relay.run()
@@ -156,6 +159,8 @@ class RealtimeEndpoint:
                     await within(upstream.close(code=1001), CLOSE_TIMEOUT_S)
             log.record.upstream_s = time.perf_counter() - log.record.upstream_started
             log.ended(ending).done(self.recorder)
+            if socket.accepted:
+                _count(self.metrics, target.provider, log)
             self.sessions.leave(token)
 
     async def _admit(self, scope: Scope, socket: ClientSocket, log: SessionLog) -> RealtimeTarget:
@@ -205,6 +210,16 @@ async def session_config(resolver: ConfigResolver, records: RecordCache, ctx: Re
         except RecordsNeeded as needed:
             await records.fetch(needed)
     raise ServiceUnavailable("control-plane records are changing too fast to be read; try again shortly")
+
+
+def _count(metrics: Metrics, provider: str, log: SessionLog) -> None:
+    """An accepted session's end, messages and bytes in the metrics."""
+    traffic = log.traffic
+    metrics.count(REALTIME_SESSIONS, ("ended", provider))
+    metrics.count(REALTIME_MESSAGES, ("in", provider), traffic.messages_in)
+    metrics.count(REALTIME_MESSAGES, ("out", provider), traffic.messages_out)
+    metrics.count(REALTIME_BYTES, ("in", provider), traffic.bytes_in)
+    metrics.count(REALTIME_BYTES, ("out", provider), traffic.bytes_out)
 
 
 #: the headers a client-secret session keeps of its own (every other gateway header comes from the grant)

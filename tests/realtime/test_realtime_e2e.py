@@ -377,3 +377,30 @@ async def test_the_sdk_with_the_provider_key_as_its_api_key_and_the_gateway_key_
     async with client.realtime.connect(model="gpt-realtime") as connection:
         assert (await connection.recv()).type == "session.created"
     assert mock.calls(base)["requests"][0]["headers"]["authorization"] == "Bearer sk-provider-own"
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(w in line for w in want):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_metrics_count_sessions_opened_and_ended_and_their_messages(gw, mock):
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": vendor_config(mock.scenario())}
+    async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers) as ws:
+        await ws.recv()
+        await ws.send(json.dumps({"type": "response.create", "response": {"output_modalities": ["text"]}}))
+        await raw_until(ws, "response.done")
+
+    def counted() -> str | None:
+        text = api(gw, "GET", "/metrics").text
+        ended = _metric(text, "gateway_realtime_sessions_total", event="ended", provider="vendorA")
+        return text if ended >= 1 and _metric(text, "gateway_realtime_messages_total", direction="in") >= 1 else None
+
+    text = await await_for(counted, 10, 0.2)
+    opened = _metric(text, "gateway_realtime_sessions_total", event="opened", provider="vendorA")
+    assert opened >= _metric(text, "gateway_realtime_sessions_total", event="ended", provider="vendorA") >= 1
+    assert _metric(text, "gateway_realtime_bytes_total", direction="out", provider="vendorA") > 0
