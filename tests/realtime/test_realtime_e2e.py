@@ -404,3 +404,49 @@ async def test_metrics_count_sessions_opened_and_ended_and_their_messages(gw, mo
     opened = _metric(text, "gateway_realtime_sessions_total", event="opened", provider="vendorA")
     assert opened >= _metric(text, "gateway_realtime_sessions_total", event="ended", provider="vendorA") >= 1
     assert _metric(text, "gateway_realtime_bytes_total", direction="out", provider="vendorA") > 0
+
+
+async def test_binary_frames_stay_binary_and_their_usage_counts(gw, mock):
+    base = mock.scenario([{"binary_frames": True}])
+    trace_id = trace()
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": vendor_config(base), "x-gateway-trace-id": trace_id}
+    async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers) as ws:
+        first = await ws.recv()
+        assert isinstance(first, bytes) and json.loads(first)["type"] == "session.created"
+        await ws.send(json.dumps({"type": "response.create", "response": {"output_modalities": ["text"]}}).encode())
+        async with asyncio.timeout(20):
+            while json.loads(frame := await ws.recv())["type"] != "response.done":
+                assert isinstance(frame, bytes)
+        usage = json.loads(frame)["response"]["usage"]
+    assert mock.calls(base)["requests"][0]["frames"][0].startswith('{"type": "response.create"')
+    [item] = wait_logs(gw, trace_id)
+    assert item["total_tokens"] == usage["total_tokens"] > 0
+
+
+async def test_the_ssrf_guard_refuses_the_upstream_and_redirects_are_not_followed(gw):
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": vendor_config("http://169.254.169.254")}
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers):
+            pass
+    assert refused.value.response.status_code == 403
+
+    def redirect(connection, request):
+        if not request.path.startswith("/v1/realtime"):
+            return None
+        response = connection.respond(302, "elsewhere\n")
+        response.headers["Location"] = "/elsewhere/realtime?model=m"
+        return response
+
+    reached = []
+
+    async def elsewhere(connection) -> None:  # pragma: no cover - a followed redirect would land here
+        reached.append(connection.request.path)
+
+    async with websockets.serve(elsewhere, "127.0.0.1", free_port(), process_request=redirect) as server:
+        port = server.sockets[0].getsockname()[1]
+        headers["x-gateway-config"] = vendor_config(f"http://127.0.0.1:{port}")
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers):
+                pass
+    assert refused.value.response.status_code == 502 and not reached
+    assert "HTTP 302" in json.loads(refused.value.response.body)["error"]["message"]
