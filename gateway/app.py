@@ -131,7 +131,7 @@ def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], 
 
     async def close() -> None:
         if "socket" in built:
-            await built["socket"].sessions.close()
+            await built["socket"].close()
 
     return ([("POST", "/v1/realtime/client_secrets", Deferred(mint))], {"/v1/realtime": Deferred(realtime)},
             Stage("realtime sessions", close=close))

@@ -43,7 +43,7 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.http.websocket import ClientSocket
 from gateway.observability.metrics import REALTIME_BYTES, REALTIME_MESSAGES, REALTIME_SESSIONS, Metrics
 from gateway.policies.gate import PolicyGate
-from gateway.realtime.connect import CLOSE_TIMEOUT_S, open_upstream
+from gateway.realtime.connect import CLOSE_TIMEOUT_S, ProviderSockets
 from gateway.realtime.record import SessionLog
 from gateway.realtime.relay import Ending, Relay
 from gateway.realtime.secrets import PREFIX as SECRET_PREFIX
@@ -121,6 +121,7 @@ class RealtimeEndpoint:
         self.sessions = sessions
         self.secrets = secrets
         self.metrics = metrics
+        self.provider_sockets = ProviderSockets(client)
         self.max_bytes = settings.realtime_max_message_bytes
         self.idle_s = settings.realtime_idle_timeout_ms / 1000
         self.connect_s = settings.upstream_connect_timeout_ms / 1000
@@ -133,7 +134,7 @@ class RealtimeEndpoint:
         try:
             target = await self._admit(scope, socket, log)
             log.record.upstream_started = time.perf_counter()
-            upstream = await open_upstream(self.client, target, self.max_bytes, self.connect_s)
+            upstream = await self.provider_sockets.open(target, self.max_bytes, self.connect_s)
         except Exception as exc:  # noqa: BLE001 - every refusal is the gateway's JSON error
             error = exc if isinstance(exc, GatewayError) else internal_error(exc)
             await socket.refuse(error)
@@ -162,6 +163,11 @@ class RealtimeEndpoint:
             if socket.accepted:
                 _count(self.metrics, target.provider, log)
             self.sessions.leave(token)
+
+    async def close(self) -> None:
+        """With the worker: end the open sessions (1001), then close the providers' sockets' client session."""
+        await self.sessions.close()
+        await self.provider_sockets.close()
 
     async def _admit(self, scope: Scope, socket: ClientSocket, log: SessionLog) -> RealtimeTarget:
         """The caller's key, the config's first target as a Realtime target, and the policies' admission."""
