@@ -15,7 +15,8 @@ Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error
    A config with several targets sends the session to its first one (no fallback once a session is open);
 3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400);
 4. the workspace's policies (``admit_as`` with the provider and model: a rate limit counts the session as one
-   request; token and cost budgets are settled from its summed usage when it ends);
+   request; it reserves one token's worth, so a spent token budget refuses it, and token and cost budgets are
+   settled from its summed usage when it ends);
 5. the provider's socket (``gateway/realtime/connect.py``), then the client's accept (answering ``realtime`` when
    the client offered it), then the relay (``gateway/realtime/relay.py``) until either side ends; the record
    (``gateway/realtime/record.py``) goes to the recorder when it does.
@@ -42,7 +43,7 @@ from gateway.http.shutdown import StopNotice
 from gateway.http.types import Receive, Scope, Send
 from gateway.http.websocket import ClientSocket
 from gateway.observability.metrics import REALTIME_BYTES, REALTIME_MESSAGES, REALTIME_SESSIONS, Metrics
-from gateway.policies.gate import PolicyGate
+from gateway.policies.gate import BYTES_PER_TOKEN, PolicyGate
 from gateway.realtime.connect import CLOSE_TIMEOUT_S, ProviderSockets
 from gateway.realtime.record import SessionLog
 from gateway.realtime.relay import Ending, Relay
@@ -201,7 +202,9 @@ class RealtimeEndpoint:
         policies = self.policies
         if policies.may_apply(ctx.workspace):
             log.policies = policies
-            log.hold = await policies.admit_as(ctx, None, 0, target.provider, target.model)
+            # a body of one token's bytes: the reservation (settled to the session's usage when it ends) is then
+            # at least 1 token, which a spent token budget refuses (an amount of 0 fits even a spent one)
+            log.hold = await policies.admit_as(ctx, None, BYTES_PER_TOKEN, target.provider, target.model)
         return target
 
     async def _config(self, ctx: RequestContext) -> Config:

@@ -450,3 +450,20 @@ async def test_the_ssrf_guard_refuses_the_upstream_and_redirects_are_not_followe
                 pass
     assert refused.value.response.status_code == 502 and not reached
     assert "HTTP 302" in json.loads(refused.value.response.body)["error"]["message"]
+
+
+async def test_a_spent_token_budget_refuses_the_next_session(gw, mock):
+    run = tag()
+    budget = usage_limit(gw, run, "tokens", 1)
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": vendor_config(mock.scenario()),
+               "x-gateway-metadata": json.dumps({"run": run})}
+    async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers) as ws:
+        await ws.recv()
+        await ws.send(json.dumps({"type": "response.create", "response": {"output_modalities": ["text"]}}))
+        used = (await raw_until(ws, "response.done"))[-1]["response"]["usage"]["total_tokens"]
+    await await_for(lambda: get(gw, USAGE, budget)["current_usage"] == used, 10, 0.1)
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers):
+            pass
+    assert refused.value.response.status_code == 429
+    assert "usage limit policy" in json.loads(refused.value.response.body)["error"]["message"]
