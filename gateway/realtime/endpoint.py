@@ -44,6 +44,7 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.http.websocket import ClientSocket
 from gateway.observability.metrics import REALTIME_BYTES, REALTIME_MESSAGES, REALTIME_SESSIONS, Metrics
 from gateway.policies.gate import BYTES_PER_TOKEN, PolicyGate
+from gateway.realtime.budget import BudgetWatch
 from gateway.realtime.connect import CLOSE_TIMEOUT_S, ProviderSockets
 from gateway.realtime.record import SessionLog
 from gateway.realtime.relay import Ending, Relay
@@ -152,8 +153,10 @@ class RealtimeEndpoint:
                 ending = LEFT_EARLY
                 return
             self.metrics.count(REALTIME_SESSIONS, ("opened", target.provider))
+            budget = BudgetWatch.of(self.policies.store, self.policies.prices, log.hold, target.provider,
+                                    target.model)
             relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
-                          log.traffic)
+                          log.traffic, budget)
             ending = await relay.run()
         finally:
             if not upstream.closed:  # the handler was cancelled mid-relay: no socket left behind

@@ -18,7 +18,9 @@ How a session ends (``Ending``: the code and reason the client is closed with, w
 - a message larger than the limit from either side: **1009** to the client (``message larger than N bytes``) and
   the provider's socket closed;
 - no message either way for GATEWAY_REALTIME_IDLE_TIMEOUT_MS: **1001** ``idle timeout``; the worker stopping:
-  **1001** ``gateway shutting down``.
+  **1001** ``gateway shutting down``;
+- a response whose usage spends one of the session's budgets (``budget.py``): an ``error`` event, then **1008**
+  ``usage limit exceeded``.
 
 Whatever ends it, both pumps and the watch are cancelled and awaited before ``run`` returns: no task outlives it.
 """
@@ -26,12 +28,16 @@ Whatever ends it, both pumps and the watch are cancelled and awaited before ``ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
 
 from gateway.http.websocket import ClientSocket, sendable
+from gateway.realtime.budget import CLOSE_CODE as BUDGET_CLOSE_CODE
+from gateway.realtime.budget import CLOSE_REASON as BUDGET_CLOSE_REASON
+from gateway.realtime.budget import BudgetWatch, error_event
 from gateway.realtime.usage import SessionUsage
 from gateway.waiting import wait_event, within
 
@@ -75,11 +81,12 @@ class Relay:
     """Relays ``client`` and ``upstream`` (an aiohttp client WebSocket) until either ends; ``stopping`` is set when
     the worker stops."""
 
-    __slots__ = ("client", "upstream", "max_bytes", "idle_s", "stopping", "usage", "traffic", "decided", "_last",
-                 "_loop")
+    __slots__ = ("client", "upstream", "max_bytes", "idle_s", "stopping", "usage", "traffic", "budget", "decided",
+                 "_last", "_loop")
 
     def __init__(self, client: ClientSocket, upstream: aiohttp.ClientWebSocketResponse, max_bytes: int,
-                 idle_s: float, stopping: asyncio.Event, usage: SessionUsage, traffic: Traffic) -> None:
+                 idle_s: float, stopping: asyncio.Event, usage: SessionUsage, traffic: Traffic,
+                 budget: BudgetWatch | None = None) -> None:
         self.client = client
         self.upstream = upstream
         self.max_bytes = max_bytes
@@ -87,6 +94,8 @@ class Relay:
         self.stopping = stopping
         self.usage = usage
         self.traffic = traffic
+        #: the session's budgets, checked after each response that reports usage (None: none apply)
+        self.budget = budget
         #: the ending the gateway chose before its pumps noticed (the stop)
         self.decided: Ending | None = None
         self._loop = asyncio.get_running_loop()
@@ -141,11 +150,17 @@ class Relay:
             self._last = self._loop.time()
             traffic.messages_out += 1
             traffic.bytes_out += frame_size(frame)
-            usage.read(frame)
+            counted = usage.read(frame)
             try:
                 await client.send(frame)
             except ConnectionError:
                 return Ending(client.close_code or 1006, "", "client")
+            if counted and self.budget is not None:
+                why = await self.budget.spent(usage)
+                if why is not None:
+                    with contextlib.suppress(ConnectionError):
+                        await client.send(error_event(why))
+                    return Ending(BUDGET_CLOSE_CODE, BUDGET_CLOSE_REASON, "gateway", why)
 
     def _upstream_ended(self, message: Any) -> Ending:
         kind = message.type

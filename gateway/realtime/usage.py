@@ -67,23 +67,26 @@ class SessionUsage:
         self.input = self.output = self.total = self.cached = 0
         self.input_text = self.input_audio = self.input_image = self.output_text = self.output_audio = 0
 
-    def read(self, frame: str | bytes) -> None:
-        """Add the usage of ``frame`` when it is a ``response.done`` (any other frame costs a substring search)."""
+    def read(self, frame: str | bytes) -> bool:
+        """Add the usage of ``frame`` when it is a ``response.done`` (any other frame costs a substring search);
+        True when it added some."""
         if isinstance(frame, str):
             if _MARK not in frame:
-                return
+                return False
         elif _MARK_BYTES not in frame:
-            return
+            return False
         try:
             event = _decode_event(frame)
         except msgspec.DecodeError:  # not the JSON the API sends: relayed as it is, counted as nothing
-            return
+            return False
         if event.type != _MARK:
-            return
+            return False
         self.responses += 1
         usage = event.response.usage if event.response is not None else None
-        if usage is not None:
-            self.add(usage)
+        if usage is None:
+            return False
+        self.add(usage)
+        return True
 
     def add(self, usage: _Usage) -> None:
         self.reported = True

@@ -467,3 +467,24 @@ async def test_a_spent_token_budget_refuses_the_next_session(gw, mock):
             pass
     assert refused.value.response.status_code == 429
     assert "usage limit policy" in json.loads(refused.value.response.body)["error"]["message"]
+
+
+async def test_a_response_that_spends_the_budget_ends_the_session_with_an_error_event_and_1008(gw, mock):
+    run = tag()
+    budget = usage_limit(gw, run, "tokens", 1)
+    trace_id = trace()
+    headers = {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": vendor_config(mock.scenario()),
+               "x-gateway-metadata": json.dumps({"run": run}), "x-gateway-trace-id": trace_id}
+    async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m", additional_headers=headers) as ws:
+        await ws.recv()
+        await ws.send(json.dumps({"type": "response.create", "response": {"output_modalities": ["text"]}}))
+        used = (await raw_until(ws, "response.done"))[-1]["response"]["usage"]["total_tokens"]
+        error = json.loads(await ws.recv())
+        assert error["type"] == "error" and error["error"]["code"] == "usage_limit_exceeded"
+        assert "usage limit policy" in error["error"]["message"]
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await ws.recv()
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "usage limit exceeded")
+    [item] = wait_logs(gw, trace_id)
+    assert item["metadata"]["realtime_closed_by"] == "gateway" and "usage limit policy" in item["error"]
+    await await_for(lambda: get(gw, USAGE, budget)["current_usage"] == used, 10, 0.1)
