@@ -1,5 +1,6 @@
 """The ASGI callable: one route table dispatching by (method, path); lifespan opens and closes the runtime;
-WebSocket upgrades dispatched by path through a table of their own (``/v1/realtime``: gateway/realtime/).
+WebSocket upgrades dispatched by path through a table of their own (``/v1/realtime`` and the Responses WebSocket
+mode's ``/v1/responses``: gateway/realtime/).
 
 Handlers are imported here, at import time, so a module of the package that fails to import stops the worker (and so
 the server) with its traceback. The front doors' routes are built on their first request instead (their dialects
@@ -102,8 +103,9 @@ def _mcp_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
 
 
 def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], dict[str, ASGIApp], Stage]:
-    """The Realtime routes: ``POST /v1/realtime/client_secrets`` and the WebSocket ``/v1/realtime`` (by path), their
-    modules imported on their first request, and the stage that closes the open sessions with the worker."""
+    """The Realtime routes: ``POST /v1/realtime/client_secrets`` and the WebSockets ``/v1/realtime`` and
+    ``/v1/responses`` (by path), their modules imported on their first request, and the stage that closes the open
+    sessions with the worker."""
     built: dict[str, Any] = {}
 
     def secrets() -> Any:
@@ -113,15 +115,19 @@ def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], 
             built["secrets"] = ClientSecrets(runtime.store, lambda: runtime.records.box)
         return built["secrets"]
 
-    def realtime() -> ASGIApp:
-        if "socket" not in built:
+    def socket(name: str) -> ASGIApp:
+        if name not in built:
+            from gateway.realtime.dialect import REALTIME, RESPONSES
             from gateway.realtime.endpoint import LiveSessions, RealtimeEndpoint
 
             settings = runtime.settings
-            built["socket"] = RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
-                                               runtime.policies, runtime.client, runtime.recorder, settings,
-                                               LiveSessions(settings.shutdown_grace_s), secrets(), runtime.metrics)
-        return built["socket"]
+            if "sessions" not in built:  # one set of open sessions for both routes
+                built["sessions"] = LiveSessions(settings.shutdown_grace_s)
+            built[name] = RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
+                                           runtime.policies, runtime.client, runtime.recorder, settings,
+                                           built["sessions"], secrets(), runtime.metrics,
+                                           RESPONSES if name == "responses" else REALTIME)
+        return built[name]
 
     def mint() -> ASGIApp:
         from gateway.api.realtime_secrets import ClientSecretsEndpoint
@@ -130,11 +136,13 @@ def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], 
                                      runtime.settings.max_body_bytes)
 
     async def close() -> None:
-        if "socket" in built:
-            await built["socket"].close()
+        for name in ("socket", "responses"):
+            if name in built:
+                await built[name].close()
 
-    return ([("POST", "/v1/realtime/client_secrets", Deferred(mint))], {"/v1/realtime": Deferred(realtime)},
-            Stage("realtime sessions", close=close))
+    sockets: dict[str, ASGIApp] = {"/v1/realtime": Deferred(lambda: socket("socket")),
+                                   "/v1/responses": Deferred(lambda: socket("responses"))}
+    return ([("POST", "/v1/realtime/client_secrets", Deferred(mint))], sockets, Stage("realtime sessions", close=close))
 
 
 class GatewayApp:

@@ -11,6 +11,7 @@ period rolls over during a session is checked against the period the session ope
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -27,10 +28,13 @@ CLOSE_REASON = "usage limit exceeded"
 class BudgetWatch:
     """The usage-limit budgets (tokens, cost) of one session's policy ``hold``."""
 
-    __slots__ = ("store", "prices", "provider", "model", "scope", "checks")
+    __slots__ = ("store", "prices", "provider", "model", "scope", "checks", "error_event")
 
-    def __init__(self, store: StateStore, prices: Prices, hold: Any, provider: str, model: str) -> None:
+    def __init__(self, store: StateStore, prices: Prices, hold: Any, provider: str, model: str,
+                 event: Callable[[str], str] | None = None) -> None:
         self.store = store
+        #: the dialect's error event the session's last message carries (the Realtime API's by default)
+        self.error_event = event or error_event
         self.prices = prices
         self.provider = provider
         self.model = model
@@ -40,11 +44,12 @@ class BudgetWatch:
                        if policy.budget and policy.measure in (TOKENS, COST)]
 
     @classmethod
-    def of(cls, store: StateStore, prices: Prices, hold: Any, provider: str, model: str) -> BudgetWatch | None:
+    def of(cls, store: StateStore, prices: Prices, hold: Any, provider: str, model: str,
+           event: Callable[[str], str] | None = None) -> BudgetWatch | None:
         """The watch of ``hold`` (None when it names no budget)."""
         if hold is None:
             return None
-        watch = cls(store, prices, hold, provider, model)
+        watch = cls(store, prices, hold, provider, model, event)
         return watch if watch.checks else None
 
     async def spent(self, usage: SessionUsage) -> str | None:
@@ -70,3 +75,10 @@ def error_event(message: str) -> str:
     return msgspec.json.encode({"type": "error", "event_id": "event_gateway_usage_limit", "error": {
         "type": "usage_limit_exceeded", "code": "usage_limit_exceeded", "message": message, "param": None,
         "event_id": None}}).decode()
+
+
+def responses_error_event(message: str) -> str:
+    """The Responses WebSocket mode's ``error`` event (its ``status`` and nested ``error``, as the mode sends its
+    refusals) that a session's last message carries."""
+    return msgspec.json.encode({"type": "error", "status": 429, "error": {
+        "type": "usage_limit_exceeded", "code": "usage_limit_exceeded", "message": message, "param": None}}).decode()

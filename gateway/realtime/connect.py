@@ -79,7 +79,7 @@ async def open_upstream(client: UpstreamClient, session: aiohttp.ClientSession, 
     except aiohttp.WSServerHandshakeError as exc:
         raise handshake_refused(target, exc.status) from None
     except TimeoutError:
-        raise UpstreamTimeout(f"timed out opening the Realtime WebSocket to {where}") from None
+        raise UpstreamTimeout(f"timed out opening the {target.api} WebSocket to {where}") from None
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc.os_error, HostBlocked):
             raise Forbidden(str(exc.os_error), param="custom_host") from None
@@ -92,5 +92,6 @@ def handshake_refused(target: RealtimeTarget, status: int) -> GatewayError:
     """The error of a provider that answered the upgrade with ``status`` instead of 101."""
     relayed = status if 400 <= status < 500 else 502
     why = " (a redirect: the gateway does not follow them)" if status in _REDIRECTS else ""
-    return UpstreamError(f"upstream {target.provider} refused the Realtime WebSocket upgrade with HTTP {status}{why}",
+    return UpstreamError(f"upstream {target.provider} refused the {target.api} WebSocket upgrade with HTTP "
+                         f"{status}{why}",
                          status=relayed, code="upstream_refused_upgrade", extra={"provider": target.provider})

@@ -1,5 +1,6 @@
-"""``GET /v1/realtime?model=...`` upgraded to a WebSocket: the Realtime API relayed to the provider
-(docs/websockets.md).
+"""``GET /v1/realtime?model=...`` upgraded to a WebSocket: the Realtime API relayed to the provider; and, with the
+same machinery, ``GET /v1/responses`` upgraded: the Responses API's WebSocket mode forwarded as it is
+(``dialect.py`` names what differs; docs/websockets.md).
 
 Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error before the accept
 (``gateway/http/websocket.py``), and each one recorded:
@@ -13,13 +14,14 @@ Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error
    ``x-gateway-api-key``). A browser, which cannot set headers, names a provider slug or a saved config in the query
    (``x-gateway-provider=@slug``, ``x-gateway-config=<saved config id>``): names only, never a key or a JSON config.
    A config with several targets sends the session to its first one (no fallback once a session is open);
-3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400);
+3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400, for
+   the Responses mode saying that translating it is not served yet);
 4. the workspace's policies (``admit_as`` with the provider and model: a rate limit counts the session as one
    request; it reserves one token's worth, so a spent token budget refuses it, and token and cost budgets are
    settled from its summed usage when it ends);
 5. the provider's socket (``gateway/realtime/connect.py``), then the client's accept (answering ``realtime`` when
-   the client offered it), then the relay (``gateway/realtime/relay.py``) until either side ends; the record
-   (``gateway/realtime/record.py``) goes to the recorder when it does.
+   the client offered it to the Realtime route), then the relay (``gateway/realtime/relay.py``) until either side
+   ends; the record (``gateway/realtime/record.py``) goes to the recorder when it does.
 
 ``LiveSessions`` knows the worker's open sessions: when the worker is asked to stop (its signal, or the runtime
 closing) every session is closed with 1001 and its record written, within the shutdown grace period.
@@ -46,11 +48,12 @@ from gateway.observability.metrics import REALTIME_BYTES, REALTIME_MESSAGES, REA
 from gateway.policies.gate import BYTES_PER_TOKEN, PolicyGate
 from gateway.realtime.budget import BudgetWatch
 from gateway.realtime.connect import CLOSE_TIMEOUT_S, ProviderSockets
+from gateway.realtime.dialect import REALTIME, Dialect, header
 from gateway.realtime.record import SessionLog
 from gateway.realtime.relay import Ending, Relay
 from gateway.realtime.secrets import PREFIX as SECRET_PREFIX
 from gateway.realtime.secrets import ClientSecrets, Grant
-from gateway.realtime.target import RealtimeTarget, realtime_target
+from gateway.realtime.target import RealtimeTarget
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
 from gateway.settings import Settings
@@ -58,7 +61,6 @@ from gateway.upstream.client import UpstreamClient
 from gateway.waiting import within
 
 SCOPE = "inference"
-SUBPROTOCOL = "realtime"
 INSECURE_KEY_PREFIX = "openai-insecure-api-key."
 #: the header that carries the browser's subprotocols (and so its gateway key): masked in every log
 SUBPROTOCOL_HEADER = "sec-websocket-protocol"
@@ -108,11 +110,12 @@ class LiveSessions:
 
 
 class RealtimeEndpoint:
-    """The ``/v1/realtime`` WebSocket route of one worker."""
+    """A WebSocket route of one worker: ``/v1/realtime``, or ``/v1/responses`` with the ``RESPONSES`` dialect."""
 
     def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
                  policies: PolicyGate, client: UpstreamClient, recorder: Any, settings: Settings,
-                 sessions: LiveSessions, secrets: ClientSecrets, metrics: Metrics) -> None:
+                 sessions: LiveSessions, secrets: ClientSecrets, metrics: Metrics, dialect: Dialect = REALTIME) -> None:
+        self.dialect = dialect
         self.keys = keys
         self.records = records
         self.resolver = resolver
@@ -132,7 +135,8 @@ class RealtimeEndpoint:
         socket = ClientSocket(scope, receive, send)
         if not await socket.wait_connect():
             return
-        log = SessionLog(time.perf_counter())
+        dialect = self.dialect
+        log = SessionLog(time.perf_counter(), dialect.endpoint, dialect.usage_ends)
         try:
             target = await self._admit(scope, socket, log)
             log.record.upstream_started = time.perf_counter()
@@ -145,7 +149,8 @@ class RealtimeEndpoint:
         token = self.sessions.enter()
         ending = DROPPED
         try:
-            chosen = SUBPROTOCOL if SUBPROTOCOL in socket.subprotocols else None
+            offered = dialect.subprotocol
+            chosen = offered if offered is not None and offered in socket.subprotocols else None
             trace = [(b"x-gateway-trace-id", log.record.trace_id.encode("latin-1"))]
             try:
                 await socket.accept(chosen, trace)
@@ -154,7 +159,7 @@ class RealtimeEndpoint:
                 return
             self.metrics.count(REALTIME_SESSIONS, ("opened", target.provider))
             budget = BudgetWatch.of(self.policies.store, self.policies.prices, log.hold, target.provider,
-                                    target.model)
+                                    target.model, dialect.error_event)
             relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
                           log.traffic, budget)
             ending = await relay.run()
@@ -174,7 +179,7 @@ class RealtimeEndpoint:
         await self.provider_sockets.close()
 
     async def _admit(self, scope: Scope, socket: ClientSocket, log: SessionLog) -> RealtimeTarget:
-        """The caller's key, the config's first target as a Realtime target, and the policies' admission."""
+        """The caller's key, the config's first target as the dialect's target, and the policies' admission."""
         query = _query(scope)
         key_in_subprotocol = _subprotocol_key(socket.subprotocols)
         headers = list(scope.get("headers") or ())
@@ -199,7 +204,7 @@ class RealtimeEndpoint:
             if model and model != grant.model:
                 raise Forbidden(f"this client secret opens sessions of model '{grant.model}' only", param="model")
             model = grant.model
-        target = realtime_target(leaf, model, query.get("api-version"), _header(headers, b"openai-beta"))
+        target = self.dialect.target(leaf, model, query, headers)
         record = log.record
         record.provider, record.model = target.provider, target.model
         policies = self.policies
@@ -277,20 +282,13 @@ def _subprotocol_key(offered: list[str]) -> str | None:
     return None
 
 
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    for key, value in headers:
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def _named_in_query(query: dict[str, str], headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """A browser's provider slug or saved config id from the query, as the headers it cannot send (a header the
     request does carry wins); a key or a JSON config in the query is refused."""
     added: list[tuple[bytes, bytes]] = []
     for name in _QUERY_NAMES:
         value = query.get(name)
-        if not value or _header(headers, name.encode()) is not None:
+        if not value or header(headers, name.encode()) is not None:
             continue
         if name == "x-gateway-provider" and not value.startswith("@"):
             raise InvalidRequest("a browser names its provider by a slug: x-gateway-provider=@<slug> (the "

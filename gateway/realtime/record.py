@@ -1,15 +1,18 @@
-"""One Realtime session as the rest of the house sees a request: one request record when it ends (``/v1/logs``, the
+"""One WebSocket session as the rest of the house sees a request: one request record when it ends (``/v1/logs``, the
 log stream, aggregates, the console, metrics) and the policy hold it settles.
 
-The record's ``endpoint`` is ``realtime``, its ``provider`` and ``model`` the session's target, its ``status`` 101
-for a session that was accepted (whatever closed it) or the refusal's HTTP status; ``usage`` is the sum of the
-responses' usage (``gateway/realtime/usage.py``, ``usage_source`` ``reported``) and its ``metadata`` (beside the
-client's ``x-gateway-metadata``) holds ``realtime_close_code``, ``realtime_close_reason``, ``realtime_closed_by``
-(``client``, ``upstream`` or ``gateway``), ``realtime_messages_in`` / ``_out``, ``realtime_bytes_in`` / ``_out``
-(in: from the client), ``realtime_responses`` and the usage details (``realtime_cached_tokens``,
-``realtime_input_text_tokens``, ``realtime_input_audio_tokens``, ``realtime_output_text_tokens``,
-``realtime_output_audio_tokens``). A session that did not end cleanly (lost provider, oversized message, a gateway
-fault) carries the reason as its ``error``. The upgrade's headers are kept as every record keeps them (masked; the
+The record's ``endpoint`` is the dialect's (``realtime``; ``responses.websocket`` for the Responses API's WebSocket
+mode, whose record takes its ``model`` from the last response when the client named none in the query), its
+``provider`` and ``model`` the session's target, its ``status`` 101 for a session that was accepted (whatever closed
+it) or the refusal's HTTP status; ``usage`` is the sum of the responses' usage (``gateway/realtime/usage.py``,
+``usage_source`` ``reported``) and its ``metadata`` (beside the client's ``x-gateway-metadata``) holds
+``realtime_close_code``, ``realtime_close_reason``, ``realtime_closed_by`` (``client``, ``upstream`` or
+``gateway``), ``realtime_messages_in`` / ``_out``, ``realtime_bytes_in`` / ``_out`` (in: from the client),
+``realtime_responses`` and the usage details (``realtime_cached_tokens``, ``realtime_input_text_tokens``,
+``realtime_input_audio_tokens``, ``realtime_output_text_tokens``, ``realtime_output_audio_tokens``; for a Responses
+session ``realtime_cached_tokens`` and ``realtime_reasoning_tokens``: the ``realtime_`` keys name a session's facts
+in both dialects). A session that did not end cleanly (lost provider, oversized message, a gateway fault) carries
+the reason as its ``error``. The upgrade's headers are kept as every record keeps them (masked; the
 ``sec-websocket-protocol`` header, which may carry the gateway key, is among the sensitive ones).
 """
 
@@ -22,7 +25,7 @@ from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.observability.record import RequestRecord
 from gateway.realtime.relay import Ending, Traffic
-from gateway.realtime.usage import SessionUsage
+from gateway.realtime.usage import REALTIME_ENDS, SessionUsage
 
 ENDPOINT = "realtime"
 #: the status of a session that was accepted (the upgrade's ``101 Switching Protocols``)
@@ -34,10 +37,10 @@ class SessionLog:
 
     __slots__ = ("record", "traffic", "usage", "hold", "policies", "ctx")
 
-    def __init__(self, started: float) -> None:
-        self.record = RequestRecord("", ENDPOINT, started)
+    def __init__(self, started: float, endpoint: str = ENDPOINT, usage_ends: tuple[str, ...] = REALTIME_ENDS) -> None:
+        self.record = RequestRecord("", endpoint, started)
         self.traffic = Traffic()
-        self.usage = SessionUsage()
+        self.usage = SessionUsage(usage_ends)
         self.hold: Any = None
         self.policies: Any = None
         self.ctx: RequestContext | None = None
@@ -74,11 +77,15 @@ class SessionLog:
                     realtime_closed_by=ending.by, realtime_messages_in=traffic.messages_in,
                     realtime_messages_out=traffic.messages_out, realtime_bytes_in=traffic.bytes_in,
                     realtime_bytes_out=traffic.bytes_out, realtime_responses=usage.responses)
-        if usage.reported:
+        if usage.reported and usage.ends is not REALTIME_ENDS:
+            meta.update(realtime_cached_tokens=usage.cached, realtime_reasoning_tokens=usage.reasoning)
+        elif usage.reported:
             meta.update(realtime_cached_tokens=usage.cached, realtime_input_text_tokens=usage.input_text,
                         realtime_input_audio_tokens=usage.input_audio, realtime_output_text_tokens=usage.output_text,
                         realtime_output_audio_tokens=usage.output_audio)
         record.metadata = meta
+        if not record.model and usage.model:
+            record.model = usage.model
         return self
 
     def _client_metadata(self) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import aiohttp
 from gateway.http.websocket import ClientSocket, sendable
 from gateway.realtime.budget import CLOSE_CODE as BUDGET_CLOSE_CODE
 from gateway.realtime.budget import CLOSE_REASON as BUDGET_CLOSE_REASON
-from gateway.realtime.budget import BudgetWatch, error_event
+from gateway.realtime.budget import BudgetWatch
 from gateway.realtime.usage import SessionUsage
 from gateway.waiting import wait_event, within
 
@@ -159,7 +159,7 @@ class Relay:
                 why = await self.budget.spent(usage)
                 if why is not None:
                     with contextlib.suppress(ConnectionError):
-                        await client.send(error_event(why))
+                        await client.send(self.budget.error_event(why))
                     return Ending(BUDGET_CLOSE_CODE, BUDGET_CLOSE_REASON, "gateway", why)
 
     def _upstream_ended(self, message: Any) -> Ending:
