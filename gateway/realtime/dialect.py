@@ -10,7 +10,8 @@ close codes, the shutdown and the one record per session. A dialect names:
   uses none);
 - ``usage_ends``: the events that end a response and carry its usage (``usage.py``);
 - ``target``: the provider's URL and credential for the config's first target (``target.py``);
-- ``error_event``: the API's ``error`` event, sent before a session whose budget is spent is closed (``budget.py``).
+- ``error_event``: the API's ``error`` event, sent before a session whose budget is spent is closed (``budget.py``);
+- ``takes_client_secrets``: whether a minted client secret (``secrets.py``: minted for Realtime sessions) opens it.
 """
 
 from __future__ import annotations
@@ -29,16 +30,17 @@ TargetBuilder = Callable[[Config, "str | None", dict[str, str], list[tuple[bytes
 class Dialect:
     """One WebSocket API's differences (see the module's docstring)."""
 
-    __slots__ = ("api", "endpoint", "subprotocol", "usage_ends", "target", "error_event")
+    __slots__ = ("api", "endpoint", "subprotocol", "usage_ends", "target", "error_event", "takes_client_secrets")
 
     def __init__(self, api: str, endpoint: str, subprotocol: str | None, usage_ends: tuple[str, ...],
-                 target: TargetBuilder, event: Callable[[str], str]) -> None:
+                 target: TargetBuilder, event: Callable[[str], str], takes_client_secrets: bool) -> None:
         self.api = api
         self.endpoint = endpoint
         self.subprotocol = subprotocol
         self.usage_ends = usage_ends
         self.target = target
         self.error_event = event
+        self.takes_client_secrets = takes_client_secrets
 
 
 def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -59,6 +61,6 @@ def _responses(config: Config, model: str | None, query: dict[str, str],
     return responses_target(config, model)
 
 
-REALTIME = Dialect("Realtime", "realtime", "realtime", REALTIME_ENDS, _realtime, error_event)
+REALTIME = Dialect("Realtime", "realtime", "realtime", REALTIME_ENDS, _realtime, error_event, True)
 RESPONSES = Dialect("Responses WebSocket mode", "responses.websocket", None, RESPONSES_ENDS, _responses,
-                    responses_error_event)
+                    responses_error_event, False)

@@ -185,6 +185,9 @@ class RealtimeEndpoint:
         headers = list(scope.get("headers") or ())
         grant: Grant | None = None
         if key_in_subprotocol is not None and key_in_subprotocol.startswith(SECRET_PREFIX):
+            if not self.dialect.takes_client_secrets:  # refused before redeeming: the secret stays usable
+                raise Forbidden(f"a client secret opens Realtime sessions (/v1/realtime) only, not the "
+                                f"{self.dialect.api}; authenticate with a gateway key", param=SUBPROTOCOL_HEADER)
             grant = await self.secrets.redeem(key_in_subprotocol)
             headers = _granted_headers(headers, grant)
             key_in_subprotocol = grant.key

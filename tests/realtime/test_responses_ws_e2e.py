@@ -1,11 +1,13 @@
 """The Responses API's WebSocket mode through a served gateway to the mock: the official openai SDK's
 ``responses.connect()`` (two turns chained by ``previous_response_id`` on one socket), raw ``websockets`` for
-cloudB's form, refusals and the budget's end; each session's record in ``/v1/logs`` with its summed usage."""
+cloudB's form, refusals (a Realtime client secret among them) and the budget's end; each session's record in
+``/v1/logs`` with its summed usage."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import msgspec
 import pytest
@@ -14,6 +16,7 @@ from openai import AsyncOpenAI
 
 from gateway_mock.kit import DEFAULT_REPLY, count_tokens
 from tests.realtime.test_realtime_e2e import trace, vendor_config, ws_url
+from tests.support.controlplane import api
 from tests.support.policies import tag, usage_limit
 from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY
@@ -161,3 +164,24 @@ async def test_a_spent_budget_ends_the_session_with_the_modes_error_event_and_10
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "usage limit exceeded")
     [item] = wait_logs(gw, trace_id)
     assert item["endpoint"] == ENDPOINT and item["metadata"]["realtime_closed_by"] == "gateway"
+
+
+async def test_a_realtime_client_secret_does_not_open_the_mode_and_stays_usable(gw, mock):
+    base = mock.scenario()
+    slug = f"rs{uuid.uuid4().hex[:10]}"
+    made = api(gw, "POST", "/v1/providers", {"slug": slug, "provider": "vendorA", "api_key": "sk-slug-key",
+                                             "custom_host": f"{base}/v1"})
+    assert made.status in (200, 201), made.text
+    minted = api(gw, "POST", "/v1/realtime/client_secrets", {}, ADMIN_KEY, **{"x-gateway-provider": f"@{slug}"})
+    secret = minted.json()["value"]
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with websockets.connect(f"{ws_url(gw.url)}/v1/responses",
+                                      subprotocols=[f"openai-insecure-api-key.{secret}"]):
+            pass
+    assert refused.value.response.status_code == 403
+    error = json.loads(refused.value.response.body)["error"]
+    assert error["param"] == "sec-websocket-protocol" and "Realtime sessions" in error["message"]
+    assert mock.calls(base)["requests"] == []
+    async with websockets.connect(f"{ws_url(gw.url)}/v1/realtime?model=m",
+                                  subprotocols=["realtime", f"openai-insecure-api-key.{secret}"]) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
