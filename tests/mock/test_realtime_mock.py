@@ -14,6 +14,7 @@ import websockets
 from openai import AsyncAzureOpenAI, AsyncOpenAI
 
 from gateway_mock.kit import DEFAULT_REPLY, count_tokens
+from tests.support.socket_events import raw_until, until
 
 PCM_100MS = bytes(4800)
 
@@ -24,27 +25,6 @@ def ws_url(base: str) -> str:
 
 def sdk(base: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-test", max_retries=0)
-
-
-async def until(connection, kind: str) -> list:
-    """Every event up to and including the first of ``kind``."""
-    seen = []
-    async with asyncio.timeout(20):
-        while True:
-            event = await connection.recv()
-            seen.append(event)
-            if event.type == kind:
-                return seen
-
-
-async def raw_until(ws, kind: str) -> list[dict]:
-    seen = []
-    async with asyncio.timeout(20):
-        while True:
-            event = json.loads(await ws.recv())
-            seen.append(event)
-            if event["type"] == kind:
-                return seen
 
 
 async def test_a_text_turn_answers_the_sdk_with_its_events_and_usage_from_the_conversation(mock):

@@ -13,6 +13,7 @@ import websockets
 from openai import AsyncOpenAI
 
 from gateway_mock.kit import DEFAULT_REPLY, count_tokens
+from tests.support.socket_events import raw_turn, turn
 
 AUTH = {"Authorization": "Bearer sk-test"}
 
@@ -23,29 +24,6 @@ def ws_url(base: str) -> str:
 
 def sdk(base: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-test", max_retries=0)
-
-
-async def turn(connection, **body) -> list:
-    """Send one ``response.create`` and read its events up to the last (completed or error)."""
-    await connection.response.create(**body)
-    seen = []
-    async with asyncio.timeout(20):
-        async for event in connection:
-            seen.append(event)
-            if event.type in ("response.completed", "error"):
-                return seen
-    raise AssertionError(f"the socket closed after {[e.type for e in seen]}")
-
-
-async def raw_turn(ws, event: dict) -> list[dict]:
-    await ws.send(json.dumps(event))
-    seen = []
-    async with asyncio.timeout(20):
-        while True:
-            doc = json.loads(await ws.recv())
-            seen.append(doc)
-            if doc["type"] in ("response.completed", "error"):
-                return seen
 
 
 async def test_each_response_create_is_answered_with_the_stream_events_and_usage(mock):

@@ -9,10 +9,11 @@ import uuid
 import pytest
 import websockets
 
-from tests.realtime.test_realtime_e2e import raw_until, trace, ws_url
+from tests.realtime.test_realtime_e2e import trace, ws_url
 from tests.support.controlplane import api, create_key
 from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY
+from tests.support.socket_events import raw_until
 
 
 def slug_for(server, base: str, key: str = ADMIN_KEY, provider: str = "vendorA") -> str:

@@ -19,6 +19,7 @@ from tests.support.controlplane import api, create_key
 from tests.support.policies import USAGE, get, rate_limit, tag, usage_limit
 from tests.support.poll import await_for, wait_logs
 from tests.support.servers import ADMIN_KEY, free_port, start_gateway
+from tests.support.socket_events import raw_until, until
 
 PCM_100MS = bytes(4800)
 
@@ -40,26 +41,6 @@ def sdk(gw, base: str, trace_id: str, **headers: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=f"{gw.url}/v1", api_key=ADMIN_KEY, max_retries=0,
                        default_headers={"x-gateway-config": vendor_config(base), "x-gateway-trace-id": trace_id,
                                         **headers})
-
-
-async def until(connection, kind: str) -> list:
-    seen = []
-    async with asyncio.timeout(20):
-        while True:
-            event = await connection.recv()
-            seen.append(event)
-            if event.type == kind:
-                return seen
-
-
-async def raw_until(ws, kind: str) -> list[dict]:
-    seen = []
-    async with asyncio.timeout(20):
-        while True:
-            event = json.loads(await ws.recv())
-            seen.append(event)
-            if event["type"] == kind:
-                return seen
 
 
 async def test_the_sdk_runs_a_text_and_an_audio_turn_and_the_record_sums_their_usage(gw, mock):

@@ -5,7 +5,6 @@ cloudB's form, refusals (a Realtime client secret among them) and the budget's e
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
@@ -20,6 +19,7 @@ from tests.support.controlplane import api
 from tests.support.policies import tag, usage_limit
 from tests.support.poll import wait_logs
 from tests.support.servers import ADMIN_KEY
+from tests.support.socket_events import raw_turn, turn
 
 ENDPOINT = "responses.websocket"
 
@@ -28,29 +28,6 @@ def sdk(gw, base: str, trace_id: str, api_key: str = ADMIN_KEY) -> AsyncOpenAI:
     """The SDK pointed at the gateway: the gateway key as its api_key, the provider's config in a header."""
     return AsyncOpenAI(base_url=f"{gw.url}/v1", api_key=api_key, max_retries=0,
                        default_headers={"x-gateway-config": vendor_config(base), "x-gateway-trace-id": trace_id})
-
-
-async def turn(connection, **body) -> list:
-    """One ``response.create`` and its events up to ``response.completed`` (or an ``error``)."""
-    await connection.response.create(**body)
-    seen = []
-    async with asyncio.timeout(20):
-        async for event in connection:
-            seen.append(event)
-            if event.type in ("response.completed", "error"):
-                return seen
-    raise AssertionError(f"the socket closed after {[e.type for e in seen]}")
-
-
-async def raw_turn(ws, event: dict) -> list[dict]:
-    await ws.send(json.dumps(event))
-    seen = []
-    async with asyncio.timeout(20):
-        while True:
-            doc = json.loads(await ws.recv())
-            seen.append(doc)
-            if doc["type"] in ("response.completed", "error"):
-                return seen
 
 
 def refusal(gw, path: str, headers: dict[str, str]):
