@@ -1,0 +1,322 @@
+"""The gateway's cost on WebSocket sessions: a Realtime round trip and a Responses WebSocket turn against the mock
+called directly and through the gateway, and many concurrent Realtime sessions on one worker with their memory.
+
+Starts ``gateway mock-upstream`` (1 worker) and ``gateway serve`` (1 worker, default settings, private loopback
+hosts allowed, an admin key) on free loopback ports; the gateway reaches the mock as vendorA through
+``x-gateway-config`` (``custom_host`` = the mock's ``/v1``). Prints one JSON document on stdout (progress and a
+table on stderr). Wire facts relied on (``gateway_mock/realtime.py``, ``responses_ws.py``):
+
+- Realtime: ``GET /v1/realtime?model=<m>`` upgraded; the first server event is ``session.created``; a
+  ``response.create`` with ``response: {"conversation": "none", "output_modalities": ["text"]}`` (out of band, so
+  the conversation does not grow turn after turn) is answered at once with a text reply ending in ``response.done``.
+- Responses WebSocket mode: ``GET /v1/responses`` upgraded, no greeting; one ``response.create`` frame (the POST
+  body's fields) is answered with the stream's events ending in ``response.completed``.
+- Directly the mock takes ``Authorization: Bearer <any key>``; through the gateway the gateway key goes in
+  ``x-gateway-api-key``.
+
+Parts:
+
+- ``round_trip``: one session per path, the paths interleaved turn by turn (order swapping each round); the time
+  from sending ``response.create`` to its final event; p50/p99 of each and added = gateway - direct; how many CPUs
+  other work on the machine kept busy meanwhile.
+- ``sessions``: ``--sessions`` concurrent Realtime sessions through the gateway (opened at most
+  ``--open-concurrency`` at a time), each doing one turn and then held open; failures, seconds to open all, the
+  worker's RSS (``/proc``) before, with all open and after closing them all, and the RSS per session.
+
+Quick run: ``python bench/realtime.py --quick`` (50 turns, 50 sessions; about 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mcp import CpuMeter
+from overhead import busy_cpus, summary_ms
+from procs import ADMIN_KEY, Server, worker_pids, worker_rss_mb
+
+PATHS = ("direct", "gateway")
+KINDS = ("realtime", "responses")
+MODEL = "gpt-realtime"
+#: kind -> (the URL path, the event sent each turn, the type of the turn's last event)
+TURNS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "realtime": (f"/v1/realtime?model={MODEL}",
+                 {"type": "response.create", "response": {"conversation": "none", "output_modalities": ["text"]}},
+                 "response.done"),
+    "responses": ("/v1/responses", {"type": "response.create", "model": "gpt-bench", "input": "hello there",
+                                    "store": False}, "response.completed"),
+}
+LIMITS = {"turns": 100_000, "warmup": 10_000, "sessions": 5_000, "open_concurrency": 1_000, "timeout": 600.0}
+#: seconds one turn or one opening may take before it counts as a failure
+STEP_TIMEOUT = 30.0
+MAX_MESSAGE = 16 * 1024 * 1024
+
+
+class Stack:
+    """The mock and the gateway, started at once and stopped together."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-realtime-"))
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "BENCH_"))}
+        self.servers: dict[str, Server] = {}
+
+    def __enter__(self) -> Stack:
+        try:
+            self.servers["mock"] = Server("mock", [sys.executable, "-m", "gateway", "mock-upstream", "--workers",
+                                                   "1"], self.env, self.tmp)
+            env = {**self.env, "GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(self.tmp / "data"),
+                   "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": "1"}
+            self.servers["gateway"] = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
+            probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+            self.mock.wait_ready(functools.partial(_post_ok, self.mock.url + "/v1/chat/completions", probe))
+            self.gateway.wait_ready(functools.partial(_post_ok, self.gateway.url + "/ready", None))
+            deadline = time.monotonic() + 30
+            while not worker_pids(self.gateway.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    @property
+    def mock(self) -> Server:
+        return self.servers["mock"]
+
+    @property
+    def gateway(self) -> Server:
+        return self.servers["gateway"]
+
+    def target(self, path: str, kind: str) -> tuple[str, dict[str, str]]:
+        """(ws URL, headers) of a session of ``kind`` on ``path``."""
+        suffix = TURNS[kind][0]
+        if path == "direct":
+            return _ws(self.mock.url) + suffix, {"authorization": "Bearer sk-bench"}
+        config = msgspec.json.encode({"provider": "vendorA", "api_key": "sk-bench",
+                                      "custom_host": f"{self.mock.url}/v1"}).decode()
+        return _ws(self.gateway.url) + suffix, {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": config}
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self.servers.values():
+            server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _ws(http_url: str) -> str:
+    return "ws" + http_url.removeprefix("http")
+
+
+def _post_ok(url: str, body: bytes | None) -> bool:
+    req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=2) as resp:
+        return resp.status == 200
+
+
+async def open_session(url: str, headers: dict[str, str], kind: str) -> websockets.ClientConnection:
+    """Open a session; a Realtime one is read up to its ``session.created``."""
+    ws = await websockets.connect(url, additional_headers=headers, max_size=MAX_MESSAGE, open_timeout=STEP_TIMEOUT)
+    if kind == "realtime":
+        first = msgspec.json.decode(await ws.recv())
+        if first.get("type") != "session.created":
+            await ws.close()
+            raise RuntimeError(f"the session opened with {first!r:.300}")
+    return ws
+
+
+async def turn(ws: websockets.ClientConnection, event: bytes, last: str) -> int:
+    """Send one ``response.create`` and read up to the turn's last event; the nanoseconds it took."""
+    started = time.perf_counter_ns()
+    await ws.send(event.decode())
+    while True:
+        doc = msgspec.json.decode(await ws.recv())
+        kind = doc.get("type")
+        if kind == last:
+            return time.perf_counter_ns() - started
+        if kind == "error":
+            raise RuntimeError(f"the turn was answered with an error: {doc!r:.500}")
+
+
+async def round_trip(stack: Stack, kind: str, count: int, warmup: int) -> dict:
+    """One session per path, the paths interleaved turn by turn, the order swapping each round."""
+    _, event, last = TURNS[kind]
+    frame = msgspec.json.encode(event)
+    sockets = {path: await open_session(*stack.target(path, kind), kind) for path in PATHS}
+    totals: dict[str, list[int]] = {p: [] for p in PATHS}
+    meter = CpuMeter({"mock": stack.mock.pid, "gateway": stack.gateway.pid})
+    try:
+        for i in range(warmup + count):
+            for path in PATHS if i % 2 == 0 else PATHS[::-1]:
+                took = await _within(turn(sockets[path], frame, last), STEP_TIMEOUT)
+                if i >= warmup:
+                    totals[path].append(took)
+    finally:
+        for ws in sockets.values():
+            await ws.close()
+    lat = {path: summary_ms(totals[path]) for path in PATHS}
+    return {"latency_ms": lat, "added_ms": {q: round(lat["gateway"][q] - lat["direct"][q], 4) for q in ("p50", "p99")},
+            "turns": count, "other_busy_cpus": meter.stop()[1]}
+
+
+async def _within(awaitable: Any, seconds: float) -> Any:
+    """The awaitable's result, or TimeoutError after ``seconds`` (a bench-side bound, not gateway code)."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
+
+
+async def many_sessions(stack: Stack, count: int, concurrency: int) -> dict:
+    """``count`` Realtime sessions through the gateway, each one turn then held; memory before, with, after."""
+    url, headers = stack.target("gateway", "realtime")
+    _, event, last = TURNS["realtime"]
+    frame = msgspec.json.encode(event)
+    worker = worker_pids(stack.gateway.pid)[0]
+    rss_before = _rss(worker)
+    gate = asyncio.Semaphore(concurrency)
+    failures: dict[str, int] = {}
+
+    async def one() -> websockets.ClientConnection | None:
+        async with gate:
+            try:
+                ws = await _within(open_session(url, headers, "realtime"), STEP_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - counted by kind, the run goes on
+                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                return None
+            try:
+                await _within(turn(ws, frame, last), STEP_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001
+                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                await ws.close()
+                return None
+            return ws
+
+    started = time.perf_counter()
+    opened = [ws for ws in await asyncio.gather(*(one() for _ in range(count))) if ws is not None]
+    open_s = time.perf_counter() - started
+    await asyncio.sleep(1.0)  # the worker settles (buffers handed back) before its memory is read
+    rss_open = _rss(worker)
+    still_open = sum(1 for ws in opened if ws.state is websockets.State.OPEN)
+    started = time.perf_counter()
+    await asyncio.gather(*(ws.close() for ws in opened))
+    close_s = time.perf_counter() - started
+    await asyncio.sleep(2.0)
+    rss_after = _rss(worker)
+    return {"sessions": count, "opened": len(opened), "still_open_at_peak": still_open,
+            "failures": sum(failures.values()), "failure_kinds": failures, "open_concurrency": concurrency,
+            "open_all_s": round(open_s, 2), "close_all_s": round(close_s, 2),
+            "rss_mb": {"before": rss_before, "all_open": rss_open, "after_close": rss_after},
+            "rss_kb_per_session": round((rss_open - rss_before) * 1024 / max(1, len(opened)), 1)}
+
+
+def _rss(pid: int) -> float:
+    """The worker's resident memory, MB (MiB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+async def run(args: argparse.Namespace) -> dict:
+    out: dict = {}
+    with Stack() as stack:
+        log("started the mock and the gateway (1 worker)")
+        for kind in KINDS:
+            log(f"{kind}: round trips ({args.warmup} + {args.turns} turns x 2 interleaved)")
+            out[kind] = await round_trip(stack, kind, args.turns, args.warmup)
+        log(f"sessions: {args.sessions} concurrent Realtime sessions through the gateway")
+        out["sessions"] = await many_sessions(stack, args.sessions, args.open_concurrency)
+        out["gateway_rss_mb"] = worker_rss_mb(stack.gateway.pid)
+    return out
+
+
+def log(message: str) -> None:
+    print(f"[realtime {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "unknown")
+    return {"nproc": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)), "cpu": cpu,
+            "python": sys.version.split()[0], "websockets": metadata.version("websockets"),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--turns", type=int, default=2000, help="measured turns per path and kind")
+    p.add_argument("--warmup", type=int, default=200, help="unmeasured turns per path first")
+    p.add_argument("--sessions", type=int, default=1000, help="concurrent Realtime sessions through the gateway")
+    p.add_argument("--open-concurrency", type=int, default=100, help="sessions being opened at once, at most")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds the whole run may take")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 10 + 50 turns, 50 sessions")
+    p.add_argument("--output", help="also write the JSON here")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.warmup, args.sessions = 50, 10, 50
+    for name, most in LIMITS.items():
+        value, least = getattr(args, name), 0 if name == "warmup" else 1
+        if not least <= value <= most:
+            p.error(f"--{name.replace('_', '-')} must be between {least} and {most:g}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    report: dict = {"machine": machine()}
+    report["machine"]["busy_cpus_before"] = busy_cpus()
+    if report["machine"]["busy_cpus_before"] > 0.25:
+        log(f"warning: {report['machine']['busy_cpus_before']} CPUs were busy before the run: figures will be noisy")
+    try:
+        report["results"] = asyncio.run(_bounded(run(args), args.timeout))
+    except TimeoutError:
+        log(f"the run took longer than --timeout {args.timeout:g}s")
+        return 1
+    report["machine"]["busy_cpus_after"] = busy_cpus()
+    report["settings"] = {k: v for k, v in vars(args).items() if k != "output"}
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    print_table(report)
+    text = msgspec.json.format(msgspec.json.encode(report), indent=2).decode()
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(text, flush=True)
+    return 0
+
+
+async def _bounded(coro: Any, seconds: float) -> Any:
+    return await _within(coro, seconds)
+
+
+def print_table(report: dict) -> None:
+    """The figures as tables on stderr (stdout stays one JSON document)."""
+    res = report["results"]
+    rows = ["| turn | p50 direct / gateway | p99 direct / gateway | added p50 / p99 | other work, CPUs |",
+            "|---|---|---|---|---|"]
+    for kind in KINDS:
+        lat, added = res[kind]["latency_ms"], res[kind]["added_ms"]
+        rows.append(f"| {kind} | {lat['direct']['p50']:.3f} / {lat['gateway']['p50']:.3f} ms | "
+                    f"{lat['direct']['p99']:.3f} / {lat['gateway']['p99']:.3f} ms | {added['p50']:.3f} / "
+                    f"{added['p99']:.3f} ms | {res[kind]['other_busy_cpus']:.2f} |")
+    s = res["sessions"]
+    rows += ["", "| sessions | failures | open all | RSS before / all open / after close | per session |",
+             "|---|---|---|---|---|",
+             f"| {s['opened']} of {s['sessions']} | {s['failures']} | {s['open_all_s']:.1f} s | "
+             f"{s['rss_mb']['before']} / {s['rss_mb']['all_open']} / {s['rss_mb']['after_close']} MB | "
+             f"{s['rss_kb_per_session']:.0f} KB |"]
+    print("\n".join(rows), file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

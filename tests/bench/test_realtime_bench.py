@@ -1,0 +1,41 @@
+"""bench/realtime.py runs and reports: Realtime and Responses WebSocket turns directly and through the gateway, and
+many concurrent sessions with the worker's memory (no timings checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.bench.test_bench_smoke import ROOT, clean_env, run_json
+
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # a load tool: it needs the machine to itself
+
+
+def test_realtime_bench_reports_round_trips_of_both_paths_and_many_sessions() -> None:
+    report = run_json([sys.executable, "bench/realtime.py", "--quick"], timeout=120)
+    assert report["machine"]["nproc"] >= 1 and "busy_cpus_before" in report["machine"]
+    assert report["settings"]["turns"] == 50 and report["settings"]["sessions"] == 50
+    results = report["results"]
+    for kind in ("realtime", "responses"):
+        result = results[kind]
+        assert set(result["latency_ms"]) == {"direct", "gateway"}
+        assert all({"p50", "p99"} <= set(result["latency_ms"][path]) for path in ("direct", "gateway"))
+        assert set(result["added_ms"]) == {"p50", "p99"}
+        assert result["turns"] == 50 and result["other_busy_cpus"] >= 0
+    sessions = results["sessions"]
+    assert sessions["failures"] == 0 and sessions["failure_kinds"] == {}
+    assert sessions["opened"] == sessions["still_open_at_peak"] == 50
+    assert set(sessions["rss_mb"]) == {"before", "all_open", "after_close"}
+    assert all(v > 0 for v in sessions["rss_mb"].values())
+    assert sessions["open_all_s"] > 0 and "rss_kb_per_session" in sessions
+    assert len(results["gateway_rss_mb"]) == 1
+
+
+def test_realtime_bench_refuses_unbounded_counts() -> None:
+    for args in (["--turns", "0"], ["--sessions", "100000"], ["--open-concurrency", "0"], ["--timeout", "5000"]):
+        done = subprocess.run([sys.executable, "bench/realtime.py", *args], cwd=ROOT, env=clean_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert args[0] in done.stderr
