@@ -21,7 +21,9 @@ Parts:
   other work on the machine kept busy meanwhile.
 - ``sessions``: ``--sessions`` concurrent Realtime sessions through the gateway (opened at most
   ``--open-concurrency`` at a time), each doing one turn and then held open; failures, seconds to open all, the
-  worker's RSS (``/proc``) before, with all open and after closing them all, and the RSS per session.
+  worker's RSS (``/proc``) before, with all open and after closing them all, and the RSS per session (from the
+  first wave). ``--waves`` (2) repeats it: a second wave that grows the RSS no further tells memory the allocator
+  keeps for reuse from memory lost. Last, the sessions the gateway's ``/metrics`` still counts open (0 expected).
 
 Quick run: ``python bench/realtime.py --quick`` (50 turns, 50 sessions; about 10 s).
 """
@@ -61,7 +63,8 @@ TURNS: dict[str, tuple[str, dict[str, Any], str]] = {
     "responses": ("/v1/responses", {"type": "response.create", "model": "gpt-bench", "input": "hello there",
                                     "store": False}, "response.completed"),
 }
-LIMITS = {"turns": 100_000, "warmup": 10_000, "sessions": 5_000, "open_concurrency": 1_000, "timeout": 600.0}
+LIMITS = {"turns": 100_000, "warmup": 10_000, "sessions": 5_000, "open_concurrency": 1_000, "waves": 10,
+          "timeout": 600.0}
 #: seconds one turn or one opening may take before it counts as a failure
 STEP_TIMEOUT = 30.0
 MAX_MESSAGE = 16 * 1024 * 1024
@@ -177,27 +180,41 @@ async def _within(awaitable: Any, seconds: float) -> Any:
         return await awaitable
 
 
-async def many_sessions(stack: Stack, count: int, concurrency: int) -> dict:
-    """``count`` Realtime sessions through the gateway, each one turn then held; memory before, with, after."""
+async def many_sessions(stack: Stack, count: int, concurrency: int, waves: int) -> dict:
+    """``waves`` times: ``count`` Realtime sessions through the gateway, each one turn then held, then all closed;
+    the worker's memory before, with all open and after each wave (a second wave tells memory kept for reuse from
+    memory lost), and the sessions the gateway still counts open after the last."""
+    worker = worker_pids(stack.gateway.pid)[0]
+    rss_before = _rss(worker)
+    rounds = [await _wave(stack, worker, count, concurrency) for _ in range(waves)]
+    first = rounds[0]
+    return {"sessions": count, "open_concurrency": concurrency, "failures": sum(w["failures"] for w in rounds),
+            "rss_mb_before": rss_before, "waves": rounds,
+            "rss_kb_per_session": round((first["rss_mb_all_open"] - rss_before) * 1024 / max(1, first["opened"]), 1),
+            "gateway_open_after_close": open_sessions(stack)}
+
+
+async def _wave(stack: Stack, worker: int, count: int, concurrency: int) -> dict:
     url, headers = stack.target("gateway", "realtime")
     _, event, last = TURNS["realtime"]
     frame = msgspec.json.encode(event)
-    worker = worker_pids(stack.gateway.pid)[0]
-    rss_before = _rss(worker)
     gate = asyncio.Semaphore(concurrency)
     failures: dict[str, int] = {}
+
+    def failed(exc: BaseException) -> None:
+        failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
 
     async def one() -> websockets.ClientConnection | None:
         async with gate:
             try:
                 ws = await _within(open_session(url, headers, "realtime"), STEP_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - counted by kind, the run goes on
-                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                failed(exc)
                 return None
             try:
                 await _within(turn(ws, frame, last), STEP_TIMEOUT)
             except Exception as exc:  # noqa: BLE001
-                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                failed(exc)
                 await ws.close()
                 return None
             return ws
@@ -212,12 +229,27 @@ async def many_sessions(stack: Stack, count: int, concurrency: int) -> dict:
     await asyncio.gather(*(ws.close() for ws in opened))
     close_s = time.perf_counter() - started
     await asyncio.sleep(2.0)
-    rss_after = _rss(worker)
-    return {"sessions": count, "opened": len(opened), "still_open_at_peak": still_open,
-            "failures": sum(failures.values()), "failure_kinds": failures, "open_concurrency": concurrency,
-            "open_all_s": round(open_s, 2), "close_all_s": round(close_s, 2),
-            "rss_mb": {"before": rss_before, "all_open": rss_open, "after_close": rss_after},
-            "rss_kb_per_session": round((rss_open - rss_before) * 1024 / max(1, len(opened)), 1)}
+    return {"opened": len(opened), "still_open_at_peak": still_open, "failures": sum(failures.values()),
+            "failure_kinds": failures, "open_all_s": round(open_s, 2), "close_all_s": round(close_s, 2),
+            "rss_mb_all_open": rss_open, "rss_mb_after_close": _rss(worker)}
+
+
+def open_sessions(stack: Stack) -> int | None:
+    """Realtime sessions the gateway counts open (``gateway_realtime_sessions_total``: opened less ended), or None
+    when ``/metrics`` does not say."""
+    req = urllib.request.Request(stack.gateway.url + "/metrics", headers={"x-gateway-api-key": ADMIN_KEY})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    counts = {"opened": 0.0, "ended": 0.0}
+    for line in text.splitlines():
+        if line.startswith("gateway_realtime_sessions_total{"):
+            for event in counts:
+                if f'event="{event}"' in line:
+                    counts[event] += float(line.rsplit(" ", 1)[1])
+    return round(counts["opened"] - counts["ended"]) if counts["opened"] else None
 
 
 def _rss(pid: int) -> float:
@@ -236,7 +268,7 @@ async def run(args: argparse.Namespace) -> dict:
             log(f"{kind}: round trips ({args.warmup} + {args.turns} turns x 2 interleaved)")
             out[kind] = await round_trip(stack, kind, args.turns, args.warmup)
         log(f"sessions: {args.sessions} concurrent Realtime sessions through the gateway")
-        out["sessions"] = await many_sessions(stack, args.sessions, args.open_concurrency)
+        out["sessions"] = await many_sessions(stack, args.sessions, args.open_concurrency, args.waves)
         out["gateway_rss_mb"] = worker_rss_mb(stack.gateway.pid)
     return out
 
@@ -259,6 +291,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=200, help="unmeasured turns per path first")
     p.add_argument("--sessions", type=int, default=1000, help="concurrent Realtime sessions through the gateway")
     p.add_argument("--open-concurrency", type=int, default=100, help="sessions being opened at once, at most")
+    p.add_argument("--waves", type=int, default=2, help="times the sessions are opened, held and closed")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds the whole run may take")
     p.add_argument("--quick", action="store_true", help="a smoke run: 10 + 50 turns, 50 sessions")
     p.add_argument("--output", help="also write the JSON here")
@@ -310,11 +343,13 @@ def print_table(report: dict) -> None:
                     f"{lat['direct']['p99']:.3f} / {lat['gateway']['p99']:.3f} ms | {added['p50']:.3f} / "
                     f"{added['p99']:.3f} ms | {res[kind]['other_busy_cpus']:.2f} |")
     s = res["sessions"]
-    rows += ["", "| sessions | failures | open all | RSS before / all open / after close | per session |",
-             "|---|---|---|---|---|",
-             f"| {s['opened']} of {s['sessions']} | {s['failures']} | {s['open_all_s']:.1f} s | "
-             f"{s['rss_mb']['before']} / {s['rss_mb']['all_open']} / {s['rss_mb']['after_close']} MB | "
-             f"{s['rss_kb_per_session']:.0f} KB |"]
+    rows += ["", "| wave | sessions | failures | open all | RSS before / all open / after close | per session |",
+             "|---|---|---|---|---|---|"]
+    for n, w in enumerate(s["waves"], 1):
+        rows.append(f"| {n} | {w['opened']} of {s['sessions']} | {w['failures']} | {w['open_all_s']:.1f} s | "
+                    f"{s['rss_mb_before']} / {w['rss_mb_all_open']} / {w['rss_mb_after_close']} MB | "
+                    + (f"{s['rss_kb_per_session']:.0f} KB |" if n == 1 else "- |"))
+    rows.append(f"\nsessions the gateway counts open after the last close: {s['gateway_open_after_close']}")
     print("\n".join(rows), file=sys.stderr, flush=True)
 
 

@@ -25,16 +25,19 @@ def test_realtime_bench_reports_round_trips_of_both_paths_and_many_sessions() ->
         assert set(result["added_ms"]) == {"p50", "p99"}
         assert result["turns"] == 50 and result["other_busy_cpus"] >= 0
     sessions = results["sessions"]
-    assert sessions["failures"] == 0 and sessions["failure_kinds"] == {}
-    assert sessions["opened"] == sessions["still_open_at_peak"] == 50
-    assert set(sessions["rss_mb"]) == {"before", "all_open", "after_close"}
-    assert all(v > 0 for v in sessions["rss_mb"].values())
-    assert sessions["open_all_s"] > 0 and "rss_kb_per_session" in sessions
+    assert sessions["failures"] == 0 and sessions["sessions"] == 50 and len(sessions["waves"]) == 2
+    for wave in sessions["waves"]:
+        assert wave["failures"] == 0 and wave["failure_kinds"] == {}
+        assert wave["opened"] == wave["still_open_at_peak"] == 50
+        assert wave["open_all_s"] > 0 and wave["rss_mb_all_open"] > 0 and wave["rss_mb_after_close"] > 0
+    assert sessions["rss_mb_before"] > 0 and "rss_kb_per_session" in sessions
+    assert sessions["gateway_open_after_close"] == 0
     assert len(results["gateway_rss_mb"]) == 1
 
 
 def test_realtime_bench_refuses_unbounded_counts() -> None:
-    for args in (["--turns", "0"], ["--sessions", "100000"], ["--open-concurrency", "0"], ["--timeout", "5000"]):
+    for args in (["--turns", "0"], ["--sessions", "100000"], ["--open-concurrency", "0"], ["--waves", "11"],
+                 ["--timeout", "5000"]):
         done = subprocess.run([sys.executable, "bench/realtime.py", *args], cwd=ROOT, env=clean_env(),
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stderr
