@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -49,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen import LoadGenerator, pick_loadgen
 from overhead import busy_cpus, machine, summary_ms
-from procs import ADMIN_KEY, Server, cpu_seconds, worker_pids, worker_rss_mb
+from procs import ADMIN_KEY, CpuMeter, Server, worker_pids, worker_rss_mb
 from rawhttp import Connection, build_request
 
 PATHS = ("direct", "gateway")
@@ -59,7 +58,6 @@ VERSION = "2026-07-28"
 CALLS = {"json": ("add", {"a": 2, "b": 3}, False, "5"), "sse": ("slow", {"n": 1, "delay": 0}, True, "done")}
 #: form -> the content type each path must answer with
 CONTENT_TYPES = {"json": "application/json", "sse": "text/event-stream"}
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LIMITS = {"requests": 100_000, "warmup": 10_000, "rounds": 20, "duration": 60.0, "connections": 256}
 
 
@@ -223,37 +221,6 @@ def throughput(stack: Stack, form: str, reqs: dict[str, tuple[str, bytes]], gen:
         "connections": gen.connections,
         "round_seconds": duration,
     }
-
-
-class CpuMeter:
-    """The CPU time the run's servers used over one stretch of the run, and how many CPUs everything outside the
-    run (other work on the machine) kept busy meanwhile: the machine's busy time less the servers' and this
-    process's with its finished children (the load generator)."""
-
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
-        self.started = time.perf_counter()
-        self.box = busy_cpu_seconds()
-        self.own = own_cpu_seconds()
-        self.servers = {name: cpu_seconds(pid) for name, pid in pids.items()}
-
-    def stop(self) -> tuple[dict[str, float], float]:
-        """(CPU seconds each server used, CPUs other work kept busy on average)."""
-        used = {name: cpu_seconds(pid) - self.servers[name] for name, pid in self.pids.items()}
-        others = busy_cpu_seconds() - self.box - sum(used.values()) - (own_cpu_seconds() - self.own)
-        return used, round(max(0.0, others) / max(time.perf_counter() - self.started, 1e-3), 2)
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has been busy since boot (every CPU, ``/proc/stat``: all but idle and iowait)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS
-
-
-def own_cpu_seconds() -> float:
-    """CPU seconds of this process and its finished children (the load generator's processes)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def profile(stack: Stack, reqs: dict[str, tuple[str, bytes]], gen: LoadGenerator, seconds: float, out: Path) -> dict:

@@ -6,6 +6,7 @@ Also reads what ``/proc`` says about them: the RSS of each Granian worker and th
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -220,3 +221,34 @@ def cpu_seconds(pid: int) -> float:
         total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
         stack.extend(children(current))
     return total
+
+
+class CpuMeter:
+    """The CPU time the run's servers used over one stretch of the run, and how many CPUs everything outside the
+    run (other work on the machine) kept busy meanwhile: the machine's busy time less the servers' and this
+    process's with its finished children (the load generator)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.started = time.perf_counter()
+        self.box = busy_cpu_seconds()
+        self.own = own_cpu_seconds()
+        self.servers = {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+    def stop(self) -> tuple[dict[str, float], float]:
+        """(CPU seconds each server used, CPUs other work kept busy on average)."""
+        used = {name: cpu_seconds(pid) - self.servers[name] for name, pid in self.pids.items()}
+        others = busy_cpu_seconds() - self.box - sum(used.values()) - (own_cpu_seconds() - self.own)
+        return used, round(max(0.0, others) / max(time.perf_counter() - self.started, 1e-3), 2)
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (every CPU, ``/proc/stat``: all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / _TICK
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (the load generator's processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

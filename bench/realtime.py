@@ -48,9 +48,8 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mcp import CpuMeter
 from overhead import busy_cpus, summary_ms
-from procs import ADMIN_KEY, Server, worker_pids, worker_rss_mb
+from procs import ADMIN_KEY, CpuMeter, Server, worker_pids, worker_rss_mb
 
 PATHS = ("direct", "gateway")
 KINDS = ("realtime", "responses")
