@@ -28,14 +28,13 @@ from gateway.http.errors import GatewayError, NotFound
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.mcp import wire
 from gateway.mcp.catalog import Permit, allow_all
-from gateway.mcp.forward import owner_of
+from gateway.mcp.forward import owner_of, send_answer
 from gateway.mcp.records import McpCall, refused_call
 from gateway.mcp.relay import Forward, Reply, initialize_result
 from gateway.mcp.service import McpService
 from gateway.mcp.target import ServerTarget
 
 SCOPE = "mcp.invoke"
-_JSON = [(b"content-type", b"application/json")]
 _CHALLENGE = (b"www-authenticate", b'Bearer realm="gateway", error="invalid_token"')
 
 
@@ -77,11 +76,11 @@ class McpEndpoint:
             key = await self._caller(build_context(scope["headers"]), scope)
             await self._servers(key, _endpoint(scope))
         except wire.RpcError as exc:
-            await _send(send, exc.status, exc.body(None), _challenge(exc))
+            await send_answer(send, exc.status, exc.body(None), _challenge(exc))
             return
-        await _send(send, 405, wire.error_body(None, wire.INVALID_REQUEST, "Method Not Allowed: the gateway opens no "
-                                               "server-initiated stream; POST requests"),
-                    [(b"allow", b"POST, DELETE")])
+        refusal = wire.error_body(None, wire.INVALID_REQUEST, "Method Not Allowed: the gateway opens no "
+                                  "server-initiated stream; POST requests")
+        await send_answer(send, 405, refusal, [(b"allow", b"POST, DELETE")])
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -96,9 +95,9 @@ class McpEndpoint:
                 raise wire.RpcError(wire.INVALID_REQUEST, "Session not found", status=404)
             await sessions.close(session_id)
         except wire.RpcError as exc:
-            await _send(send, exc.status, exc.body(None), _challenge(exc))
+            await send_answer(send, exc.status, exc.body(None), _challenge(exc))
             return
-        await _send(send, 200, b"")
+        await send_answer(send, 200, b"")
 
     async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -119,7 +118,7 @@ class McpEndpoint:
                 await self._initialize(send, message, key, endpoint)
                 return
             if message.is_response:  # an answer to a server-to-client request: the gateway sends none
-                await _send(send, 202, b"")
+                await send_answer(send, 202, b"")
                 return
             version = wire.envelope_version(message.params)
             if version is not None:
@@ -137,17 +136,17 @@ class McpEndpoint:
                 session_header = [(wire.SESSION_HEADER.encode(), session_id.encode())]
             if message.is_notification:
                 await self._notification(message, key, endpoint)
-                await _send(send, 202, b"", session_header)
+                await send_answer(send, 202, b"", session_header)
                 return
             outcome = await service.relay.answer(message, targets, single, _permit(key), modern)
         except wire.RpcError as exc:
             data = exc.body(_id(message))
-            await _send(send, exc.status, data, _challenge(exc) + session_header)
+            await send_answer(send, exc.status, data, _challenge(exc) + session_header)
             if message is not None and message.method == "tools/call":
                 refused_call(ctx, key, message, single, len(body), started, exc, len(data)).done(self.recorder)
             return
         if isinstance(outcome, Reply):
-            await _send(send, 200, wire.result_body(message.id, outcome.result), session_header)  # type: ignore
+            await send_answer(send, 200, wire.result_body(message.id, outcome.result), session_header)  # type: ignore
             return
         await self._forward(scope, receive, send, ctx, key, outcome, len(body), started, session_header, modern)
 
@@ -182,7 +181,7 @@ class McpEndpoint:
         asked = message.param("protocolVersion")
         version = asked if asked in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
         session_id = await self.service.sessions.open(key.key_id, key.workspace, endpoint, version)
-        await _send(send, 200, wire.result_body(_id(message), initialize_result(version)),
+        await send_answer(send, 200, wire.result_body(_id(message), initialize_result(version)),
                     [(wire.SESSION_HEADER.encode(), session_id.encode())])
 
     async def _notification(self, message: wire.Message, key: KeyRecord, endpoint: str) -> None:
@@ -228,7 +227,7 @@ class McpEndpoint:
         except (wire.RpcError, GatewayError) as exc:
             error = exc if isinstance(exc, wire.RpcError) else _rpc_of(exc)
             data = error.body(message.id)  # type: ignore[arg-type]
-            await _send(send, error.status, data, session_header)
+            await send_answer(send, error.status, data, session_header)
             if call is not None:
                 call.ended(error.status, len(data), error.code).done(self.recorder)
             return
@@ -308,14 +307,6 @@ def _id(message: wire.Message | None) -> Any:
 
 def _challenge(exc: wire.RpcError) -> list[tuple[bytes, bytes]]:
     return [_CHALLENGE] if exc.status == 401 else []
-
-
-async def _send(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    headers = list(_JSON) if body else []
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 __all__ = ["McpEndpoint", "Targets"]

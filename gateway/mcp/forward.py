@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 
 from gateway.http.disconnect import DisconnectWatch
+from gateway.http.respond import JSON_HEADERS, send_bytes
 from gateway.http.types import Receive, Send
 from gateway.mcp import wire
 from gateway.mcp.target import ServerTarget
@@ -40,7 +41,6 @@ Finish = Callable[[bytes], Awaitable[bytes]]
 #: (gateway key id, endpoint, the client's request id as JSON)
 Owner = tuple[str, str, bytes]
 
-_JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -146,7 +146,7 @@ class Forwarder:
         except wire.RpcError as exc:
             data = exc.body(client_id)
             flight.started = True
-            await _send(send, exc.status, data, headers)
+            await send_answer(send, exc.status, data, headers)
             return exc.status, len(data), exc.code
         try:
             if answer.streamed and wants_stream:
@@ -163,7 +163,7 @@ class Forwarder:
                 code = _error_code(reply)
                 status = wire.ERROR_STATUS.get(code, 200) if code is not None else 200
                 flight.started = True
-                await _send(send, status, reply, headers)
+                await send_answer(send, status, reply, headers)
                 outcome = status, len(reply), code
             await answer.drain()  # the client has its answer: the stream's end read, the connection kept
             return outcome
@@ -211,7 +211,7 @@ async def _cancelled(send: Send, flight: _Flight, client_id: Any, headers: list[
         await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
         return 200, len(event), REQUEST_CANCELLED
-    await _send(send, 200, data, headers)
+    await send_answer(send, 200, data, headers)
     return 200, len(data), REQUEST_CANCELLED
 
 
@@ -258,6 +258,8 @@ def owner_of(key_id: str, endpoint: str, request_id: Any) -> Owner:
     return (key_id, endpoint, msgspec.json.encode(request_id))
 
 
-async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": _JSON + headers})
-    await send({"type": "http.response.body", "body": body})
+async def send_answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """One whole answer of the MCP endpoints: ``body`` (a JSON-RPC message, or empty: 202, a DELETE's 200) with
+    ``headers`` (a session's id, a challenge), JSON's content type when there is a body."""
+    extra = headers or []
+    await send_bytes(send, status, body, [*JSON_HEADERS, *extra] if body else extra)
