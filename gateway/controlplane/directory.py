@@ -1,5 +1,6 @@
 """The per-worker read side of the control plane for the request path: provider slugs, saved configs and prompts,
-and the MCP servers the MCP data path reads (``mcp_target``, ``mcp_targets``: coroutines, off the chat path).
+the MCP servers the MCP data path reads (``mcp_target``, ``mcp_targets``) and the A2A agents the agent data path
+reads (``agent_target``): coroutines, off the chat path.
 
 Requests read records through dict lookups only. A lookup that misses raises ``RecordsNeeded`` naming what to
 load; the caller awaits ``fetch`` (store reads, never on the event loop's time beyond the await; concurrent misses
@@ -15,11 +16,12 @@ import asyncio
 from typing import Any, Callable, Hashable
 
 from gateway.bounded_cache import BoundedCache
-from gateway.controlplane import configs, mcp_servers, prompts, providers
+from gateway.controlplane import agents, configs, mcp_servers, prompts, providers
 from gateway.controlplane.records import Repository, store_unavailable
 from gateway.controlplane.secrets import SecretBox, SecretError
 from gateway.http.errors import RecordUnusable
 from gateway.schema import header_values
+from gateway.schema.agent_target import AgentTarget
 from gateway.schema.config import Config
 from gateway.schema.header_values import field_with_breaks
 from gateway.schema.mcp_target import ServerTarget
@@ -31,6 +33,7 @@ PROMPT = "prompt"
 MCP_SERVER = "mcp_server"
 #: a workspace's MCP servers, as one entry (its id is empty)
 MCP_SERVERS = "mcp_servers"
+AGENT = "agent"
 #: how often ``_cached`` loads again when records change while it loads, before it answers its own read uncached
 _LOAD_TRIES = 3
 _MAX_ENTRIES = 10_000
@@ -54,7 +57,8 @@ class RecordCache:
     """Per-worker caches of slugs (as Configs), saved configs (as JSON text) and prompts (compiled)."""
 
     #: the record kinds these caches hold: a change of any other kind leaves them as they are
-    KINDS: tuple[str, ...] = (providers.KIND, configs.KIND, prompts.KIND, prompts.VERSION_KIND, mcp_servers.KIND)
+    KINDS: tuple[str, ...] = (providers.KIND, configs.KIND, prompts.KIND, prompts.VERSION_KIND, mcp_servers.KIND,
+                             agents.KIND)
 
     def __init__(self, store: StateStore, box: Callable[[], SecretBox]) -> None:
         self.store = store
@@ -68,6 +72,8 @@ class RecordCache:
             store, prompts.KIND, prompts.Prompt, "pp-", "prompt", "prompt_id")
         self.mcp_servers: Repository[mcp_servers.McpServer] = Repository(
             store, mcp_servers.KIND, mcp_servers.McpServer, "", "MCP server", "slug", scoped=True)
+        self.agents: Repository[agents.Agent] = Repository(
+            store, agents.KIND, agents.Agent, "", "agent", "slug", scoped=True)
         self._entries: BoundedCache[tuple[str, str, str], Any] = BoundedCache(_MAX_ENTRIES)
         self.derived: BoundedCache[Hashable, Any] = BoundedCache(_MAX_DERIVED)
         self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
@@ -116,6 +122,11 @@ class RecordCache:
         """Every MCP server of ``workspace`` the data path can use, oldest first (one whose headers this gateway
         cannot open is left out: ``mcp_target`` names its error)."""
         return list(await self._cached((MCP_SERVERS, workspace, "")))
+
+    async def agent_target(self, workspace: str, slug: str) -> AgentTarget | None:
+        """The agent ``slug`` of ``workspace`` as the data path sees it, None when there is none; a record whose
+        headers this gateway cannot open is a 500 (``RecordUnusable``) naming it."""
+        return await self._cached((AGENT, workspace, slug))
 
     async def _cached(self, key: tuple[str, str, str]) -> Any:
         for _ in range(_LOAD_TRIES):
@@ -194,6 +205,14 @@ class RecordCache:
                 return mcp_servers.target(self.box, server)
             except SecretError as exc:
                 return RecordUnusable(f"MCP server '{id}' cannot be used: {exc}", param="slug")
+        if kind == AGENT:
+            agent = await self.agents.lookup(workspace, id)
+            if agent is None:
+                return None
+            try:
+                return agents.target(self.box, agent)
+            except SecretError as exc:
+                return RecordUnusable(f"agent '{id}' cannot be used: {exc}", param="slug")
         if kind == MCP_SERVERS:
             targets = []
             for server in await self.mcp_servers.list(workspace):

@@ -141,8 +141,9 @@ def check_server_url(url: str) -> str:
     return url
 
 
-def check_headers(headers: dict[str, str]) -> None:
-    """400 naming ``headers`` or the header unless ``headers`` are at most ``MAX_HEADERS`` sendable headers."""
+def check_headers(headers: dict[str, str], reserved: frozenset[str] = RESERVED_HEADERS) -> None:
+    """400 naming ``headers`` or the header unless ``headers`` are at most ``MAX_HEADERS`` sendable headers (none
+    of ``reserved``: an agent's record has its own list)."""
     if len(headers) > MAX_HEADERS:
         raise InvalidRequest(f"headers may hold at most {MAX_HEADERS} headers, got {len(headers)}", param="headers")
     seen: set[str] = set()
@@ -152,7 +153,7 @@ def check_headers(headers: dict[str, str]) -> None:
             raise InvalidRequest(f"header name {name!r} is not a valid HTTP field name (RFC 9110 token characters)",
                                  param="headers")
         lower = name.lower()
-        if lower in RESERVED_HEADERS:
+        if lower in reserved:
             raise InvalidRequest(f"header {name!r} cannot be set: the gateway writes it itself or it is hop-by-hop",
                                  param=where)
         if lower in seen:
