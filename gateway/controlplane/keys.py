@@ -69,13 +69,15 @@ SCOPES: dict[str, str] = {
     "mcp-servers.read": "list and read MCP servers and their tools (GET /v1/mcp-servers, /v1/mcp-servers/{slug}, "
                         "/v1/mcp-servers/{slug}/tools)",
     "mcp-servers.write": "create, change and delete MCP servers and approve their tools' definitions",
+    "agents.read": "list and read registered A2A agents and their cards (GET /v1/agents, /v1/agents/{slug})",
+    "agents.write": "register, change, refresh and delete A2A agents",
     "metrics.read": "GET /metrics (root keys only: its series sum every workspace's traffic)",
 }
 #: the scopes of the admin routes (they need the admin role as well)
 ADMIN_SCOPES: tuple[str, ...] = (
     "keys.read", "keys.write", "providers.read", "providers.write", "configs.read", "configs.write", "prompts.read",
     "prompts.write", "policies.read", "policies.write", "guardrails.read", "guardrails.write", "metrics.read",
-    "mcp-servers.read", "mcp-servers.write")
+    "mcp-servers.read", "mcp-servers.write", "agents.read", "agents.write")
 DEFAULT_SCOPES: dict[str, tuple[str, ...]] = {
     "admin": tuple(SCOPES),
     "member": ("inference", "prompts.run", "models.read", "logs.read", "mcp.invoke"),
@@ -84,17 +86,20 @@ DEFAULT_SCOPES: dict[str, tuple[str, ...]] = {
 #: An admin key that holds every scope there was at its version could do everything then, so it holds what each
 #: later version added too (``SCOPE_ADDITIONS``), and keys made with the defaults keep working; a narrowed key, or a
 #: member key, gains nothing (no key grants more than it was given). Version 0 keys were made before the admin
-#: routes had scopes; version 1 keys before the MCP scopes.
-SCOPES_VERSION = 2
+#: routes had scopes; version 1 keys before the MCP scopes; version 2 keys before the agents' admin scopes.
+SCOPES_VERSION = 3
 SCOPES_BEFORE_ADMIN_SCOPES = frozenset(
     ("inference", "prompts.run", "models.read", "logs.read", "guardrails.invoke", "agents.invoke"))
 SCOPES_BEFORE_MCP_SCOPES = SCOPES_BEFORE_ADMIN_SCOPES | frozenset(
     ("keys.read", "keys.write", "providers.read", "providers.write", "configs.read", "configs.write", "prompts.read",
      "prompts.write", "policies.read", "policies.write", "guardrails.read", "guardrails.write", "metrics.read"))
+SCOPES_BEFORE_AGENT_SCOPES = SCOPES_BEFORE_MCP_SCOPES | frozenset(("mcp.invoke", "mcp-servers.read",
+                                                                  "mcp-servers.write"))
 #: per version: (every scope there was at that version, what the next version added)
 SCOPE_ADDITIONS: tuple[tuple[frozenset[str], frozenset[str]], ...] = (
     (SCOPES_BEFORE_ADMIN_SCOPES, SCOPES_BEFORE_MCP_SCOPES - SCOPES_BEFORE_ADMIN_SCOPES),
-    (SCOPES_BEFORE_MCP_SCOPES, frozenset(("mcp.invoke", "mcp-servers.read", "mcp-servers.write"))),
+    (SCOPES_BEFORE_MCP_SCOPES, SCOPES_BEFORE_AGENT_SCOPES - SCOPES_BEFORE_MCP_SCOPES),
+    (SCOPES_BEFORE_AGENT_SCOPES, frozenset(("agents.read", "agents.write"))),
 )
 ROTATION_WORDS = {"weekly": 7, "monthly": 30}
 SECRET_PREFIX = "gw-"

@@ -8,6 +8,16 @@ import pytest
 
 from gateway.controlplane import agents
 from gateway.controlplane.directory import RecordCache
+from gateway.controlplane.keys import (
+    ADMIN_SCOPES,
+    DEFAULT_SCOPES,
+    SCOPE_ADDITIONS,
+    SCOPES,
+    SCOPES_BEFORE_ADMIN_SCOPES,
+    SCOPES_BEFORE_AGENT_SCOPES,
+    SCOPES_VERSION,
+    held_scopes,
+)
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest, RecordUnusable
 from gateway.state.memory import MemoryStateStore
@@ -103,3 +113,24 @@ async def test_an_agent_sealed_under_another_key_is_named_not_served():
     with pytest.raises(RecordUnusable) as caught:
         await cache.agent_target("ws", "sealed")
     assert "agent 'sealed'" in caught.value.message and caught.value.status == 500
+
+
+# -- scopes ---------------------------------------------------------------------------------------------------
+
+
+def test_scope_table_version_three_adds_the_agents_admin_scopes():
+    assert SCOPES_VERSION == len(SCOPE_ADDITIONS) == 3
+    every_then, added = SCOPE_ADDITIONS[2]
+    assert added == {"agents.read", "agents.write"} and every_then | added == set(SCOPES)
+    assert added <= set(ADMIN_SCOPES) and "agents.invoke" not in ADMIN_SCOPES
+    assert set(DEFAULT_SCOPES["admin"]) == set(SCOPES) and not added & set(DEFAULT_SCOPES["member"])
+
+
+def test_full_admin_keys_of_older_tables_gain_the_agent_scopes_and_narrowed_keys_do_not():
+    added = {"agents.read", "agents.write"}
+    assert held_scopes("admin", SCOPES_BEFORE_AGENT_SCOPES, 2) == set(SCOPES)
+    assert held_scopes("admin", SCOPES_BEFORE_ADMIN_SCOPES, 0) == set(SCOPES)  # three steps: 0 -> 1 -> 2 -> 3
+    narrowed = SCOPES_BEFORE_AGENT_SCOPES - {"mcp-servers.write"}
+    assert held_scopes("admin", narrowed, 2) == narrowed
+    assert held_scopes("member", SCOPES_BEFORE_AGENT_SCOPES, 2) == SCOPES_BEFORE_AGENT_SCOPES
+    assert not added & held_scopes("admin", SCOPES_BEFORE_AGENT_SCOPES, SCOPES_VERSION)  # a new key: as given
