@@ -102,6 +102,24 @@ def _mcp_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
     return routes
 
 
+def _guardrail_check_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
+    """``POST /v1/guardrails/check`` and ``/v1/guardrails/{guardrail_id}/check``: their module (and the guardrails
+    package) imported on the first check."""
+    built: list[Any] = []
+
+    def endpoint() -> Any:
+        if not built:
+            from gateway.api.guardrail_check import GuardrailCheckEndpoint, Guardrails
+
+            guardrails = Guardrails(lambda: runtime.steps.runner, lambda: runtime.steps.saved)
+            built.append(GuardrailCheckEndpoint(runtime.keys, guardrails, runtime.settings.max_body_bytes,
+                                                runtime.recorder, runtime.policies))
+        return built[0]
+
+    return [("POST", "/v1/guardrails/check", Deferred(lambda: endpoint().inline)),
+            ("POST", "/v1/guardrails/{guardrail_id}/check", Deferred(lambda: endpoint().saved))]
+
+
 def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], dict[str, ASGIApp], Stage]:
     """The Realtime routes: ``POST /v1/realtime/client_secrets`` and the WebSockets ``/v1/realtime`` and
     ``/v1/responses`` (by path), their modules imported on their first request, and the stage that closes the open
@@ -179,7 +197,7 @@ class GatewayApp:
         for group in _admin_groups(runtime):
             for method, path, handler in group.routes():
                 self.add(method, path, handler)
-        for method, path, handler in _mcp_routes(runtime):
+        for method, path, handler in _mcp_routes(runtime) + _guardrail_check_routes(runtime):
             self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))

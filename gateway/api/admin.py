@@ -41,6 +41,8 @@ PAGED = ("workspace_id", "page_size", "current_page")
 
 #: an MCP server slug as a log query names it (``mcp:<slug>``: the provider of its tool calls' records)
 MCP_SERVER_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+#: the provider of a direct guardrail check's request record (``gateway.api.guardrail_check``)
+GUARDRAILS = "guardrails"
 
 
 class Mount(Protocol):
@@ -110,18 +112,18 @@ def known_query(query: Mapping[str, str], known: Collection[str],
 def provider_query(query: Mapping[str, str], slugs: Collection[str] = (), name: str = "provider",
                    mcp: bool = False) -> str | None:
     """A query value that must be a provider name (or, when ``slugs`` are given, one of them, with or without its
-    ``@``; with ``mcp``, the provider of an MCP tool call's record, ``mcp:<server slug>``); None when absent.
-    Anything else is a 400 naming it."""
+    ``@``; with ``mcp``, the provider of a record that is no model call: an MCP tool call's, ``mcp:<server slug>``,
+    or a direct guardrail check's, ``guardrails``); None when absent. Anything else is a 400 naming it."""
     wanted = query.get(name)
     if not wanted:
         return None
     if is_known(wanted) or (wanted[1:] if wanted.startswith("@") else wanted) in slugs:
         return wanted
-    if mcp and wanted.startswith("mcp:") and MCP_SERVER_SLUG.fullmatch(wanted[4:]):
+    if mcp and (wanted == GUARDRAILS or (wanted.startswith("mcp:") and MCP_SERVER_SLUG.fullmatch(wanted[4:]))):
         return wanted
     also = " or a provider slug of this workspace" if slugs else ""
     if mcp:
-        also += " or mcp:<MCP server slug>"
+        also += f" or mcp:<MCP server slug> or {GUARDRAILS}"
     raise InvalidRequest(f"unknown provider {wanted!r} in {name}; accepted: {', '.join(provider_names())}{also}",
                          param=name)
 
