@@ -3,8 +3,8 @@ workspace) and ``POST /v1/guardrails/check`` (an inline one), under the ``guardr
 
 Per request, in order: the gateway key (the one authentication function) with ``guardrails.invoke`` (401, 403
 ``missing_scope``); a ``workspace_id`` query naming another workspace is the 404 of a workspace the key cannot see;
-the body (at most GATEWAY_MAX_BODY_BYTES, 413 beyond) validated (``gateway.guardrails.direct``, 400 naming the
-field); the saved guardrail (another workspace's id, or an unknown one: 404 ``guardrail_id``); the workspace's
+the saved guardrail (another workspace's id, or an unknown one: 404 ``guardrail_id``); the body (at most
+GATEWAY_MAX_BODY_BYTES, 413 beyond) validated (``gateway.guardrails.direct``, 400 naming the field); the workspace's
 rate-limit and usage-limit policies (provider ``guardrails``, model the guardrail's id or ``inline``: 429 when one is
 spent); then the guardrail, through the worker's runner, answered 200 with its verdict whatever it is (a deny is
 ``"deny": true`` in a 200: the check ran; the 446 is what a request would have got).
@@ -90,10 +90,10 @@ class GuardrailCheckEndpoint:
         ctx, key = await self._caller(scope)
         record = _record(ctx, key, guardrail_id, started)
         try:
-            check = direct.parse_check(await read_request_body(scope, receive, self.max_body))
             found = await self.guardrails.saved().resolve(guardrail_id, key.workspace)
             if found is None:
                 raise NotFound(f"no guardrail '{guardrail_id}' in this workspace", param="guardrail_id")
+            check = direct.parse_check(await read_request_body(scope, receive, self.max_body))
             item = self._items.get(guardrail_id)
             if item is None:
                 item = self._items[guardrail_id] = direct.saved_item(guardrail_id)

@@ -37,7 +37,8 @@ FIELDS = ["name", "config", "conditions", "group_by", "key", "value", "excludes"
           "async", "on_fail", "on_success", "input_file_id", "endpoint", "completion_window", "metadata",
           "training_file", "purpose", "strategy", "targets", "mode", "retry", "attempts", "cache", "max_tokens",
           "temperature", "n", "stream", "input", "query", "documents", "prompt", "description", "version",
-          "hyperparameters", "tools", "timeout", "user_api_key_rotation_period"]
+          "hyperparameters", "tools", "timeout", "user_api_key_rotation_period", "text", "stage", "response",
+          "guardrail", "choices"]
 #: query names the routes read
 QUERY = ["page_size", "current_page", "limit", "after", "before", "order", "workspace_id", "status", "type",
          "unit", "purpose", "window", "group_by", "since", "until", "trace_id", "model", "provider", "version",
@@ -58,6 +59,11 @@ TEMPLATES: dict[str, dict] = {
     "/v1/prompts/{prompt_id}/completions": {"variables": {"x": "y"}, "max_tokens": 5},
     "/v1/providers": {"slug": "fuzz-other", "provider": "vendorA", "api_key": "sk-x"},
     "/v1/guardrails": {"name": "fuzz", "checks": [{"id": "default.wordCount", "parameters": {"maxWords": 3}}]},
+    "/v1/guardrails/check": {"guardrail": {"checks": [{"id": "default.pii", "parameters": {"redact": True}}],
+                                           "deny": True}, "stage": "input", "text": "mail a@b.example"},
+    "/v1/guardrails/{guardrail_id}/check": {
+        "stage": "output", "model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "response": {"choices": [{"message": {"content": "four words right here"}}]}},
     "/v1/api-keys": {"name": "fuzz", "role": "member", "scopes": ["inference"]},
     "/v1/batches": {"input_file_id": "file-gw-" + "0" * 32, "endpoint": "/v1/chat/completions",
                     "completion_window": "24h"},

@@ -112,7 +112,8 @@ async def test_every_mounted_route_refuses_each_wrong_credential_in_the_one_erro
         for method, path in routes:
             await walk_one(app, method, path, ids, revoked["key"], scopeless["key"], other["key"], all_but)
         await still_there(app, ids, WORKSPACE_A)
-        assert {"inference", "keys.write", "providers.read", "logs.read", "prompts.run"} <= set(all_but)
+        assert {"inference", "keys.write", "providers.read", "logs.read", "prompts.run", "guardrails.invoke"} <= set(
+            all_but)
 
 
 async def walk_one(app: Any, method: str, path: str, ids: dict[str, str], revoked: str, scopeless: str,
