@@ -120,6 +120,33 @@ def _guardrail_check_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
             ("POST", "/v1/guardrails/{guardrail_id}/check", Deferred(lambda: endpoint().saved))]
 
 
+def _agent_admin_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
+    """The agents' control-plane routes (``/v1/agents``, ``/v1/agents/{slug}`` and its refresh): their module is
+    imported on the first request to one of them."""
+    built: list[Any] = []
+
+    def group() -> Any:
+        if not built:
+            from gateway.api.agents_admin import AgentRoutes
+
+            built.append(AgentRoutes(runtime.keys, runtime.records, runtime.client, runtime.client.resolver.check))
+        return built[0]
+
+    def handler(name: str) -> ASGIApp:
+        return Deferred(lambda: getattr(group(), name))
+
+    return [(method, path, handler(name)) for method, path, name in _AGENT_ADMIN_ROUTES]
+
+
+#: the agents' control-plane routes as gateway/api/agents_admin.py's ROUTES lists them (a test checks they match),
+#: named here so that module is imported only on their first request
+_AGENT_ADMIN_ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/v1/agents", "create"), ("GET", "/v1/agents", "list"), ("GET", "/v1/agents/{slug}", "get"),
+    ("PUT", "/v1/agents/{slug}", "update"), ("DELETE", "/v1/agents/{slug}", "delete"),
+    ("POST", "/v1/agents/{slug}/refresh", "refresh"),
+)
+
+
 def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], dict[str, ASGIApp], Stage]:
     """The Realtime routes: ``POST /v1/realtime/client_secrets`` and the WebSockets ``/v1/realtime`` and
     ``/v1/responses`` (by path), their modules imported on their first request, and the stage that closes the open
@@ -198,6 +225,8 @@ class GatewayApp:
             for method, path, handler in group.routes():
                 self.add(method, path, handler)
         for method, path, handler in _mcp_routes(runtime) + _guardrail_check_routes(runtime):
+            self.add(method, path, handler)
+        for method, path, handler in _agent_admin_routes(runtime):
             self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.controlplane import api, create_key
-from tests.support.poll import wait_logs
+from tests.support.poll import wait_for, wait_logs
 from tests.support.webhook import WebhookServer
 
 SHORT = {"name": "short", "checks": [{"id": "default.wordCount", "parameters": {"maxWords": 3}}], "deny": True,
@@ -303,3 +303,26 @@ def test_a_rate_limit_refuses_the_check_past_it(tenant):
     assert ok(tenant.inline(REDACT, {"text": "hi"}))["verdict"] is True  # another model: not limited
     record = wait_logs(tenant.gateway, spent.headers["x-gateway-trace-id"], key=tenant.key)[0]
     assert (record["model"], record["status"]) == (gid, 429)
+
+
+def test_checks_show_in_the_aggregates_and_the_metrics(tenant):
+    gid = tenant.saved(SHORT)
+    for text in ("hi", LONG):
+        ok(tenant.check(gid, {"text": text}))
+
+    def grouped() -> dict | None:
+        resp = tenant.call("GET", f"/v1/logs/aggregates?window=15m&provider=guardrails&model={gid}")
+        assert resp.status == 200, resp.text
+        groups = {(g["provider"], g["model"]): g for g in resp.json()["groups"]}
+        return groups.get(("guardrails", gid)) if resp.json()["totals"]["requests"] >= 2 else None
+
+    assert wait_for(grouped, 8.0, 0.1)["by_status"] == {"200": 2}
+    wanted = (f'gateway_requests_total{{cache_status="DISABLED",endpoint="guardrails.check",model="{gid}",'
+              f'provider="guardrails",status="200"}} 2.0')
+
+    def counted() -> bool:
+        answer = api(tenant.gateway, "GET", "/metrics")
+        assert answer.status == 200, answer.text
+        return wanted in answer.text.splitlines()
+
+    wait_for(counted, 8.0, 0.2)
