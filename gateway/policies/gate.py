@@ -39,6 +39,7 @@ from gateway.observability.metrics import Metrics
 from gateway.observability.record import RequestRecord
 from gateway.policies import periods
 from gateway.policies.compiled import COST, REQUESTS, TOKENS, CompiledPolicy, RequestFacts, from_units
+from gateway.policies.parts import HoldParts
 from gateway.policies.plans import WorkspacePolicies
 from gateway.policies.settle import Hold, Settler
 from gateway.routing.plan import Node
@@ -243,6 +244,11 @@ class PolicyGate:
 
     def _new_rid(self) -> str:
         return f"pr-{self._rid_prefix}-{next(self._rid_counter)}"
+
+    def parts(self, hold: Hold | None, provider: str | None, model: str | None) -> HoldParts | None:
+        """``hold`` settled in parts while its session runs (``parts.py``; a WebSocket session's, never a chat
+        request's): None when it reserved no tokens and no cost. Its ``finish`` then replaces this gate's."""
+        return HoldParts.of(self.settler, hold, provider, model)
 
     def finish(self, hold: Hold, record: RequestRecord) -> None:
         """After the answer: settle the reservation to the real usage and check alerts, off the response path."""

@@ -5,6 +5,7 @@ real amounts replace the reserved ones in one ``settle`` call (keyed by the gate
 never applied twice): request counts stay; tokens are the answer's usage (prompt + completion); cost is their
 price at the provider and model that answered. When the provider reported no usage, a request that got an answer
 (or the start of a stream) keeps its reservation, and one that got none counts 0 tokens.
+A hold settled in parts while its session runs (``parts.py``) settles its rest through the same queue.
 
 Alerts: when a usage-limit counter with an ``alert_threshold`` reaches it, the first worker to notice (a
 set-if-absent marker per policy, bucket and period) logs one warning and appends the alert to the policy's alert
@@ -133,6 +134,15 @@ class Settler:
     def submit(self, hold: Hold, record: RequestRecord) -> None:
         """Settle ``hold`` to what ``record`` (the finished request) used; returns at once."""
         self._put(self._settle, hold, record)
+
+    def later(self, job: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run ``job(*args)`` off the request path, in this queue (a hold settled in parts settles its rest so,
+        ``parts.py``); returns at once."""
+        self._put(job, *args)
+
+    def check_alerts_later(self, hold: Hold, watched: list[int]) -> None:
+        """Check the alert thresholds of ``hold``'s items ``watched`` (indices) after a part was charged."""
+        self._put(self._check_alerts, hold, watched)
 
     def note_buckets(self, policies: list[CompiledPolicy], buckets: list[Bucket]) -> None:
         """Remember (once per worker) that these buckets exist, so GET can report usage per bucket."""
