@@ -4,8 +4,8 @@ the gateway sends it sealed at rest and the agent card it served when it was reg
 What a user sees (routes, fields, masking, card rules): docs/control-plane.md, "Agents". This module owns the
 record and its rules; ``gateway.controlplane.agent_cards`` fetches and validates the card a record keeps:
 
-- ``url`` is the agent's base URL, ``http://`` or ``https://`` only, in the SSRF guard's form
-  (``gateway.upstream.ssrf.check_url``); the card is read from ``{url}/.well-known/agent-card.json`` and the
+- ``url`` is the agent's base URL, ``http://`` or ``https://`` only, in the SSRF guard's form without a query
+  (``gateway.upstream.ssrf.check_base_url``); the card is read from ``{url}/.well-known/agent-card.json`` and the
   address is checked by the routes before each read.
 - ``headers`` (the gateway's credential to the agent) are sealed together as one JSON object, bound to the record's
   kind, workspace and slug, and shown masked exactly as MCP servers' headers (``providers.mask``); the names and
@@ -34,7 +34,7 @@ from gateway.controlplane.secret_hosts import check_slug_move
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
 from gateway.schema.agent_target import AgentTarget
-from gateway.upstream.ssrf import check_url
+from gateway.upstream.ssrf import check_base_url, check_url
 
 KIND = "agent"
 Unset = msgspec.UnsetType
@@ -107,9 +107,9 @@ def _context(workspace: str, slug: str) -> str:
     return f"{KIND}/{workspace}/{slug}"
 
 
-def check_agent_url(url: str, param: str = "url") -> str:
-    """``url`` when it is an http(s) URL in the SSRF guard's form of at most ``MAX_URL`` characters; else a 400
-    naming ``param``."""
+def check_agent_url(url: str, param: str = "url", base: bool = True) -> str:
+    """``url`` when it is an http(s) URL in the SSRF guard's form of at most ``MAX_URL`` characters (``base``: a
+    base URL the card's path is appended to, so without a query string); else a 400 naming ``param``."""
     if not url:
         raise InvalidRequest(f"{param} must not be empty", param=param)
     if len(url) > MAX_URL:
@@ -119,7 +119,7 @@ def check_agent_url(url: str, param: str = "url") -> str:
     scheme, colon, rest = url.partition(":")
     if not colon or scheme.lower() not in ("http", "https") or not rest.startswith("//"):
         raise InvalidRequest(f"{param} must be an http:// or https:// URL, got {url[:80]!r}", param=param)
-    check_url(url, param)
+    (check_base_url if base else check_url)(url, param)
     return url
 
 
