@@ -83,12 +83,14 @@ LOGS_SPOOLED = _counter("gateway_log_records_spooled", "Request records written 
 SPANS_EXPORTED = _counter("gateway_trace_spans_exported", "Spans accepted by the OTLP collector.", ())
 SPANS_DROPPED = _counter("gateway_trace_spans_dropped", "Spans not exported (queue full, export failed).",
                          ("reason",))
-REALTIME_SESSIONS = _counter("gateway_realtime_sessions", "Realtime WebSocket sessions by event (opened, ended; open "
-                             "now: opened minus ended) and provider.", ("event", "provider"))
-REALTIME_MESSAGES = _counter("gateway_realtime_messages", "Messages relayed by Realtime sessions, by direction (in: "
-                             "from the client, out: from the provider) and provider.", ("direction", "provider"))
-REALTIME_BYTES = _counter("gateway_realtime_bytes", "Bytes relayed by Realtime sessions, by direction and provider.",
-                          ("direction", "provider"))
+REALTIME_SESSIONS = _counter("gateway_realtime_sessions", "WebSocket sessions by event (opened, ended; open now: "
+                             "opened minus ended), api (realtime: the Realtime API; responses: the Responses API's "
+                             "WebSocket mode) and provider.", ("event", "api", "provider"))
+REALTIME_MESSAGES = _counter("gateway_realtime_messages", "Messages relayed by WebSocket sessions, by direction (in: "
+                             "from the client, out: from the provider), api and provider.", ("direction", "api",
+                                                                                               "provider"))
+REALTIME_BYTES = _counter("gateway_realtime_bytes", "Bytes relayed by WebSocket sessions, by direction, api and "
+                          "provider.", ("direction", "api", "provider"))
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LOOP_LAG = _histogram("gateway_event_loop_lag_seconds",
                       "How late a periodic timer fires on each worker's event loop: the first sign of a saturated "

@@ -1,23 +1,26 @@
-"""A session's token and cost budgets checked after each response: a session whose usage spends a usage-limit
-policy's budget ends there, with an ``error`` event and close code 1008, instead of running on until it closes.
+"""A session's hold settled response by response, and its token and cost budgets checked after each: a session whose
+usage spends a usage-limit policy's budget ends there, with an ``error`` event and close code 1008, instead of running
+on until it closes.
 
-The accounting stays the session's one policy hold (taken when it opened, settled to the summed usage when it
-ends: rate limits, budgets and alerts as for any request). After each ``response.done`` that reports usage, this
-reads the budget counters the hold named (one ``usage`` call on the state store) and adds what the session has
-used so far (less the one token's worth its hold already counts): at or past a budget's limit, the session is over.
-A store that cannot answer leaves the session running (the settlement at its end still counts it). A budget whose
-period rolls over during a session is checked against the period the session opened in.
+The accounting is the session's one policy hold (taken when it opened: its request counts, and one token's worth
+reserved), settled in parts (``gateway/policies/parts.py``): after each event that ends a response with usage (the
+Realtime API's ``response.done``, the Responses mode's ``response.completed`` / ``response.incomplete``), that
+response's tokens and cost are charged to the hold's token and cost counters (one ``settle`` call on the state
+store), so budgets, other requests and ``GET /v1/policies/...`` see them at once; then the budgets are read as they
+now stand (one ``usage`` call; a part the store did not take counts as well): at or past a budget's limit, the session
+is over. The session's end settles the rest (its one reserved token returned; nothing counted twice). A store that
+cannot answer leaves the session running, and the part it did not take is charged later (before the next part, or
+at the end). Budgets are counted and checked in the window or period the session opened in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
-from gateway.observability.cost import Prices
 from gateway.policies.compiled import COST, TOKENS, from_units
+from gateway.policies.parts import HoldParts
 from gateway.realtime.usage import SessionUsage
 from gateway.state.base import StateStore, StateStoreError
 
@@ -26,47 +29,47 @@ CLOSE_REASON = "usage limit exceeded"
 
 
 class BudgetWatch:
-    """The usage-limit budgets (tokens, cost) of one session's policy ``hold``."""
+    """The session's hold settled in ``parts``, and its usage-limit budgets (tokens, cost)."""
 
-    __slots__ = ("store", "prices", "provider", "model", "scope", "checks", "error_event")
+    __slots__ = ("store", "parts", "scope", "checks", "error_event")
 
-    def __init__(self, store: StateStore, prices: Prices, hold: Any, provider: str, model: str,
-                 event: Callable[[str], str] | None = None) -> None:
+    def __init__(self, store: StateStore, parts: HoldParts, event: Callable[[str], str] | None = None) -> None:
         self.store = store
+        self.parts = parts
         #: the dialect's error event the session's last message carries (the Realtime API's by default)
         self.error_event = event or error_event
-        self.prices = prices
-        self.provider = provider
-        self.model = model
+        hold = parts.hold
         self.scope: str = hold.scope
-        #: (counter key, limit, what the hold counts on it, policy) of every budget
-        self.checks = [(item.key, item.limit, item.amount, policy) for item, policy in zip(hold.items, hold.policies)
+        #: (index in the hold, counter key, limit, policy) of every budget
+        self.checks = [(index, item.key, item.limit, policy)
+                       for index, (item, policy) in enumerate(zip(hold.items, hold.policies))
                        if policy.budget and policy.measure in (TOKENS, COST)]
 
     @classmethod
-    def of(cls, store: StateStore, prices: Prices, hold: Any, provider: str, model: str,
+    def of(cls, store: StateStore, parts: HoldParts | None,
            event: Callable[[str], str] | None = None) -> BudgetWatch | None:
-        """The watch of ``hold`` (None when it names no budget)."""
-        if hold is None:
-            return None
-        watch = cls(store, prices, hold, provider, model, event)
-        return watch if watch.checks else None
+        """The watch of a hold settled in ``parts`` (None when there are none: no token or cost counter)."""
+        return None if parts is None else cls(store, parts, event)
 
     async def spent(self, usage: SessionUsage) -> str | None:
-        """Why the session must end (a budget is spent with its usage so far), or None."""
+        """Charge what the session used since the last response, then say why the session must end (a budget is
+        spent), or None."""
+        parts = self.parts
+        await parts.settle(usage.input, usage.output, usage.total, usage.model)
+        checks = self.checks
+        if not checks:
+            return None
         try:
-            used = await self.store.usage(self.scope, [key for key, _, _, _ in self.checks])
+            used = await self.store.usage(self.scope, [key for _, key, _, _ in checks])
         except StateStoreError:
             return None
-        for (_, limit, held, policy), counted in zip(self.checks, used):
-            mine = usage.total if policy.measure == TOKENS else self.prices.cost_micros(
-                self.provider, self.model, usage.input, usage.output)
-            total = counted - held + mine
+        for (index, _, limit, policy), counted in zip(checks, used):
+            total = counted + parts.unsettled(index)
             if total >= limit:
                 unit = "tokens" if policy.measure == TOKENS else "USD"
                 return (f"usage limit policy {policy.title} exceeded: {from_units(policy.measure, total)} of "
-                        f"{from_units(policy.measure, limit)} {unit} used with this session's responses; the session "
-                        "ends")
+                        f"{from_units(policy.measure, limit)} {unit} used, this session's responses included; the "
+                        "session ends")
         return None
 
 

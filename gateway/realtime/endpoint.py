@@ -17,8 +17,8 @@ Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error
 3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400, for
    the Responses mode saying that translating it is not served yet);
 4. the workspace's policies (``admit_as`` with the provider and model: a rate limit counts the session as one
-   request; it reserves one token's worth, so a spent token budget refuses it, and token and cost budgets are
-   settled from its summed usage when it ends);
+   request; it reserves one token's worth, so a spent token budget refuses it; each response's usage is then
+   settled to the token and cost counters as it ends, ``budget.py``);
 5. the provider's socket (``gateway/realtime/connect.py``), then the client's accept (answering ``realtime`` when
    the client offered it to the Realtime route), then the relay (``gateway/realtime/relay.py``) until either side
    ends; the record (``gateway/realtime/record.py``) goes to the recorder when it does.
@@ -46,7 +46,6 @@ from gateway.http.types import Receive, Scope, Send
 from gateway.http.websocket import ClientSocket
 from gateway.observability.metrics import REALTIME_BYTES, REALTIME_MESSAGES, REALTIME_SESSIONS, Metrics
 from gateway.policies.gate import BYTES_PER_TOKEN, PolicyGate
-from gateway.realtime.budget import BudgetWatch
 from gateway.realtime.connect import CLOSE_TIMEOUT_S, ProviderSockets
 from gateway.realtime.dialect import REALTIME, Dialect, header
 from gateway.realtime.record import SessionLog
@@ -116,6 +115,8 @@ class RealtimeEndpoint:
                  policies: PolicyGate, client: UpstreamClient, recorder: Any, settings: Settings,
                  sessions: LiveSessions, secrets: ClientSecrets, metrics: Metrics, dialect: Dialect = REALTIME) -> None:
         self.dialect = dialect
+        #: the realtime metrics' ``api`` label: ``realtime``, or ``responses`` for the Responses WebSocket mode
+        self.api_label = "realtime" if dialect.endpoint == REALTIME.endpoint else "responses"
         self.keys = keys
         self.records = records
         self.resolver = resolver
@@ -141,6 +142,7 @@ class RealtimeEndpoint:
             target = await self._admit(scope, socket, log)
             log.record.upstream_started = time.perf_counter()
             upstream = await self.provider_sockets.open(target, self.max_bytes, self.connect_s)
+            log.connected()
         except Exception as exc:  # noqa: BLE001 - every refusal is the gateway's JSON error
             error = exc if isinstance(exc, GatewayError) else internal_error(exc)
             await socket.refuse(error)
@@ -157,9 +159,9 @@ class RealtimeEndpoint:
             except ConnectionError:
                 ending = LEFT_EARLY
                 return
-            self.metrics.count(REALTIME_SESSIONS, ("opened", target.provider))
-            budget = BudgetWatch.of(self.policies.store, self.policies.prices, log.hold, target.provider,
-                                    target.model, dialect.error_event)
+            log.opened()
+            self.metrics.count(REALTIME_SESSIONS, ("opened", self.api_label, target.provider))
+            budget = log.watch(target.provider, target.model, dialect.error_event)
             relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
                           log.traffic, budget)
             ending = await relay.run()
@@ -167,10 +169,9 @@ class RealtimeEndpoint:
             if not upstream.closed:  # the handler was cancelled mid-relay: no socket left behind
                 with contextlib.suppress(Exception):
                     await within(upstream.close(code=1001), CLOSE_TIMEOUT_S)
-            log.record.upstream_s = time.perf_counter() - log.record.upstream_started
             log.ended(ending).done(self.recorder)
             if socket.accepted:
-                _count(self.metrics, target.provider, log)
+                _count(self.metrics, self.api_label, target.provider, log)
             self.sessions.leave(token)
 
     async def close(self) -> None:
@@ -232,14 +233,14 @@ async def session_config(resolver: ConfigResolver, records: RecordCache, ctx: Re
     raise ServiceUnavailable("control-plane records are changing too fast to be read; try again shortly")
 
 
-def _count(metrics: Metrics, provider: str, log: SessionLog) -> None:
+def _count(metrics: Metrics, api: str, provider: str, log: SessionLog) -> None:
     """An accepted session's end, messages and bytes in the metrics."""
     traffic = log.traffic
-    metrics.count(REALTIME_SESSIONS, ("ended", provider))
-    metrics.count(REALTIME_MESSAGES, ("in", provider), traffic.messages_in)
-    metrics.count(REALTIME_MESSAGES, ("out", provider), traffic.messages_out)
-    metrics.count(REALTIME_BYTES, ("in", provider), traffic.bytes_in)
-    metrics.count(REALTIME_BYTES, ("out", provider), traffic.bytes_out)
+    metrics.count(REALTIME_SESSIONS, ("ended", api, provider))
+    metrics.count(REALTIME_MESSAGES, ("in", api, provider), traffic.messages_in)
+    metrics.count(REALTIME_MESSAGES, ("out", api, provider), traffic.messages_out)
+    metrics.count(REALTIME_BYTES, ("in", api, provider), traffic.bytes_in)
+    metrics.count(REALTIME_BYTES, ("out", api, provider), traffic.bytes_out)
 
 
 #: the headers a client-secret session keeps of its own (every other gateway header comes from the grant)

@@ -14,16 +14,29 @@ session ``realtime_cached_tokens`` and ``realtime_reasoning_tokens``: the ``real
 in both dialects). A session that did not end cleanly (lost provider, oversized message, a gateway fault) carries
 the reason as its ``error``. The upgrade's headers are kept as every record keeps them (masked; the
 ``sec-websocket-protocol`` header, which may carry the gateway key, is among the sensitive ones).
+
+Latency: an accepted session's record times its open handshake, not its length (a 10-minute session would skew
+its workspace's latency percentiles, the duration histograms and the aggregates): ``latency_ms`` is the upgrade's
+arrival to the session's accept, ``upstream_latency_ms`` the provider's handshake inside it (so the gateway-added
+time is the gateway's own work to open it), and the session's whole length is ``realtime_duration_ms`` in its
+``metadata``. A refused upgrade (or one the client left before its accept) is timed whole, as any request.
+
+The policy hold: an accepted session's hold is settled response by response (``watch``, ``budget.py``), which then
+settles what is left when it ends; any other hold (a refused or never-accepted session's) is settled to the
+record's usage as a request's is.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.observability.record import RequestRecord
+from gateway.policies.parts import HoldParts
+from gateway.realtime.budget import BudgetWatch
 from gateway.realtime.relay import Ending, Traffic
 from gateway.realtime.usage import REALTIME_ENDS, SessionUsage
 
@@ -35,7 +48,7 @@ ACCEPTED = 101
 class SessionLog:
     """The record of one session (or of its refused upgrade), its traffic, usage and policy hold."""
 
-    __slots__ = ("record", "traffic", "usage", "hold", "policies", "ctx")
+    __slots__ = ("record", "traffic", "usage", "hold", "policies", "parts", "ctx", "open_s")
 
     def __init__(self, started: float, endpoint: str = ENDPOINT, usage_ends: tuple[str, ...] = REALTIME_ENDS) -> None:
         self.record = RequestRecord("", endpoint, started)
@@ -43,7 +56,11 @@ class SessionLog:
         self.usage = SessionUsage(usage_ends)
         self.hold: Any = None
         self.policies: Any = None
+        #: the hold settled response by response (``watch``), which then settles its rest at the end
+        self.parts: HoldParts | None = None
         self.ctx: RequestContext | None = None
+        #: seconds from the upgrade's arrival to the session's accept (None until accepted)
+        self.open_s: float | None = None
 
     def know(self, ctx: RequestContext) -> None:
         """The upgrade request's context: trace and span ids, headers (masked when logged)."""
@@ -55,6 +72,24 @@ class SessionLog:
         record.span_name = ctx.span_name
         record.request_headers = ctx.raw_headers
         record.sensitive_headers = ctx.sensitive_headers
+
+    def connected(self) -> None:
+        """The provider's socket is open: the record's upstream time is its handshake."""
+        record = self.record
+        record.upstream_s = time.perf_counter() - record.upstream_started
+
+    def opened(self) -> None:
+        """The client's upgrade was accepted: the record's latency is the open handshake (``done``)."""
+        self.open_s = time.perf_counter() - self.record.started
+
+    def watch(self, provider: str, model: str | None,
+              event: Callable[[str], str] | None = None) -> BudgetWatch | None:
+        """The accepted session's hold settled response by response, with its budgets checked (``budget.py``); None
+        when no policy holds tokens or cost for it."""
+        if self.policies is None:
+            return None
+        self.parts = self.policies.parts(self.hold, provider, model)
+        return BudgetWatch.of(self.policies.store, self.parts, event)
 
     def refused(self, error: GatewayError) -> SessionLog:
         record = self.record
@@ -95,8 +130,17 @@ class SessionLog:
     def done(self, recorder: Any) -> None:
         """Hand off the record (and settle the session's policy hold to its usage)."""
         record = self.record
-        record.total_s = time.perf_counter() - record.started
-        if self.hold is not None:
+        duration = time.perf_counter() - record.started
+        if self.open_s is None:  # refused, or left before its accept: the whole exchange
+            record.total_s = duration
+        else:  # the open handshake: a session's length would skew every latency aggregate of its workspace
+            record.total_s = self.open_s
+            if record.metadata is not None:
+                record.metadata["realtime_duration_ms"] = round(duration * 1000, 3)
+        if self.parts is not None:
+            self.parts.finish(record)
+            self.parts = self.hold = None
+        elif self.hold is not None:
             self.policies.finish(self.hold, record)
             self.hold = None
         recorder.record(record)
