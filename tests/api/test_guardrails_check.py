@@ -164,6 +164,16 @@ def test_a_webhook_check_is_called_as_from_a_request(tenant, webhook):
     assert "hook-secret" not in json.dumps(after)
 
 
+def test_a_webhook_that_answers_late_or_badly_fails_the_check_as_in_a_request(tenant, webhook):
+    for path, timeout, words in (("/slow/3000", 300, "did not answer within 300 ms"), ("/status/500", 3000, "500")):
+        guardrail = {"checks": [{"id": "default.webhook", "parameters": {"webhookURL": webhook.url + path,
+                                                                         "timeout": timeout}}], "deny": True}
+        answer = ok(tenant.inline(guardrail, {"text": "judge me"}))
+        check = answer["hook_results"]["before_request_hooks"][0]["checks"][0]
+        assert (answer["verdict"], answer["deny"], check["verdict"]) == (False, True, False), answer
+        assert words in check["explanation"], check
+
+
 def test_a_redacting_check_answers_the_rewritten_text(tenant):
     answer = ok(tenant.inline(REDACT, {"text": "mail me at someone@example.com"}))
     assert answer["transformed"] == {"text": "mail me at [EMAIL]"}
