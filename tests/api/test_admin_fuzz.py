@@ -22,6 +22,7 @@ import pytest
 from gateway.app import GatewayApp
 from gateway.runtime import Runtime
 from gateway.settings import load
+from tests.support.agent_cards import CardServer, card_v1
 from tests.support.http import request
 from tests.support.servers import ADMIN_KEY, start_gateway
 
@@ -248,8 +249,12 @@ def fuzzed():
             {"id": "default.wordCount", "parameters": {"maxWords": 3}}]}),
         _created(server, "/v1/api-keys", {"name": "fuzz", "role": "member"}),
     ]
+    agent = CardServer().start()  # a registered agent, so its update and refresh are fuzzed too
+    agent.answer(card_v1(f"{agent.url}/rpc"))
+    real.append(_created(server, "/v1/agents", {"slug": "fuzz-agent", "url": agent.url}))
     yield server, real
     server.stop()
+    agent.stop()
 
 
 def _check(server, where: str, sent: bytes, status: int, kind: str, data: bytes) -> None:
