@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway.controlplane.auth import MISSING, UNKNOWN
 from gateway.controlplane.keys import SCOPES
+from tests.support.agent_cards import CardServer, card_v1
 from tests.support.asgi import call, in_process
 from tests.support.servers import ADMIN_KEY
 
@@ -62,8 +63,9 @@ async def new_key(app: Any, workspace: str, role: str = "admin", scopes: list[st
     return await admin(app, "POST", "/v1/api-keys", body)
 
 
-async def records_of(app: Any, workspace: str) -> dict[str, str]:
-    """One record of each kind the admin routes manage, in ``workspace``: path parameter -> id."""
+async def records_of(app: Any, workspace: str, agent_url: str) -> dict[str, str]:
+    """One record of each kind the admin routes manage, in ``workspace``: path parameter -> id (the agent, whose
+    card ``agent_url`` serves, shares the provider slug's name: both routes' parameter is ``slug``)."""
     made = {"workspace_id": workspace}
     ids = {"key_id": (await new_key(app, workspace, "member"))["id"]}
     slug = {"slug": "walk", "provider": "vendorA", "api_key": "sk-walk", "custom_host": HOST, **made}
@@ -74,6 +76,7 @@ async def records_of(app: Any, workspace: str) -> dict[str, str]:
     ids["guardrail_id"] = (await admin(app, "POST", "/v1/guardrails", {**RULE, **made}))["id"]
     ids["usage-limits"] = (await admin(app, "POST", "/v1/policies/usage-limits", {**USAGE, **made}))["id"]
     ids["rate-limits"] = (await admin(app, "POST", "/v1/policies/rate-limits", {**RATE, **made}))["id"]
+    await admin(app, "POST", "/v1/agents", {"slug": ids["slug"], "url": agent_url, **made})
     return ids
 
 
@@ -91,19 +94,29 @@ async def still_there(app: Any, ids: dict[str, str], workspace: str) -> None:
     query = f"?workspace_id={workspace}"
     for path in (f"/v1/api-keys/{ids['key_id']}", f"/v1/providers/{ids['slug']}", f"/v1/configs/{ids['config_id']}",
                  f"/v1/prompts/{ids['prompt_id']}", f"/v1/guardrails/{ids['guardrail_id']}",
-                 f"/v1/policies/usage-limits/{ids['usage-limits']}", f"/v1/policies/rate-limits/{ids['rate-limits']}"):
+                 f"/v1/policies/usage-limits/{ids['usage-limits']}", f"/v1/policies/rate-limits/{ids['rate-limits']}",
+                 f"/v1/agents/{ids['slug']}"):
         record = await admin(app, "GET", path + query)
         assert record.get("status") != "archived", record
 
 
 async def test_every_mounted_route_refuses_each_wrong_credential_in_the_one_error_format():
+    agent = CardServer().start()
+    agent.answer(card_v1(f"{agent.url}/rpc"))
+    try:
+        await walk_every_route(agent.url)
+    finally:
+        agent.stop()
+
+
+async def walk_every_route(agent_url: str) -> None:
     async with in_process({"GATEWAY_LOG_FILE": "off"}) as app:
         routes = [route for route in app.routes.routes() if not is_public(*route)]
         walked = {path for _, path in routes}
         # the table was read whole: inference, front doors, data, logs, admin, console API and metrics routes
         assert {"/v1/chat/completions", "/v1/messages", "/v1/files", "/v1/logs", "/v1/providers", "/v1/logs/stream",
                 "/v1/configs/validate", "/metrics"} <= walked, walked
-        ids = await records_of(app, WORKSPACE_A)
+        ids = await records_of(app, WORKSPACE_A, agent_url)
         revoked = await new_key(app, WORKSPACE_A)
         await admin(app, "DELETE", f"/v1/api-keys/{revoked['id']}?workspace_id={WORKSPACE_A}")
         scopeless = await new_key(app, WORKSPACE_A, scopes=[])
@@ -112,8 +125,8 @@ async def test_every_mounted_route_refuses_each_wrong_credential_in_the_one_erro
         for method, path in routes:
             await walk_one(app, method, path, ids, revoked["key"], scopeless["key"], other["key"], all_but)
         await still_there(app, ids, WORKSPACE_A)
-        assert {"inference", "keys.write", "providers.read", "logs.read", "prompts.run", "guardrails.invoke"} <= set(
-            all_but)
+        assert {"inference", "keys.write", "providers.read", "logs.read", "prompts.run", "guardrails.invoke",
+                "agents.write"} <= set(all_but)
 
 
 async def walk_one(app: Any, method: str, path: str, ids: dict[str, str], revoked: str, scopeless: str,
