@@ -65,7 +65,8 @@ class Estimate:
 
     __slots__ = ("prompt", "output", "tokens", "cost")
 
-    def __init__(self, request: Any, body_len: int, provider: str | None, default_output: int, prices: Prices) -> None:
+    def __init__(self, request: Any, body_len: int, provider: str | None, model: str | None, default_output: int,
+                 prices: Prices) -> None:
         self.prompt = -(-body_len // BYTES_PER_TOKEN)
         output = 0
         if hasattr(request, "max_tokens"):  # chat and completions: the answer is text, capped by the request
@@ -74,7 +75,7 @@ class Estimate:
             output = (default_output if cap is None else cap) * choices
         self.output = output
         self.tokens = self.prompt + output
-        self.cost = prices.cost_micros(provider, getattr(request, "model", None), self.prompt, output)
+        self.cost = prices.cost_micros(provider, model, self.prompt, output)
 
 
 class PolicyGate:
@@ -210,7 +211,7 @@ class PolicyGate:
         items = plan.items
         rid = estimate = None
         if items is None:
-            estimate = Estimate(request, body_len, provider, self.output_tokens, self.prices)
+            estimate = Estimate(request, body_len, provider, model, self.output_tokens, self.prices)
             items = [BudgetItem(key, p.limit, amount_of(p, estimate), ttl, p.budget)
                      for p, key, ttl in zip(matched, plan.keys, plan.ttls)]
             rid = self._new_rid()
