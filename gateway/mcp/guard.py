@@ -16,8 +16,9 @@ from typing import Any, Callable
 
 import msgspec
 
-from gateway.controlplane.directory import RecordCache, RecordsNeeded
+from gateway.controlplane.directory import RecordCache
 from gateway.guardrails import GuardrailAnswer, GuardrailRequest, GuardrailRunner, PhaseOutcome
+from gateway.guardrails.calls import CallConfigs, denial
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.mcp import wire
@@ -34,35 +35,15 @@ class CallGuard:
 
     def __init__(self, parse: Callable[[str | bytes], Config], records: RecordCache,
                  runner: Callable[[], GuardrailRunner]) -> None:
-        self._parse = parse
-        self.records = records
+        self.configs = CallConfigs(parse, records)
         self._runner = runner
 
     async def config(self, ctx: RequestContext, workspace: str, target: ServerTarget) -> Config | None:
         """The call's config with guardrails, or None (no config, or one without guardrail lists)."""
-        text = (ctx.config or target.config or "").strip()
-        if not text:
-            return None
         try:
-            if text.startswith("{"):
-                config = self._parse(text)
-            else:
-                config = self._parse(await self._saved(workspace, text))
+            return await self.configs.config(ctx.config, target.config, workspace)
         except GatewayError as exc:
-            raise wire.RpcError(wire.INVALID_PARAMS, f"x-gateway-config: {exc.message}") from None
-        if GuardrailRunner.has_before(config) or GuardrailRunner.has_after(config):
-            return config
-        return None
-
-    async def _saved(self, workspace: str, id: str) -> bytes:
-        try:
-            found = self.records.saved_config(workspace, id)
-        except RecordsNeeded as needed:
-            await self.records.fetch(needed)
-            found = self.records.saved_config(workspace, id)
-        if found is None:
-            raise wire.RpcError(wire.INVALID_PARAMS, f"x-gateway-config: no saved config '{id}' in this workspace")
-        return found
+            raise wire.RpcError(wire.INVALID_PARAMS, exc.message) from None
 
     def request(self, ctx: RequestContext, workspace: str, tool: str, params: dict[str, Any]) -> GuardrailRequest:
         return GuardrailRequest(params, ENDPOINT, tool, ctx.metadata, ctx.raw_headers, workspace=workspace)
@@ -94,9 +75,8 @@ class CallGuard:
 
 
 def _refuse(outcome: PhaseOutcome) -> None:
-    if not outcome.deny:
-        return
-    denied = outcome.denied_by
-    name = denied.id if denied is not None else "a guardrail"
-    raise wire.RpcError(GUARDRAIL_DENIED, f"denied by guardrail '{name}' ({outcome.phase} the tool call)",
-                        data={"guardrail": name, "hook_results": msgspec.to_builtins(outcome.results)})
+    denied = denial(outcome)
+    if denied is not None:
+        name, data = denied
+        raise wire.RpcError(GUARDRAIL_DENIED, f"denied by guardrail '{name}' ({outcome.phase} the tool call)",
+                            data=data)

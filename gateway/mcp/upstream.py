@@ -20,7 +20,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 
@@ -29,7 +28,7 @@ from gateway.http.errors import GatewayError
 from gateway.http.sse import SseSplitter
 from gateway.mcp import wire
 from gateway.mcp.target import ServerTarget
-from gateway.upstream.error_text import bounded, scrub_text
+from gateway.upstream.error_text import bounded, header_secrets, scrub_text, unaddressed
 from gateway.upstream.request import UpstreamRequest
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 from gateway.waiting import within
@@ -139,22 +138,11 @@ def failure(target: ServerTarget, what: str, secrets: list[str], code: int = wir
 
 
 def _unaddressed(text: str, target: ServerTarget) -> str:
-    parts = urlsplit(target.url)
-    host = parts.hostname or ""
-    for shown in (target.url, parts.netloc, f"{host}:{parts.port}" if parts.port else "", f"[{host}]", host):
-        if len(shown) >= 3 and shown in text:
-            text = text.replace(shown, "<server>")
-    return text.replace("upstream <server> ", "").replace("<server>", "the server")
+    return unaddressed(text, target.url, "the server")
 
 
 def _secrets(target: ServerTarget) -> list[str]:
-    found = []
-    for value in target.headers.values():
-        found.append(value)
-        scheme, _, rest = value.partition(" ")
-        if rest and scheme.lower() in ("bearer", "basic", "token"):
-            found.append(rest.strip())
-    return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
+    return header_secrets(target.headers)
 
 
 class McpUpstream:

@@ -12,7 +12,9 @@ splits is not left half-shown: its visible start is dropped as well. See docs/ht
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from gateway.http.errors import GatewayError
 from gateway.observability.masking import MIN_SECRET, hash_value
@@ -67,6 +69,30 @@ def sent_secrets(request: UpstreamRequest | None, target: Any = None, *extra: st
     found.extend(v for v in extra if v)
     # longest first: a secret that contains another is replaced whole
     return sorted({s for s in found if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The credentials among headers a record sets on every request to its upstream (an MCP server's, an agent's):
+    every value, and the token of a ``Bearer``/``Basic``/``Token`` value on its own; longest first."""
+    found = []
+    for value in headers.values():
+        found.append(value)
+        scheme, _, rest = value.partition(" ")
+        if rest and scheme.lower() in ("bearer", "basic", "token"):
+            found.append(rest.strip())
+    return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
+
+
+def unaddressed(text: str, url: str, called: str) -> str:
+    """``text`` with the upstream at ``url`` named ``called`` instead of by its address (its URL, host and port,
+    host): callers know a registered upstream by its slug, its address is the admin's. The transport's
+    "upstream HOST ..." wording loses its address."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    for shown in (url, parts.netloc, f"{host}:{parts.port}" if parts.port else "", f"[{host}]", host):
+        if len(shown) >= 3 and shown in text:
+            text = text.replace(shown, "\x00")
+    return text.replace("upstream \x00 ", "").replace("\x00", called)
 
 
 def scrub_text(text: str, secrets: list[str]) -> str:
