@@ -4,10 +4,11 @@ The text a check sees ("the subject"):
 - before the request: chat, the last message's text (text parts joined by newlines); completions, the prompt
   (a list of prompts joined by newlines); embeddings and moderations, the input strings joined by newlines;
   rerank, the query; image generations and edits, transcriptions and translations, the prompt; speech, the input;
-  an MCP tool call (``mcp.tools/call``), every string in its ``arguments``, however deep. Other endpoints have no
-  text.
+  an MCP tool call (``mcp.tools/call``), every string in its ``arguments``, however deep; an A2A message
+  (``a2a.message``: a call's ``params``), its message's text parts. Other endpoints have no text.
 - after the request: chat, every choice's message content joined by newlines; completions, every choice's text; an
-  MCP tool result, its ``content`` parts of type text.
+  MCP tool result, its ``content`` parts of type text; an A2A result (``a2a.message``), the text parts of the
+  message it is or holds, or of the task's status message and artifacts (not its history: that is the input).
   A caller that already holds the answer's text (an assembled stream) passes it instead.
 Redaction rewrites *segments*: every message's text (not only the last), every prompt or input string, the
 rerank query and documents, and every choice's text, so nothing found goes upstream or back to the client.
@@ -82,7 +83,8 @@ class Subject:
             elif self.answer is not None and self.answer.text is not None:
                 self._text = self.answer.text
             else:
-                self._text = answer_text(self.answer.json if self.answer is not None else None)
+                self._text = answer_text(self.answer.json if self.answer is not None else None,
+                                         self.request.endpoint)
         return self._text
 
     def size(self) -> int:
@@ -94,7 +96,7 @@ class Subject:
             if self.phase == "before":
                 self._segments = request_segments(self.request.body, self.request.endpoint)
             elif self.answer is not None and self.answer.json is not None and self.answer.text is None:
-                self._segments = answer_segments(self.answer.json)
+                self._segments = answer_segments(self.answer.json, self.request.endpoint)
             else:
                 self._segments = [(None, self.text)]
         return self._segments
@@ -151,6 +153,9 @@ def _nested_strings(value: Any, base: Path, found: list[tuple[Path, str]], depth
 
 #: the endpoint name of an MCP tool call (its body is the call's ``params``)
 MCP_TOOL_CALL = "mcp.tools/call"
+#: the endpoint name of an A2A call that sends a message (its body is the call's ``params``; the answer its
+#: ``result``), in either protocol revision (a part's text is ``text`` in both)
+A2A_MESSAGE = "a2a.message"
 
 #: endpoints whose text is ``prompt`` (an image's description, a transcription's prompt)
 _PROMPTED = frozenset({"completions", "images.generations", "images.edits", "audio.transcriptions",
@@ -174,6 +179,10 @@ def request_segments(body: Any, endpoint: str) -> list[tuple[Path | None, str]]:
         found = _strings(body.get("input"), ("input",))
     elif endpoint == MCP_TOOL_CALL:
         _nested_strings(body.get("arguments"), ("arguments",), found)
+    elif endpoint == A2A_MESSAGE:
+        message = body.get("message")
+        if isinstance(message, dict):
+            found = _content_parts(message.get("parts"), ("message", "parts"))
     elif endpoint == "rerank":
         found = _strings(body.get("query"), ("query",))
         documents = body.get("documents")
@@ -201,10 +210,13 @@ def request_text(body: Any, endpoint: str) -> str:
     return "\n".join(text for _, text in request_segments(body, endpoint))
 
 
-def answer_segments(doc: Any) -> list[tuple[Path | None, str]]:
-    """Every choice's text in a chat or completions answer (or every text part of an MCP tool result), with its
-    path."""
+def answer_segments(doc: Any, endpoint: str = "") -> list[tuple[Path | None, str]]:
+    """Every choice's text in a chat or completions answer (or every text part of an MCP tool result, or of an A2A
+    result), with its path."""
     found: list[tuple[Path | None, str]] = []
+    if endpoint == A2A_MESSAGE:
+        found.extend(_a2a_result_parts(doc))
+        return found
     if isinstance(doc, dict) and "choices" not in doc and isinstance(doc.get("content"), list):
         for i, part in enumerate(doc["content"]):
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
@@ -224,9 +236,34 @@ def answer_segments(doc: Any) -> list[tuple[Path | None, str]]:
     return found
 
 
-def answer_text(doc: Any) -> str:
+def answer_text(doc: Any, endpoint: str = "") -> str:
     """The text after-request checks judge in a chat or completions answer (choices joined by newlines)."""
-    return "\n".join(text for _, text in answer_segments(doc))
+    return "\n".join(text for _, text in answer_segments(doc, endpoint))
+
+
+def _a2a_result_parts(result: Any) -> list[tuple[Path, str]]:
+    """The text parts of an A2A result: a 1.0 ``{"task"}``/``{"message"}`` wrapper's inside, or a Task or Message
+    itself (0.3, and 1.0's task methods): a message's parts, a task's status message's and artifacts' parts."""
+    if not isinstance(result, dict):
+        return []
+    base: Path = ()
+    for wrapper in ("task", "message"):
+        inner = result.get(wrapper)
+        if isinstance(inner, dict):
+            result, base = inner, (wrapper,)
+            break
+    found = _content_parts(result.get("parts"), (*base, "parts")) if isinstance(result.get("parts"), list) else []
+    status = result.get("status")
+    if isinstance(status, dict) and isinstance(status.get("message"), dict):
+        parts = status["message"].get("parts")
+        if isinstance(parts, list):
+            found.extend(_content_parts(parts, (*base, "status", "message", "parts")))
+    artifacts = result.get("artifacts")
+    if isinstance(artifacts, list):
+        for i, artifact in enumerate(artifacts):
+            if isinstance(artifact, dict) and isinstance(artifact.get("parts"), list):
+                found.extend(_content_parts(artifact["parts"], (*base, "artifacts", i, "parts")))
+    return found
 
 
 # --- rewriting texts --------------------------------------------------------------------------------------------
