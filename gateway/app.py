@@ -147,10 +147,12 @@ _AGENT_ADMIN_ROUTES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], dict[str, ASGIApp], Stage]:
+def _realtime_routes(runtime: Runtime, app: ASGIApp) -> tuple[list[tuple[str, str, ASGIApp]], dict[str, ASGIApp],
+                                                               Stage]:
     """The Realtime routes: ``POST /v1/realtime/client_secrets`` and the WebSockets ``/v1/realtime`` and
     ``/v1/responses`` (by path), their modules imported on their first request, and the stage that closes the open
-    sessions with the worker."""
+    sessions with the worker. ``app``: the worker's own app, through which a translated Responses WebSocket session
+    runs its turns."""
     built: dict[str, Any] = {}
 
     def secrets() -> Any:
@@ -162,8 +164,10 @@ def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], 
 
     def socket(name: str) -> ASGIApp:
         if name not in built:
+            from gateway.jobs.dispatch import InProcessDispatcher
             from gateway.realtime.dialect import REALTIME, RESPONSES
             from gateway.realtime.endpoint import LiveSessions, RealtimeEndpoint
+            from gateway.realtime.translate import Translator
 
             settings = runtime.settings
             if "sessions" not in built:  # one set of open sessions for both routes
@@ -171,7 +175,9 @@ def _realtime_routes(runtime: Runtime) -> tuple[list[tuple[str, str, ASGIApp]], 
             built[name] = RealtimeEndpoint(runtime.keys, runtime.records, runtime.resolver, runtime.planner,
                                            runtime.policies, runtime.client, runtime.recorder, settings,
                                            built["sessions"], secrets(), runtime.metrics,
-                                           RESPONSES if name == "responses" else REALTIME)
+                                           RESPONSES if name == "responses" else REALTIME,
+                                           Translator(InProcessDispatcher(app), runtime.providers)
+                                           if name == "responses" else None)
         return built[name]
 
     def mint() -> ASGIApp:
@@ -234,7 +240,7 @@ class GatewayApp:
         self.add("GET", "/health", HealthEndpoint(runtime.store, runtime.settings.state_fail_mode,
                                                   runtime.logs.health))
         self.add("GET", "/ready", ReadyEndpoint(lambda: runtime.ready and runtime.state_ready))
-        realtime_http, self.sockets, sessions = _realtime_routes(runtime)
+        realtime_http, self.sockets, sessions = _realtime_routes(runtime, self)
         for method, path, handler in realtime_http:
             self.add(method, path, handler)
         runtime.lifecycle.add(sessions)  # open sessions close (1001) before the runtime's parts

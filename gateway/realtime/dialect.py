@@ -1,5 +1,6 @@
 """What differs between the WebSocket APIs the session machinery relays (``endpoint.py``): the Realtime API
-(``/v1/realtime``) and the Responses API's WebSocket mode (``/v1/responses`` upgraded), each forwarded as it is.
+(``/v1/realtime``) and the Responses API's WebSocket mode (``/v1/responses`` upgraded), each forwarded as it is (the
+Responses mode's turns for other providers are translated instead: ``translate.py``).
 
 Everything else is shared: authentication, the config, the SSRF-checked connect, the relay's pumps and limits, the
 close codes, the shutdown and the one record per session. A dialect names:
@@ -9,7 +10,8 @@ close codes, the shutdown and the one record per session. A dialect names:
 - ``subprotocol``: the one answered when the client offers it (the Realtime API's ``realtime``; the Responses mode
   uses none);
 - ``usage_ends``: the events that end a response and carry its usage (``usage.py``);
-- ``target``: the provider's URL and credential for the config's first target (``target.py``);
+- ``target``: the provider's URL and credential for the config's first target, or a translated target
+  (``target.py``);
 - ``error_event``: the API's ``error`` event, sent before a session whose budget is spent is closed (``budget.py``);
 - ``takes_client_secrets``: whether a minted client secret (``secrets.py``: minted for Realtime sessions) opens it.
 """

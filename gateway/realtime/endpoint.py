@@ -14,14 +14,17 @@ Per upgrade, in order, each refusal an HTTP answer with the gateway's JSON error
    ``x-gateway-api-key``). A browser, which cannot set headers, names a provider slug or a saved config in the query
    (``x-gateway-provider=@slug``, ``x-gateway-config=<saved config id>``): names only, never a key or a JSON config.
    A config with several targets sends the session to its first one (no fallback once a session is open);
-3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400, for
-   the Responses mode saying that translating it is not served yet);
+3. the target's URL and headers (``gateway/realtime/target.py``: vendorA and cloudB; another provider is a 400 for
+   the Realtime API, and for the Responses mode a translated target, refused with a 400 when the Responses door
+   cannot serve the provider: no chat API);
 4. the workspace's policies (``admit_as`` with the provider and model: a rate limit counts the session as one
    request; it reserves one token's worth, so a spent token budget refuses it; each response's usage is then
    settled to the token and cost counters as it ends, ``budget.py``);
 5. the provider's socket (``gateway/realtime/connect.py``), then the client's accept (answering ``realtime`` when
    the client offered it to the Realtime route), then the relay (``gateway/realtime/relay.py``) until either side
-   ends; the record (``gateway/realtime/record.py``) goes to the recorder when it does.
+   ends; the record (``gateway/realtime/record.py``) goes to the recorder when it does. A translated session opens
+   no provider socket: after the accept, ``gateway/realtime/translate.py`` runs each turn through the gateway's own
+   Responses door (a request of its own: its record, its policies), and the session's hold settles no tokens.
 
 ``LiveSessions`` knows the worker's open sessions: when the worker is asked to stop (its signal, or the runtime
 closing) every session is closed with 1001 and its record written, within the shutdown grace period.
@@ -38,7 +41,7 @@ from urllib.parse import parse_qs
 from gateway.config.resolve import ConfigResolver
 from gateway.controlplane.auth import authenticate
 from gateway.controlplane.directory import RecordCache, RecordsNeeded
-from gateway.controlplane.keys import KeyStore
+from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.context import RequestContext, build_context
 from gateway.http.errors import Forbidden, GatewayError, InvalidRequest, ServiceUnavailable, internal_error
 from gateway.http.shutdown import StopNotice
@@ -53,6 +56,7 @@ from gateway.realtime.relay import Ending, Relay
 from gateway.realtime.secrets import PREFIX as SECRET_PREFIX
 from gateway.realtime.secrets import ClientSecrets, Grant
 from gateway.realtime.target import RealtimeTarget
+from gateway.realtime.translate import TranslatedSession, Translator, mark_record, turn_headers
 from gateway.routing.plan import Node, Planner
 from gateway.schema.config import Config
 from gateway.settings import Settings
@@ -113,8 +117,11 @@ class RealtimeEndpoint:
 
     def __init__(self, keys: KeyStore, records: RecordCache, resolver: ConfigResolver, planner: Planner,
                  policies: PolicyGate, client: UpstreamClient, recorder: Any, settings: Settings,
-                 sessions: LiveSessions, secrets: ClientSecrets, metrics: Metrics, dialect: Dialect = REALTIME) -> None:
+                 sessions: LiveSessions, secrets: ClientSecrets, metrics: Metrics, dialect: Dialect = REALTIME,
+                 translator: Translator | None = None) -> None:
         self.dialect = dialect
+        #: serves the Responses mode's turns through the gateway's own door for other providers (None: refused)
+        self.translator = translator
         #: the realtime metrics' ``api`` label: ``realtime``, or ``responses`` for the Responses WebSocket mode
         self.api_label = "realtime" if dialect.endpoint == REALTIME.endpoint else "responses"
         self.keys = keys
@@ -139,9 +146,10 @@ class RealtimeEndpoint:
         dialect = self.dialect
         log = SessionLog(time.perf_counter(), dialect.endpoint, dialect.usage_ends)
         try:
-            target = await self._admit(scope, socket, log)
+            target, key = await self._admit(scope, socket, log)
             log.record.upstream_started = time.perf_counter()
-            upstream = await self.provider_sockets.open(target, self.max_bytes, self.connect_s)
+            upstream = None if target.translated else await self.provider_sockets.open(target, self.max_bytes,
+                                                                                         self.connect_s)
             log.connected()
         except Exception as exc:  # noqa: BLE001 - every refusal is the gateway's JSON error
             error = exc if isinstance(exc, GatewayError) else internal_error(exc)
@@ -150,6 +158,7 @@ class RealtimeEndpoint:
             return
         token = self.sessions.enter()
         ending = DROPPED
+        translated: TranslatedSession | None = None
         try:
             offered = dialect.subprotocol
             chosen = offered if offered is not None and offered in socket.subprotocols else None
@@ -161,15 +170,22 @@ class RealtimeEndpoint:
                 return
             log.opened()
             self.metrics.count(REALTIME_SESSIONS, ("opened", self.api_label, target.provider))
+            if upstream is None:  # translated: each turn runs through the gateway's own Responses door
+                translated = self._translated(socket, key, log)
+                ending = await translated.run()
+                return
             budget = log.watch(target.provider, target.model, dialect.error_event)
             relay = Relay(socket, upstream, self.max_bytes, self.idle_s, self.sessions.stopping, log.usage,
                           log.traffic, budget)
             ending = await relay.run()
         finally:
-            if not upstream.closed:  # the handler was cancelled mid-relay: no socket left behind
+            if upstream is not None and not upstream.closed:  # cancelled mid-relay: no socket left behind
                 with contextlib.suppress(Exception):
                     await within(upstream.close(code=1001), CLOSE_TIMEOUT_S)
-            log.ended(ending).done(self.recorder)
+            log.ended(ending)
+            if translated is not None:
+                mark_record(log.record, translated)
+            log.done(self.recorder)
             if socket.accepted:
                 _count(self.metrics, self.api_label, target.provider, log)
             self.sessions.leave(token)
@@ -179,7 +195,15 @@ class RealtimeEndpoint:
         await self.sessions.close()
         await self.provider_sockets.close()
 
-    async def _admit(self, scope: Scope, socket: ClientSocket, log: SessionLog) -> RealtimeTarget:
+    def _translated(self, socket: ClientSocket, key: KeyRecord, log: SessionLog) -> TranslatedSession:
+        """The session of a provider whose turns the gateway translates (``translate.py``)."""
+        assert self.translator is not None and log.ctx is not None  # a translated target is refused without them
+        record = log.record
+        return TranslatedSession(socket, self.translator.dispatcher, key,
+                                 turn_headers(log.ctx.raw_headers, record.trace_id, record.span_id), self.max_bytes,
+                                 self.idle_s, self.sessions.stopping, log.usage, log.traffic)
+
+    async def _admit(self, scope: Scope, socket: ClientSocket, log: SessionLog) -> tuple[RealtimeTarget, KeyRecord]:
         """The caller's key, the config's first target as the dialect's target, and the policies' admission."""
         query = _query(scope)
         key_in_subprotocol = _subprotocol_key(socket.subprotocols)
@@ -209,6 +233,11 @@ class RealtimeEndpoint:
                 raise Forbidden(f"this client secret opens sessions of model '{grant.model}' only", param="model")
             model = grant.model
         target = self.dialect.target(leaf, model, query, headers)
+        if target.translated:
+            if self.translator is None:
+                raise InvalidRequest(f"provider '{target.provider}': the {self.dialect.api} is not translated here",
+                                     param="provider")
+            self.translator.check(target.provider)
         record = log.record
         record.provider, record.model = target.provider, target.model
         policies = self.policies
@@ -217,7 +246,7 @@ class RealtimeEndpoint:
             # a body of one token's bytes: the reservation (settled to the session's usage when it ends) is then
             # at least 1 token, which a spent token budget refuses (an amount of 0 fits even a spent one)
             log.hold = await policies.admit_as(ctx, None, BYTES_PER_TOKEN, target.provider, target.model)
-        return target
+        return target, key
 
     async def _config(self, ctx: RequestContext) -> Config:
         return await session_config(self.resolver, self.records, ctx)

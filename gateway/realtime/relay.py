@@ -110,7 +110,7 @@ class Relay:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        ending = self.decided or _first_ending(tasks)
+        ending = self.decided or first_ending(tasks)
         await self._close(ending)
         return ending
 
@@ -199,7 +199,7 @@ class Relay:
                 pass
 
 
-def _first_ending(tasks: Sequence[asyncio.Future[Ending]]) -> Ending:
+def first_ending(tasks: Sequence[asyncio.Future[Ending]]) -> Ending:
     """The ending of the first task (in the list's order) that finished; a bug in a pump ends the session 1011."""
     for task in tasks:
         if task.done() and not task.cancelled():

@@ -19,7 +19,8 @@ guide, cloudB's realtime reference; the mock in ``gateway_mock/realtime.py`` fol
   (and the organization and project headers); cloudB resources ``GET {base}/v1/responses`` (``base`` as above, so
   ``https://<resource>.openai.azure.com/openai/v1/responses``) with ``api-key``. The model travels in each
   ``response.create``, not in the URL: a session's model is the one the client names in the query, if any.
-  Other providers would need each turn translated: refused with a 400 until that is served.
+  Every other provider gets a ``translated`` target (no URL: the gateway serves the socket itself and runs each
+  turn through its Responses door, ``translate.py``).
 
 The URLs are ``http(s)://`` (the upgrade is an HTTP request; the client maps them onto ``ws(s)://``), so the SSRF
 guard checks them as any upstream URL. The provider key stays in the headers built here; nothing else sees them.
@@ -49,16 +50,19 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 class RealtimeTarget:
     """The upstream of one session: ``url`` (http/https), ``headers`` (the provider's credential), the provider's
-    name, the model (cloudB: the deployment) it serves, and the ``api`` it speaks (for messages)."""
+    name, the model (cloudB: the deployment) it serves, and the ``api`` it speaks (for messages); ``translated``: no
+    provider socket, the gateway serves the session's turns itself (``url`` and ``headers`` empty)."""
 
-    __slots__ = ("url", "headers", "provider", "model", "api")
+    __slots__ = ("url", "headers", "provider", "model", "api", "translated")
 
-    def __init__(self, url: str, headers: dict[str, str], provider: str, model: str, api: str = "Realtime") -> None:
+    def __init__(self, url: str, headers: dict[str, str], provider: str, model: str, api: str = "Realtime",
+                 translated: bool = False) -> None:
         self.url = url
         self.headers = headers
         self.provider = provider
         self.model = model
         self.api = api
+        self.translated = translated
 
     def __repr__(self) -> str:  # never the headers: they hold the provider key
         return f"RealtimeTarget({self.provider}, {self.model})"
@@ -87,7 +91,7 @@ def _model(model: str | None) -> str:
 
 def responses_target(config: Config, model: str | None) -> RealtimeTarget:
     """The target of a Responses WebSocket session for the leaf ``config`` (``model``: the one the client named in
-    the query, a label only)."""
+    the query, a label only): vendorA and cloudB forwarded, any other provider translated."""
     provider = config.provider or ""
     model = _label(model)
     if provider == "vendorA":
@@ -99,9 +103,7 @@ def responses_target(config: Config, model: str | None) -> RealtimeTarget:
                                  "endpoints", param="cloudB_deployment_type")
         headers = {"api-key": config.api_key} if config.api_key else {}
         return RealtimeTarget(f"{_cloud_b_base(config)}/v1/responses", headers, "cloudB", model, RESPONSES_API)
-    raise InvalidRequest(f"provider '{provider}': the Responses API's WebSocket mode is forwarded to "
-                         f"{' or '.join(PROVIDERS)} only; translating its turns for other providers is not served yet "
-                         "(use POST /v1/responses with stream: true)", param="provider")
+    return RealtimeTarget("", {}, provider, model, RESPONSES_API, translated=True)
 
 
 def _label(model: str | None) -> str:

@@ -30,8 +30,14 @@ def test_cloudB_goes_to_its_v1_responses_path_with_the_api_key():
     assert target.headers == {"api-key": "az"}
 
 
+def test_any_other_provider_is_a_translated_target_with_no_url_and_no_credential():
+    target = responses_target(Config(provider="anthropic", api_key="sk-ant", custom_host="http://127.0.0.1:9"), "m")
+    assert target.translated and (target.url, target.headers) == ("", {})
+    assert (target.provider, target.model, target.api) == ("anthropic", "m", "Responses")
+    assert not responses_target(Config(provider="vendorA", api_key="k"), None).translated
+
+
 @pytest.mark.parametrize(("config", "param", "words"), [
-    (Config(provider="anthropic", api_key="k"), "provider", "not served yet"),
     (Config(provider="cloudB", api_key="k", cloudB_deployment_type="serverless"), "cloudB_deployment_type",
      "resource deployments"),
     (Config(provider="cloudB", api_key="k"), "resource_name", "resource_name"),

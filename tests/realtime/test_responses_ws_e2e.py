@@ -93,17 +93,19 @@ async def test_cloudB_is_forwarded_to_its_v1_responses_route_with_its_api_key(gw
     assert item["total_tokens"] == events[-1]["response"]["usage"]["total_tokens"]
 
 
-async def test_another_provider_is_refused_before_the_upgrade_saying_translation_is_not_served(gw, mock):
+async def test_a_provider_without_chat_is_refused_before_the_upgrade(gw, mock):
+    """Other providers are translated (test_responses_translated.py); one the Responses door cannot serve (no chat
+    API: embeddings and rerank only) is refused before the upgrade, naming it."""
     trace_id = trace()
     response = await refusal(gw, "/v1/responses", {
-        "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "anthropic", "authorization": "Bearer sk-ant",
+        "x-gateway-api-key": ADMIN_KEY, "x-gateway-provider": "cohere", "authorization": "Bearer co-key",
         "x-gateway-trace-id": trace_id})
     assert response.status_code == 400
     error = json.loads(response.body)["error"]
     assert error["param"] == "provider"
-    assert "'anthropic'" in error["message"] and "not served yet" in error["message"]
+    assert "'cohere'" in error["message"] and "no chat API" in error["message"]
     [item] = wait_logs(gw, trace_id)
-    assert (item["endpoint"], item["status"]) == (ENDPOINT, 400) and "not served yet" in item["error"]
+    assert (item["endpoint"], item["status"]) == (ENDPOINT, 400) and "no chat API" in item["error"]
 
 
 async def test_a_wrong_gateway_key_is_refused_and_the_provider_is_never_called(gw, mock):

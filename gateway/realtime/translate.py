@@ -1,0 +1,474 @@
+"""The Responses API's WebSocket mode for a provider that does not serve it (anthropic, cloudA, cloudC...): the
+gateway accepts the upgrade itself (no provider socket) and runs each ``response.create`` through its own Responses
+door (``POST /v1/responses``, ``stream: true``, in process: ``gateway/jobs/dispatch.py``), writing the door's
+stream events to the socket as they come.
+
+Wire facts relied on (the openai SDK 3.57's ``responses.connect()``, ``types/responses/responses_client_event.py``
+and ``responses_server_event.py``; the mock ``gateway_mock/responses_ws.py`` follows them):
+
+- Client events are JSON text frames. ``response.create`` carries the ``POST /v1/responses`` body's fields beside
+  ``type``; ``stream`` is implicit (the turn always streams), ``background`` is not supported over a WebSocket, and
+  ``stream_id`` is WebSocket-only: it names the response's lane. The SDK also sends ``response.steer`` (input for a
+  running response), which only the provider's own mode serves.
+- Server events are the Responses stream's events (the same ``type`` and fields as the SSE stream's ``data``), one
+  JSON text frame each; every event of a response whose ``response.create`` named a ``stream_id`` echoes it.
+- An error is ``{"type": "error", "status": <HTTP status>, "error": {"type", "code", "message", "param"}}`` (with
+  ``stream_id`` when the request named one; ``sequence_number`` when it happened inside a response's stream), and
+  the socket stays open.
+- Lanes: requests with the same ``stream_id`` are processed first-in first-out; lanes are independent (a new lane
+  may fork from another lane's response by ``previous_response_id``). A request without ``stream_id`` is on the
+  default lane.
+
+What the gateway does:
+
+- Each ``response.create`` is one in-process ``POST /v1/responses`` with ``stream: true``, as the session's key
+  (``IN_PROCESS_KEY``) with the upgrade's provider and config headers (``x-gateway-config``, ``x-gateway-provider``,
+  a provider key in ``Authorization`` beside ``x-gateway-api-key``, the provider's own headers) and the session's
+  trace id: authentication, config, routing, retries, fallbacks, guardrails, policies, cache and the request record
+  are exactly a POST's. The door stores each translated response for its workspace, so ``previous_response_id``
+  works across turns (and sockets) as it does over HTTP; a response made with ``store: false`` is not kept and
+  cannot be continued.
+- The answer's SSE events (split by the compiled splitter, ``gateway._speedups.sse_in_use``) are written in order,
+  as they arrive, each event's ``data`` as one text frame (``stream_id`` added when the request named one). An
+  in-band ``error`` event becomes the mode's error event. A non-2xx answer becomes one ``error`` event with the
+  status and the gateway error's ``type``, ``code``, ``message`` and ``param``, and the session goes on, except
+  for a spent budget (``usage_limit_exceeded``: then close **1008** ``usage limit exceeded``, as ``budget.py``) and
+  a gateway key refused (401: close **1008** ``gateway key refused``): every later turn would meet the same.
+- Lanes run one turn at a time each, first-in first-out, concurrently with each other. Bounds: ``MAX_LANES``
+  lanes with work at once, ``MAX_WAITING`` ``response.create`` waiting or running in a session; one over either
+  is answered with an ``error`` event (status 429, code ``too_many_requests``) and dropped.
+- A frame that is not a JSON object, an event other than ``response.create``, a ``background`` response or a
+  ``stream_id`` that is not a string is answered with an ``error`` event (status 400) naming the field.
+- The message size limit, the idle timeout and the shutdown are the forwarding relay's (``relay.py``): a frame over
+  the limit closes 1009, no message either way for the idle timeout closes 1001 ``idle timeout``, the worker
+  stopping closes 1001 ``gateway shutting down``; pings are answered by the server.
+- When the session ends (the client left, a limit, the shutdown), every running turn sees its client disconnect
+  (its relay stops, its record says 499) and is awaited at most ``CLOSE_WAIT_S``, then cancelled: no task outlives
+  the session.
+
+Accounting: each turn is a request of its own (its record, its policy admission and settlement). The session's
+record sums the turns' usage into its metadata (``realtime_usage``) and lists their ids
+(``realtime_response_ids``) but carries no token counts of its own, so budgets, aggregates and costs count each
+token once (``mark_record``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from typing import Any
+
+import msgspec
+
+from gateway._speedups.sse_in_use import SseSplitter
+from gateway.controlplane.keys import KeyRecord
+from gateway.http.errors import InvalidRequest
+from gateway.http.websocket import ClientSocket
+from gateway.jobs.dispatch import Headers, InProcessDispatcher
+from gateway.observability.record import RequestRecord
+from gateway.providers.base import CHAT, RESPONSES
+from gateway.providers.registry import ProviderRegistry
+from gateway.realtime.budget import CLOSE_CODE as BUDGET_CLOSE_CODE
+from gateway.realtime.budget import CLOSE_REASON as BUDGET_CLOSE_REASON
+from gateway.realtime.relay import CLOSE_WAIT_S, IDLE, STOPPING, Ending, Traffic, first_ending, frame_size
+from gateway.realtime.usage import SessionUsage
+from gateway.waiting import wait_event
+
+log = logging.getLogger("gateway.realtime")
+
+#: the door each turn runs through
+TURN_PATH = "/v1/responses"
+#: lanes with work at once, per session
+MAX_LANES = 8
+#: ``response.create`` events waiting or running, per session
+MAX_WAITING = 32
+#: the most of a refusal's body read for its error event
+ERROR_BODY_MAX = 64 * 1024
+#: the most response ids a session's record lists
+MAX_IDS = 100
+KEY_REFUSED = "gateway key refused"
+#: the client events' fields that are the WebSocket's, not the POST body's
+_ENVELOPE = ("type", "stream_id", "stream")
+#: upgrade headers a turn does not carry: the WebSocket's, the body's, the span's own ids (each turn is a span of
+#: the session's trace)
+_DROPPED = frozenset({b"host", b"connection", b"upgrade", b"content-length", b"content-type", b"accept",
+                      b"accept-encoding", b"transfer-encoding", b"cookie", b"origin", b"x-gateway-trace-id",
+                      b"x-gateway-span-id", b"x-gateway-span-name", b"x-gateway-parent-span-id"})
+_GATEWAY_KEY = b"x-gateway-api-key"
+
+
+class Translator:
+    """What a translated session needs of its worker: the in-process dispatcher (the worker's own app) and the
+    provider registry (which providers the Responses door can serve)."""
+
+    __slots__ = ("dispatcher", "providers")
+
+    def __init__(self, dispatcher: InProcessDispatcher, providers: ProviderRegistry) -> None:
+        self.dispatcher = dispatcher
+        self.providers = providers
+
+    def check(self, provider: str) -> None:
+        """A 400 naming ``provider`` unless the Responses door serves it (it translates for a provider with chat);
+        an unknown provider is the registry's 400."""
+        adapter = self.providers.get(provider)
+        if CHAT not in adapter.endpoints and RESPONSES not in adapter.endpoints:
+            raise InvalidRequest(f"provider '{provider}' has no chat API, so the Responses API (and its WebSocket "
+                                 "mode) cannot be served by it", param="provider")
+
+
+def turn_headers(raw: Any, trace_id: str, span_id: str | None) -> Headers:
+    """The headers of every turn of a session: the upgrade's, less the WebSocket's and the gateway key (the turn
+    runs as the session's key record), with the session's trace id. When the upgrade carried a provider key in
+    ``Authorization`` or ``x-api-key`` beside ``x-gateway-api-key``, the gateway key stays, so the door reads those
+    as the provider's, as on a POST; without ``x-gateway-api-key`` they were the gateway key and are dropped."""
+    headers = [(bytes(name).lower(), bytes(value)) for name, value in raw]
+    names = {name for name, _ in headers}
+    provider_key_beside = _GATEWAY_KEY in names and (b"authorization" in names or b"x-api-key" in names)
+    dropped = set(_DROPPED)
+    if not provider_key_beside:
+        dropped |= {_GATEWAY_KEY, b"authorization", b"x-api-key"}
+    kept = [(name, value) for name, value in headers if name not in dropped and not name.startswith(b"sec-websocket")]
+    kept += [(b"content-type", b"application/json"), (b"accept", b"text/event-stream"),
+             (b"x-gateway-trace-id", trace_id.encode("latin-1"))]
+    if span_id:
+        kept.append((b"x-gateway-parent-span-id", span_id.encode("latin-1")))
+    return kept
+
+
+def mark_record(record: RequestRecord, session: TranslatedSession) -> None:
+    """The session's record of a translated session: the turns' summed usage moved into its metadata (each turn's
+    own record counts it), the responses' ids listed."""
+    meta = record.metadata if record.metadata is not None else {}
+    meta["realtime_translated"] = True
+    meta["realtime_response_ids"] = session.response_ids
+    if record.usage is not None:
+        meta["realtime_usage"] = record.usage
+    record.metadata = meta
+    record.usage = None
+    record.usage_source = "none"
+
+
+class _Lane:
+    __slots__ = ("queue", "task")
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.task: asyncio.Future[None] | None = None
+
+
+class _Created(msgspec.Struct, gc=False):
+    id: str | None = None
+
+
+class _CreatedEvent(msgspec.Struct, gc=False):
+    response: _Created | None = None
+
+
+class _InBand(msgspec.Struct, gc=False):
+    code: str | None = None
+    message: str | None = None
+    param: str | None = None
+    sequence_number: int | None = None
+
+
+class _ErrorBody(msgspec.Struct, gc=False):
+    message: str | None = None
+    type: str | None = None
+    param: str | None = None
+    code: str | int | None = None
+
+
+class _Refusal(msgspec.Struct, gc=False):
+    error: _ErrorBody | None = None
+
+
+_decode_created = msgspec.json.Decoder(_CreatedEvent).decode
+_decode_in_band = msgspec.json.Decoder(_InBand).decode
+_decode_refusal = msgspec.json.Decoder(_Refusal).decode
+_encode = msgspec.json.encode
+
+
+def error_event(status: int | None, error_type: str, code: str | None, message: str, param: str | None,
+                stream_id: str | None = None, sequence_number: int | None = None) -> str:
+    """The mode's ``error`` event (see the module docstring)."""
+    doc: dict[str, Any] = {"type": "error"}
+    if status is not None:
+        doc["status"] = status
+    doc["error"] = {"type": error_type, "code": code, "message": message, "param": param}
+    if sequence_number is not None:
+        doc["sequence_number"] = sequence_number
+    if stream_id is not None:
+        doc["stream_id"] = stream_id
+    return _encode(doc).decode()
+
+
+class TranslatedSession:
+    """One accepted socket whose turns run through the Responses door (see the module docstring)."""
+
+    __slots__ = ("socket", "dispatcher", "key", "headers", "max_bytes", "idle_s", "stopping", "usage", "traffic",
+                 "response_ids", "decided", "left", "lanes", "waiting", "_reader", "_write", "_last", "_loop")
+
+    def __init__(self, socket: ClientSocket, dispatcher: InProcessDispatcher, key: KeyRecord, headers: Headers,
+                 max_bytes: int, idle_s: float, stopping: asyncio.Event, usage: SessionUsage,
+                 traffic: Traffic) -> None:
+        self.socket = socket
+        self.dispatcher = dispatcher
+        self.key = key
+        self.headers = headers
+        self.max_bytes = max_bytes
+        self.idle_s = idle_s
+        self.stopping = stopping
+        self.usage = usage
+        self.traffic = traffic
+        #: the ids of the responses the turns created, in order (at most MAX_IDS)
+        self.response_ids: list[str] = []
+        #: the ending a turn or the watch chose
+        self.decided: Ending | None = None
+        self._loop = asyncio.get_running_loop()
+        #: done when the session ends: every running turn then sees its client disconnect
+        self.left: asyncio.Future[None] = self._loop.create_future()
+        self.lanes: dict[str | None, _Lane] = {}
+        self.waiting = 0
+        self._reader: asyncio.Future[Ending] | None = None
+        self._write = asyncio.Lock()
+        self._last = self._loop.time()
+
+    async def run(self) -> Ending:
+        watch = asyncio.ensure_future(self._watch())
+        self._reader = reader = asyncio.ensure_future(self._read())
+        try:
+            await asyncio.wait([watch, reader], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watch, reader):
+                task.cancel()
+            await asyncio.gather(watch, reader, return_exceptions=True)
+            await self._stop_turns()
+        ending = self.decided or first_ending([watch, reader])
+        await self.socket.close(ending.code, ending.reason)
+        return ending
+
+    # --- the client's side -------------------------------------------------------------------------------------
+
+    async def _read(self) -> Ending:
+        socket, traffic, limit = self.socket, self.traffic, self.max_bytes
+        while True:
+            frame = await socket.receive()
+            if isinstance(frame, int):
+                return Ending(frame, "", "client")
+            size = frame_size(frame)
+            if size > limit:
+                reason = f"message larger than {limit} bytes"
+                return Ending(1009, reason, "gateway", f"the client sent a {reason}")
+            self._last = self._loop.time()
+            traffic.messages_in += 1
+            traffic.bytes_in += size
+            await self._take(frame)
+
+    async def _take(self, frame: str | bytes) -> None:
+        """One client event: a turn queued on its lane, or an ``error`` event saying why not."""
+        try:
+            event = msgspec.json.decode(frame)
+        except msgspec.DecodeError as exc:
+            await self.send(error_event(400, "invalid_request_error", "invalid_json",
+                                        f"the event is not valid JSON: {exc}", None))
+            return
+        if not isinstance(event, dict):
+            await self.send(error_event(400, "invalid_request_error", "invalid_type", "an event must be a JSON "
+                                        "object", None))
+            return
+        stream_id = event.get("stream_id")
+        if stream_id is not None and not isinstance(stream_id, str):
+            await self.send(error_event(400, "invalid_request_error", "invalid_type", "stream_id must be a string",
+                                        "stream_id"))
+            return
+        kind = event.get("type")
+        if kind != "response.create":
+            message = ("missing type: a client event is {\"type\": \"response.create\", ...}" if kind is None else
+                       f"event type {kind!r} is not served for this provider (the gateway translates "
+                       "'response.create' only)")
+            await self.send(error_event(400, "invalid_request_error", "invalid_value", message, "type", stream_id))
+            return
+        if event.get("background"):
+            await self.send(error_event(400, "invalid_request_error", "invalid_value", "background is not supported "
+                                        "over a WebSocket", "background", stream_id))
+            return
+        await self._queue(stream_id, event)
+
+    async def _queue(self, stream_id: str | None, event: dict[str, Any]) -> None:
+        lane = self.lanes.get(stream_id)
+        if self.waiting >= MAX_WAITING or (lane is None and len(self.lanes) >= MAX_LANES):
+            what = (f"{MAX_WAITING} response.create events are waiting or running" if self.waiting >= MAX_WAITING
+                    else f"{MAX_LANES} lanes (stream_id) have work")
+            refused = error_event(429, "rate_limit_error", "too_many_requests", f"{what} on this socket: wait for "
+                                  "a response to end before sending more", "stream_id" if lane is None else None,
+                                  stream_id)
+            await self.send(refused)
+            return
+        body = {k: v for k, v in event.items() if k not in _ENVELOPE}
+        body["stream"] = True
+        if lane is None:
+            lane = self.lanes[stream_id] = _Lane()
+            lane.queue.append(_encode(body))
+            lane.task = asyncio.ensure_future(self._lane(stream_id, lane))
+        else:
+            lane.queue.append(_encode(body))
+        self.waiting += 1
+
+    async def _send_quietly(self, frame: str) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self.send(frame)
+
+    async def send(self, frame: str) -> None:
+        """One frame to the client (frames of concurrent lanes one after another); ``ConnectionError`` when the
+        client has left."""
+        async with self._write:
+            await self.socket.send(frame)
+        self._last = self._loop.time()
+
+    # --- the turns ---------------------------------------------------------------------------------------------
+
+    async def _lane(self, stream_id: str | None, lane: _Lane) -> None:
+        """The lane's turns, first-in first-out, until it has none (then it is gone: a later one starts it again)."""
+        queue = lane.queue
+        while queue and not self.left.done():
+            body = queue.popleft()
+            try:
+                await self._turn(stream_id, body)
+            finally:
+                self.waiting -= 1
+        if self.lanes.get(stream_id) is lane:
+            del self.lanes[stream_id]
+
+    async def _turn(self, stream_id: str | None, body: bytes) -> None:
+        sink = _TurnSink(self, stream_id)
+        try:
+            await self.dispatcher.stream("POST", TURN_PATH, self.headers, body, self.key, sink, self.left)
+            await sink.end()
+        except ConnectionError:  # the client left: the turn's relay saw it and recorded it
+            return
+        except Exception as exc:
+            log.exception("realtime: a translated Responses turn failed", exc_info=exc)
+            await self._send_quietly(error_event(500, "server_error", "internal_error", "the gateway failed to run "
+                                                 "this response", None, stream_id))
+
+    def end_session(self, ending: Ending) -> None:
+        """A turn's answer ends the session (a spent budget, a refused key)."""
+        if self.decided is None:
+            self.decided = ending
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def _stop_turns(self) -> None:
+        """Every running turn sees its client leave, is awaited at most CLOSE_WAIT_S, then cancelled."""
+        if not self.left.done():
+            self.left.set_result(None)
+        tasks = [lane.task for lane in self.lanes.values() if lane.task is not None]
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _watch(self) -> Ending:
+        """The idle timeout and the worker's stop (as the forwarding relay's)."""
+        while True:
+            remaining = self._last + self.idle_s - self._loop.time()
+            if remaining <= 0:
+                return Ending(1001, IDLE, "gateway")
+            if await wait_event(self.stopping, remaining):
+                self.decided = Ending(1001, STOPPING, "gateway")
+                await self.socket.close(1001, STOPPING)
+                return self.decided
+
+    def saw(self, name: bytes | None, data: bytes) -> None:
+        """What the session keeps of one event of a turn: its traffic, the usage of a response's end, the id of a
+        response created."""
+        traffic = self.traffic
+        traffic.messages_out += 1
+        traffic.bytes_out += len(data)
+        self.usage.read(data)
+        if name == b"response.created" and len(self.response_ids) < MAX_IDS:
+            with contextlib.suppress(msgspec.DecodeError):
+                created = _decode_created(data).response
+                if created is not None and created.id:
+                    self.response_ids.append(created.id)
+
+
+class _TurnSink:
+    """One turn's answer: its SSE events written to the socket as they come, or its refusal as an error event."""
+
+    __slots__ = ("session", "stream_id", "status", "splitter", "refusal", "refusal_bytes")
+
+    def __init__(self, session: TranslatedSession, stream_id: str | None) -> None:
+        self.session = session
+        self.stream_id = stream_id
+        self.status = 0
+        self.splitter: Any = None
+        self.refusal: list[bytes] = []
+        self.refusal_bytes = 0
+
+    async def start(self, status: int, headers: Headers) -> None:
+        self.status = status
+        content_type = next((value for name, value in headers if name.lower() == b"content-type"), b"")
+        if status < 300 and content_type.startswith(b"text/event-stream"):
+            self.splitter = SseSplitter()
+
+    async def body(self, data: bytes) -> None:
+        splitter = self.splitter
+        if splitter is not None:
+            for name, event in splitter.feed(data):
+                await self._event(name, event)
+        elif self.refusal_bytes < ERROR_BODY_MAX:
+            self.refusal.append(data[:ERROR_BODY_MAX - self.refusal_bytes])
+            self.refusal_bytes += len(data)
+
+    async def end(self) -> None:
+        splitter = self.splitter
+        if splitter is not None:
+            for name, event in splitter.close():
+                await self._event(name, event)
+            return
+        await self._refused()
+
+    async def _event(self, name: bytes | None, data: bytes) -> None:
+        session = self.session
+        session.saw(name, data)
+        if name == b"error":
+            try:
+                doc = _decode_in_band(data)
+            except msgspec.DecodeError:
+                doc = _InBand(message="the response's stream failed")
+            frame = error_event(None, "server_error", doc.code, doc.message or "the response's stream failed",
+                                doc.param, self.stream_id, doc.sequence_number)
+        elif self.stream_id is not None and data[:1] == b"{" and data[1:2] != b"}":
+            frame = '{"stream_id":' + _encode(self.stream_id).decode() + "," + data[1:].decode()
+        else:
+            frame = data.decode()
+        await session.send(frame)
+
+    async def _refused(self) -> None:
+        """A non-2xx answer (or a 2xx one that is not a stream) as one error event; a spent budget or a refused
+        key ends the session after it."""
+        status = self.status or 502
+        body = b"".join(self.refusal)
+        try:
+            error = _decode_refusal(body).error
+        except msgspec.DecodeError:
+            error = None
+        if error is None:
+            message = (f"the gateway answered {status} without a stream" if status < 300 else
+                       f"the gateway answered {status}")
+            error = _ErrorBody(message=message, type="server_error")
+            status = 502 if status < 300 else status
+        code = None if error.code is None else str(error.code)
+        session = self.session
+        with contextlib.suppress(ConnectionError):
+            await session.send(error_event(status, error.type or "server_error", code, error.message or "",
+                                           error.param, self.stream_id))
+        if code == "usage_limit_exceeded":
+            session.end_session(Ending(BUDGET_CLOSE_CODE, BUDGET_CLOSE_REASON, "gateway", error.message))
+        elif status == 401:
+            session.end_session(Ending(BUDGET_CLOSE_CODE, KEY_REFUSED, "gateway", error.message))
