@@ -287,6 +287,15 @@ class MemoryStateStore(StateStore):
         self._bump(kind, id)
         return self._version
 
+    async def record_put_if(self, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
+        records = self._records.get(kind, {})
+        old = records.get(id)
+        if old is None or old.doc not in (expected, doc):
+            return False
+        records[id] = Record(kind, id, workspace, doc)  # no await between the check and the write: atomic
+        self._bump(kind, id)
+        return True
+
     def _bump(self, kind: str, id: str) -> None:
         self._version += 1
         count = self._kind_versions[kind] = self._kind_versions.get(kind, 0) + 1

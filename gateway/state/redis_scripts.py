@@ -190,6 +190,21 @@ count_change(ARGV[5])
 return redis.call('INCR', KEYS[2])
 """
 
+# The conditional replace: RECORD_PUT's KEYS and ARGV, then ARGV[6] the doc expected (without its workspace
+# prefix). Returns 1 when stored, 0 when the record is missing or holds neither the expected doc nor the new value.
+RECORD_PUT_IF = _OLD_WORKSPACE + """
+local old = redis.call('HGET', KEYS[1], ARGV[2])
+if not old then return 0 end
+local ws = workspace_of(old)
+if old ~= ARGV[4] and string.sub(old, #string.match(old, '^(%d+):') + 2 + #ws) ~= ARGV[6] then return 0 end
+if ws ~= ARGV[3] then redis.call('SREM', ARGV[1] .. ws, ARGV[2]) end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
+redis.call('SADD', ARGV[1] .. ARGV[3], ARGV[2])
+count_change(ARGV[5])
+redis.call('INCR', KEYS[2])
+return 1
+"""
+
 RECORD_DELETE = _OLD_WORKSPACE + """
 local old = redis.call('HGET', KEYS[1], ARGV[2])
 if not old then return 0 end

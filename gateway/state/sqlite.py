@@ -276,6 +276,12 @@ class SQLiteStateStore(StateStore):
         self._record_changed(kind, id)
         return version
 
+    async def record_put_if(self, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
+        stored: bool = await self._do("record_put_if", ops.record_put_if, kind, id, workspace, doc, expected)
+        if stored:
+            self._record_changed(kind, id)
+        return stored
+
     async def record_get(self, kind: str, id: str) -> Record | None:
         return await self._do("record_get", ops.record_get, kind, id)
 

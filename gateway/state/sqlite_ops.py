@@ -289,6 +289,16 @@ def record_put(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc
         return _bump_version(conn, kind, id)
 
 
+def record_put_if(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
+    """``StateStore.record_put_if``: one UPDATE whose WHERE holds the check, in the write transaction."""
+    with write(conn):
+        if conn.execute("UPDATE records SET workspace = ?, doc = ? WHERE kind = ? AND id = ? AND doc IN (?, ?)",
+                        (workspace, doc, kind, id, expected, doc)).rowcount == 0:
+            return False
+        _bump_version(conn, kind, id)
+        return True
+
+
 def record_get(conn: sqlite3.Connection, kind: str, id: str) -> Record | None:
     row = conn.execute("SELECT workspace, doc FROM records WHERE kind = ? AND id = ?", (kind, id)).fetchone()
     return Record(kind, id, row[0], bytes(row[1])) if row is not None else None

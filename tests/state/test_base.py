@@ -159,6 +159,53 @@ async def test_a_record_moved_to_another_workspace_leaves_the_first(store):
     assert await store.record_list(kind, "ws2") == [Record(kind, "x", "ws2", b"2")]
 
 
+async def test_a_conditional_record_write_stores_only_over_the_doc_it_expects(store):
+    kind = "k" + name()
+    heard: list[str] = []
+    store.on_record_change(lambda kind, id: heard.append(id))
+    await store.record_put(kind, "a", "ws1", b"v1")
+    before = await store.record_versions([kind])
+    assert await store.record_put_if(kind, "a", "ws1", b"v2", expected=b"v1")
+    assert await store.record_get(kind, "a") == Record(kind, "a", "ws1", b"v2")
+    assert not await store.record_put_if(kind, "a", "ws1", b"v3", expected=b"v1")  # changed since v1 was read
+    assert not await store.record_put_if(kind, "a", "ws1", b"v3", expected=b"v")  # a prefix is not the doc
+    assert await store.record_get(kind, "a") == Record(kind, "a", "ws1", b"v2")
+    assert not await store.record_put_if(kind, "missing", "ws1", b"v1", expected=b"v1")  # never creates
+    assert await store.record_get(kind, "missing") is None
+    after = await store.record_versions([kind])
+    assert after.kinds[0] == before.kinds[0] + 1  # only the stored write counted
+    assert heard == ["a", "a"]  # the put and the one conditional write that stored
+    assert await store.record_delete(kind, "a")
+    assert not await store.record_put_if(kind, "a", "ws1", b"v3", expected=b"v2")  # deleted since it was read
+    assert await store.record_get(kind, "a") is None
+
+
+async def test_a_conditional_record_write_already_done_answers_stored(store):
+    """A call retried after its reply was lost finds its own doc stored: it answers as the first attempt did."""
+    kind = "k" + name()
+    await store.record_put(kind, "a", "ws1", b"v1")
+    assert await store.record_put_if(kind, "a", "ws1", b"v2", expected=b"v1")
+    assert await store.record_put_if(kind, "a", "ws1", b"v2", expected=b"v1")
+    assert await store.record_get(kind, "a") == Record(kind, "a", "ws1", b"v2")
+
+
+async def test_a_conditional_record_write_may_move_the_record_to_another_workspace(store):
+    kind = "k" + name()
+    await store.record_put(kind, "x", "ws1", b"1")
+    assert await store.record_put_if(kind, "x", "ws2", b"2", expected=b"1")
+    assert await store.record_list(kind, "ws1") == []
+    assert await store.record_list(kind, "ws2") == [Record(kind, "x", "ws2", b"2")]
+
+
+async def test_concurrent_conditional_writes_over_one_read_have_exactly_one_winner(store):
+    kind = "k" + name()
+    await store.record_put(kind, "a", "ws", b"read")
+    won = await asyncio.gather(*(store.record_put_if(kind, "a", "ws", f"w{i}".encode(), expected=b"read")
+                                 for i in range(20)))
+    assert won.count(True) == 1
+    assert (await store.record_get(kind, "a")).doc == f"w{won.index(True)}".encode()
+
+
 async def test_log_append_and_read_in_order(store):
     log = name()
     assert await store.log_read(log, 0, 10) == []
