@@ -26,7 +26,10 @@ Facts relied on (A2A specification and the official Python SDK, a2a-sdk 1.3.0, r
   (a non-empty string here), ``description`` and ``version`` (strings), ``capabilities`` (an object),
   ``defaultInputModes`` and ``defaultOutputModes`` (lists of strings), ``skills`` (a list of objects with string
   ``id``, ``name``, ``description`` and a list of strings ``tags``); ``provider``, when present, an object with
-  string ``url`` and ``organization``. Lists may be empty (the SDK only warns on empty REQUIRED fields).
+  string ``url`` and ``organization``. Lists and strings may be empty, and in a 1.0 card absent: the SDK serves a
+  card whose REQUIRED fields are empty (it only warns), and the ProtoJSON it writes leaves empty fields out (an
+  agent with no skills serves no ``skills`` key), so absent reads as empty there. A present field of another
+  type is refused.
 """
 
 from __future__ import annotations
@@ -78,9 +81,11 @@ def _bad(param: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"the agent card's {message}", param=param)
 
 
-def _string(doc: dict[str, Any], name: str, where: str, non_empty: bool = False) -> str:
+def _string(doc: dict[str, Any], name: str, where: str, non_empty: bool = False, absent_empty: bool = False) -> str:
     value = doc.get(name)
     param = f"{where}.{name}"
+    if value is None and absent_empty and not non_empty:
+        return ""
     if value is None:
         raise _bad(param, f"{param[5:]} is required")
     if not isinstance(value, str):
@@ -90,9 +95,11 @@ def _string(doc: dict[str, Any], name: str, where: str, non_empty: bool = False)
     return value
 
 
-def _strings(doc: dict[str, Any], name: str, where: str) -> list[str]:
+def _strings(doc: dict[str, Any], name: str, where: str, absent_empty: bool = False) -> list[str]:
     value = doc.get(name)
     param = f"{where}.{name}"
+    if value is None and absent_empty:
+        return []
     if value is None:
         raise _bad(param, f"{param[5:]} is required (a list of strings)")
     if not isinstance(value, list):
@@ -184,22 +191,26 @@ def _validated(body: bytes) -> tuple[Card, str]:
     if not isinstance(card, dict):
         raise _bad("card", f"body must be a JSON object, got {_json_kind(card)}")
     name = _string(card, "name", "card", non_empty=True)
-    if "supportedInterfaces" in card:
+    # a 1.0 card is ProtoJSON, which leaves out an empty string, list or message: absent reads as empty
+    v1 = "supportedInterfaces" in card
+    if v1:
         endpoint, version, source = *_interfaces(card), "card.supportedInterfaces"
     else:
         endpoint, version, source = *_legacy(card), "card.url"
-    _string(card, "description", "card")
-    _string(card, "version", "card")
-    if not isinstance(card.get("capabilities"), dict):
-        raise _bad("card.capabilities", "capabilities is required (an object)")
-    _strings(card, "defaultInputModes", "card")
-    _strings(card, "defaultOutputModes", "card")
-    for i, skill in enumerate(_objects(card, "skills", "card")):
+    _string(card, "description", "card", absent_empty=v1)
+    _string(card, "version", "card", absent_empty=v1)
+    capabilities = card.get("capabilities", {} if v1 else None)
+    if not isinstance(capabilities, dict):
+        raise _bad("card.capabilities", "capabilities is required (an object)" if capabilities is None
+                   else f"capabilities must be an object, got {_json_kind(capabilities)}")
+    _strings(card, "defaultInputModes", "card", absent_empty=v1)
+    _strings(card, "defaultOutputModes", "card", absent_empty=v1)
+    for i, skill in enumerate(_objects(card, "skills", "card", required=not v1)):
         where = f"card.skills[{i}]"
         for field in ("id", "name"):
             _string(skill, field, where, non_empty=True)
-        _string(skill, "description", where)
-        _strings(skill, "tags", where)
+        _string(skill, "description", where, absent_empty=v1)
+        _strings(skill, "tags", where, absent_empty=v1)
     provider = card.get("provider")
     if provider is not None:
         if not isinstance(provider, dict):
