@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from gateway.controlplane import agent_cards
+from tests.support.a2a_agent import start_a2a_agent
 from tests.support.agent_cards import CardServer, card_v03, card_v1
 from tests.support.controlplane import api, create_key
 
@@ -77,6 +78,18 @@ def test_a_0_3_card_gives_its_endpoint_as_url(gateway, agent):
     assert (made["endpoint"], made["protocol_version"], made["name"]) == (f"{agent.url}/a2a/v1", "0.3.0",
                                                                           "Legacy agent")
     assert agent.requests[-1][0] == "/base/.well-known/agent-card.json"
+
+
+def test_an_agent_built_with_the_official_sdk_is_registered_as_its_card_says(gateway):
+    key = create_key(gateway)["key"]
+    with start_a2a_agent("records") as sdk_agent:
+        served = sdk_agent.card()
+        made = create(gateway, key, slug="sdk", url=sdk_agent.base)
+        assert made["card"] == served and made["name"] == served["name"]
+        assert made["endpoint"] == sdk_agent.rpc_url
+        assert made["protocol_version"] == served["supportedInterfaces"][0]["protocolVersion"]
+        refreshed = api(gateway, "POST", "/v1/agents/sdk/refresh", key=key)
+        assert refreshed.status == 200 and refreshed.json()["card"] == served, refreshed.text
 
 
 def _skills_without_id(url: str) -> dict[str, Any]:
