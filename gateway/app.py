@@ -138,6 +138,23 @@ def _agent_admin_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
     return [(method, path, handler(name)) for method, path, name in _AGENT_ADMIN_ROUTES]
 
 
+def _agent_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
+    """An agent's card and JSON-RPC endpoint (``GET /v1/agents/{slug}/.well-known/agent-card.json``,
+    ``POST /v1/agents/{slug}``): their module is imported on the first request to one of them."""
+    built: list[Any] = []
+
+    def endpoint() -> Any:
+        if not built:
+            from gateway.api.agents import AgentEndpoint
+
+            built.append(AgentEndpoint(runtime.keys, runtime.records.agent_target, lambda: runtime.agents,
+                                       runtime.settings.max_body_bytes, runtime.recorder, runtime.policies))
+        return built[0]
+
+    return [("GET", "/v1/agents/{slug}/.well-known/agent-card.json", Deferred(lambda: endpoint().card)),
+            ("POST", "/v1/agents/{slug}", Deferred(lambda: endpoint().post))]
+
+
 #: the agents' control-plane routes as gateway/api/agents_admin.py's ROUTES lists them (a test checks they match),
 #: named here so that module is imported only on their first request
 _AGENT_ADMIN_ROUTES: tuple[tuple[str, str, str], ...] = (
@@ -233,6 +250,8 @@ class GatewayApp:
         for method, path, handler in _mcp_routes(runtime) + _guardrail_check_routes(runtime):
             self.add(method, path, handler)
         for method, path, handler in _agent_admin_routes(runtime):
+            self.add(method, path, handler)
+        for method, path, handler in _agent_routes(runtime):
             self.add(method, path, handler)
         self.add("POST", "/v1/prompts/{prompt_id}/completions",
                  Pipeline(parts, CHAT, parse_chat, prompt_route=True, scope="prompts.run"))

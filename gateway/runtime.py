@@ -80,6 +80,7 @@ class Runtime:
         self.router = Router(self.breaker, settings.retry_after_max_ms, settings.request_timeout_ms)
         self._steps: PipelineSteps | None = None
         self._mcp: Any = None
+        self._agents: Any = None
         self._embeddings_config: Any = None
         if settings.semantic_cache_embeddings.strip() != "local":  # a bad one stops the worker's start
             from gateway.cache.provider_embedder import embeddings_config
@@ -139,6 +140,18 @@ class Runtime:
             guard = CallGuard(self.configs.parse, self.records, lambda: self.steps.runner)
             self._mcp = McpService(self.settings, self.transport, self.store, guard)
         return self._mcp
+
+    @property
+    def agents(self) -> Any:
+        """The A2A agent data path's objects (``gateway.agents.service.AgentService``), made on the first agent call
+        or card read: a worker that serves none never imports them."""
+        if self._agents is None:
+            from gateway.agents.guard import AgentGuard
+            from gateway.agents.service import AgentService
+
+            guard = AgentGuard(self.configs.parse, self.records, lambda: self.steps.runner)
+            self._agents = AgentService(self.settings, self.transport, guard)
+        return self._agents
 
     def _provider_embedder(self) -> Any:
         """The semantic cache's embedder over the GATEWAY_SEMANTIC_CACHE_EMBEDDINGS config (its router, adapters

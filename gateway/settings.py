@@ -126,6 +126,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "whose definition changed upstream is withheld at most this long after the change", gt=0, le=60_000)] = 30_000
     mcp_session_ttl_ms: Annotated[int, setting(
         "how long an idle handshake-era (2025-11-25) MCP client session lives in the state store", gt=0)] = 86_400_000
+    # A2A agents (docs/agents.md)
+    agent_timeout_ms: Annotated[int, setting(
+        "longest wait for an A2A agent to start answering a call (a JSON-RPC error after it); a streamed answer may "
+        "then fall silent for GATEWAY_UPSTREAM_READ_TIMEOUT_MS", gt=0)] = 300_000
     # Realtime sessions (docs/websockets.md)
     realtime_max_message_bytes: Annotated[int, setting(
         "largest WebSocket message a Realtime session relays either way; a larger one closes the session with 1009",

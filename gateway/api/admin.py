@@ -113,17 +113,19 @@ def provider_query(query: Mapping[str, str], slugs: Collection[str] = (), name: 
                    mcp: bool = False) -> str | None:
     """A query value that must be a provider name (or, when ``slugs`` are given, one of them, with or without its
     ``@``; with ``mcp``, the provider of a record that is no model call: an MCP tool call's, ``mcp:<server slug>``,
-    or a direct guardrail check's, ``guardrails``); None when absent. Anything else is a 400 naming it."""
+    an agent call's, ``agent:<agent slug>``, or a direct guardrail check's, ``guardrails``); None when absent.
+    Anything else is a 400 naming it."""
     wanted = query.get(name)
     if not wanted:
         return None
     if is_known(wanted) or (wanted[1:] if wanted.startswith("@") else wanted) in slugs:
         return wanted
-    if mcp and (wanted == GUARDRAILS or (wanted.startswith("mcp:") and MCP_SERVER_SLUG.fullmatch(wanted[4:]))):
+    if mcp and (wanted == GUARDRAILS or (wanted.startswith("mcp:") and MCP_SERVER_SLUG.fullmatch(wanted[4:]))
+                or (wanted.startswith("agent:") and MCP_SERVER_SLUG.fullmatch(wanted[6:]))):
         return wanted
     also = " or a provider slug of this workspace" if slugs else ""
     if mcp:
-        also += f" or mcp:<MCP server slug> or {GUARDRAILS}"
+        also += f" or mcp:<MCP server slug> or agent:<agent slug> or {GUARDRAILS}"
     raise InvalidRequest(f"unknown provider {wanted!r} in {name}; accepted: {', '.join(provider_names())}{also}",
                          param=name)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import random
+import re
 import tempfile
 import zlib
 from typing import Any
@@ -271,7 +272,9 @@ def _check(server, where: str, sent: bytes, status: int, kind: str, data: bytes)
     if " /v1/messages" in where:  # the Messages API answers in anthropic's error shape, so its SDK raises its errors
         assert doc["type"] == "error" and isinstance(error["type"], str), f"{where}: {doc}"
         return
-    if " /v1/mcp" in where and "/v1/mcp-servers" not in where:  # JSON-RPC errors, so MCP clients raise them
+    # an agent's JSON-RPC endpoint is POST /v1/agents/<slug> (a slug that is "/" reaches the admin create instead)
+    agent_rpc = re.match(r"POST /v1/agents/[^/?# ]+[ ?]", where) is not None and "jsonrpc" in doc
+    if (" /v1/mcp" in where and "/v1/mcp-servers" not in where) or agent_rpc:  # JSON-RPC errors, as clients read them
         assert doc["jsonrpc"] == "2.0" and isinstance(error["code"], int), f"{where}: {doc}"
         return
     assert isinstance(error["type"], str) and "param" in error and "code" in error, f"{where}: {doc}"

@@ -43,7 +43,8 @@ def refused(resp: Any, statuses: tuple[int, ...], where: str) -> dict:
     if " /v1/messages" in where:
         assert doc["type"] == "error" and set(doc["error"]) >= {"message", "type"}, (where, doc)
         return {"param": "x-gateway-api-key", "code": None, **doc["error"]}
-    if re.search(r" /v1/mcp(/{slug})? ", where):  # JSON-RPC errors, the gateway's fields in data (docs/mcp.md)
+    # JSON-RPC errors, the gateway's fields in data (docs/mcp.md, docs/agents.md)
+    if re.search(r" /v1/mcp(/{slug})? ", where) or where.startswith("POST /v1/agents/{slug} "):
         assert doc["jsonrpc"] == "2.0" and set(doc["error"]) >= {"code", "message"}, (where, doc)
         return {"message": doc["error"]["message"], "param": None, "code": None, **doc["error"].get("data", {})}
     assert set(doc["error"]) >= {"message", "type", "param", "code"}, (where, doc)
