@@ -37,11 +37,13 @@ What the gateway does:
 - Lanes run one turn at a time each, first-in first-out, concurrently with each other. Bounds: ``MAX_LANES``
   lanes with work at once, ``MAX_WAITING`` ``response.create`` waiting or running in a session; one over either
   is answered with an ``error`` event (status 429, code ``too_many_requests``) and dropped.
-- A frame that is not a JSON object, an event other than ``response.create``, a ``background`` response or a
-  ``stream_id`` that is not a string is answered with an ``error`` event (status 400) naming the field.
+- A frame that is not a JSON object, an event other than ``response.create``, a ``background`` response,
+  ``generate: false`` (a response prepared without output: the door always generates) or a ``stream_id`` that is
+  not a string is answered with an ``error`` event (status 400) naming the field.
 - The message size limit, the idle timeout and the shutdown are the forwarding relay's (``relay.py``): a frame over
-  the limit closes 1009, no message either way for the idle timeout closes 1001 ``idle timeout``, the worker
-  stopping closes 1001 ``gateway shutting down``; pings are answered by the server.
+  the limit closes 1009, no message either way and no turn waiting or running for the idle timeout closes 1001
+  ``idle timeout`` (a turn is bounded by its request's own timeouts), the worker stopping closes 1001 ``gateway
+  shutting down``; pings are answered by the server.
 - When the session ends (the client left, a limit, the shutdown), every running turn sees its client disconnect
   (its relay stops, its record says 499) and is awaited at most ``CLOSE_WAIT_S``, then cancelled: no task outlives
   the session.
@@ -294,6 +296,11 @@ class TranslatedSession:
             await self.send(error_event(400, "invalid_request_error", "invalid_value", "background is not supported "
                                         "over a WebSocket", "background", stream_id))
             return
+        if event.get("generate") is False:
+            await self.send(error_event(400, "invalid_request_error", "invalid_value", "generate: false (a response "
+                                        "prepared without output) is served by vendorA and cloudB only",
+                                        "generate", stream_id))
+            return
         await self._queue(stream_id, event)
 
     async def _queue(self, stream_id: str | None, event: dict[str, Any]) -> None:
@@ -373,9 +380,13 @@ class TranslatedSession:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _watch(self) -> Ending:
-        """The idle timeout and the worker's stop (as the forwarding relay's)."""
+        """The idle timeout and the worker's stop (as the forwarding relay's); a turn waiting or running keeps the
+        session from idling (its request's own timeouts bound it)."""
         while True:
             remaining = self._last + self.idle_s - self._loop.time()
+            if remaining <= 0 and self.waiting:
+                self._last = self._loop.time()
+                remaining = self.idle_s
             if remaining <= 0:
                 return Ending(1001, IDLE, "gateway")
             if await wait_event(self.stopping, remaining):

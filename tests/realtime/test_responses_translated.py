@@ -21,7 +21,7 @@ from tests.realtime.test_realtime_e2e import trace, ws_url
 from tests.support.http import request
 from tests.support.policies import USAGE, get, tag, usage_limit
 from tests.support.poll import await_for, wait_for, wait_logs
-from tests.support.servers import ADMIN_KEY
+from tests.support.servers import ADMIN_KEY, start_gateway
 from tests.support.socket_events import raw_turn, turn
 
 SESSION = "responses.websocket"
@@ -146,8 +146,22 @@ async def test_two_lanes_run_independently_and_each_event_names_its_lane(gw, moc
     for lane in ("a", "b"):
         mine = [e for e in events if e["stream_id"] == lane]
         assert [e["sequence_number"] for e in mine] == list(range(len(mine)))
-        assert mine[-1]["type"] == "response.completed" and mine[-1]["response"]["output_text"] == DEFAULT_REPLY \
-            if "output_text" in mine[-1]["response"] else mine[-1]["type"] == "response.completed"
+        assert mine[-1]["type"] == "response.completed"
+        assert "".join(e["delta"] for e in mine if e["type"] == "response.output_text.delta") == DEFAULT_REPLY
+    sent = json.dumps(mock.calls(base)["requests"])
+    assert "lane a" in sent and "lane b" in sent
+
+
+async def test_an_error_inside_a_stream_is_the_modes_error_event_and_the_next_turn_runs(gw, mock):
+    base = mock.scenario([{"stream_error": "middle", "message": "anthropic is overloaded"}, {}])
+    async with connect(gw, anthropic_config(base), trace()) as ws:
+        events = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi", "stream_id": "x"})
+        error = events[-1]
+        assert events[0]["type"] == "response.created" and error["type"] == "error" and error["stream_id"] == "x"
+        assert "anthropic is overloaded" in error["error"]["message"] and error["error"]["type"]
+        assert isinstance(error["sequence_number"], int)
+        again = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi"})
+        assert again[-1]["type"] == "response.completed"
 
 
 async def test_errors_are_the_modes_error_events_and_the_session_stays_usable(gw, mock):
@@ -170,6 +184,8 @@ async def test_errors_are_the_modes_error_events_and_the_session_stays_usable(gw
         [background] = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi",
                                            "background": True})
         assert background["error"]["param"] == "background"
+        [prepared] = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi", "generate": False})
+        assert (prepared["status"], prepared["error"]["param"]) == (400, "generate")
         await ws.send("not json")
         assert json.loads(await ws.recv())["error"]["code"] == "invalid_json"
         events = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi"})
@@ -190,7 +206,7 @@ async def test_a_client_that_closes_mid_turn_stops_the_turn_and_leaves_nothing_o
     session, [left] = session_and_turns(gw, trace_id, 1)
     assert (session["metadata"]["realtime_closed_by"], session["metadata"]["realtime_close_code"]) == ("client", 1000)
     assert left["status"] == 499  # the turn saw its client leave, mid-stream
-    assert await_for(lambda: open_sessions(gw) == 0, 10, 0.1)
+    assert await await_for(lambda: open_sessions(gw) == 0, 10, 0.1)
 
 
 async def test_a_client_that_vanishes_is_ended_and_recorded(gw, mock):
@@ -204,7 +220,34 @@ async def test_a_client_that_vanishes_is_ended_and_recorded(gw, mock):
     session, [done] = session_and_turns(gw, trace_id, 1, timeout=20)
     assert session["status"] == 101 and session["metadata"]["realtime_close_code"] in (1001, 1005, 1006)
     assert done["status"] in (200, 499)
-    assert await_for(lambda: open_sessions(gw) == 0, 10, 0.1)
+    assert await await_for(lambda: open_sessions(gw) == 0, 10, 0.1)
+
+
+async def test_stopping_the_gateway_ends_a_translated_session_with_1001_and_logs_it(mock, tmp_path):
+    server = start_gateway(data_dir=str(tmp_path))
+    trace_id = trace()
+    try:
+        async with connect(server, anthropic_config(mock.scenario([{"chunk_delay_ms": 200}])), trace_id) as ws:
+            await ws.send(json.dumps({"type": "response.create", "model": CLAUDE, "input": "a long one"}))
+            await ws.recv()
+            server.proc.terminate()
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                async with asyncio.timeout(15):
+                    while True:
+                        await ws.recv()
+        received = closed.value.rcvd  # Granian may drop the connection first (see the forwarded sessions' test)
+        assert received is None or (received.code, received.reason) == (1001, "gateway shutting down")
+        assert await asyncio.to_thread(server.proc.wait, 20) == 0
+    finally:
+        server.stop()
+    again = start_gateway(data_dir=str(tmp_path))  # the records were written before the worker ended
+    try:
+        session, [cut] = session_and_turns(again, trace_id, 1)
+        assert (session["metadata"]["realtime_close_code"], session["metadata"]["realtime_closed_by"]) == (
+            1001, "gateway")
+        assert cut["status"] == 499
+    finally:
+        again.stop()
 
 
 def open_sessions(gw) -> int:
