@@ -7,6 +7,13 @@ is the same 404 as a missing id. Ids are ``<prefix><uuid4>``; policies use a bar
 
 Records whose id the user chooses (provider slugs) are ``scoped``: unique within their workspace only, so they are
 stored under ``<workspace>/<id>`` and a second workspace may use the same name.
+
+Concurrent changes: every change of a stored record is a read, a change and a write, and two writers (workers,
+instances, two admins at once) may read the same record. ``update`` runs the three as "read, apply the change,
+write only if the stored document is still the one read" (``StateStore.record_put_if``, compared byte for byte),
+reading again and re-applying the change when another write came first; after ``UPDATE_ATTEMPTS`` lost races it
+answers 409. ``replace`` and ``rewrite`` take the record as read (``expected``) for the same check; a ``rewrite``
+(a change of form) that loses is dropped, since the newer write already holds the content.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Awaitable, Callable, Generic, TypeVar
 
 import msgspec
 
@@ -41,6 +48,15 @@ class Entity(msgspec.Struct, kw_only=True):
 E = TypeVar("E", bound=Entity)
 
 _encode = msgspec.json.encode
+
+#: how many times ``Repository.update`` reads, changes and tries to write a record before answering 409: each lost
+#: race means another write landed, so this many concurrent writers of one record all get through
+UPDATE_ATTEMPTS = 5
+
+
+class RecordChanged(Exception):
+    """A conditional write was not made: the record changed or was deleted since it was read (read it again and
+    retry; ``Repository.update`` does)."""
 
 
 def check_workspace_id(workspace: str, param: str = "workspace_id") -> str:
@@ -111,15 +127,62 @@ class Repository(Generic[E]):
         await self._put(record)
         return record
 
-    async def replace(self, record: E) -> E:
-        """Store a changed record (same id and workspace); last_updated_at is bumped."""
+    async def replace(self, record: E, expected: E | None = None) -> E:
+        """Store a changed record (same id and workspace); last_updated_at is bumped. With ``expected`` (the record
+        as read) only while the stored record is still that one, else ``RecordChanged`` and nothing is written."""
         record = msgspec.structs.replace(record, last_updated_at=now_iso())
-        await self._put(record)
+        if expected is None:
+            await self._put(record)
+        elif not await self._put_if(record, await self._doc_of(expected)):
+            raise RecordChanged(record.id)
         return record
 
-    async def rewrite(self, record: E) -> None:
-        """Store a record again as it is (a change of form, not of content: ``last_updated_at`` stays)."""
-        await self._put(record)
+    async def rewrite(self, record: E, expected: E | None = None) -> bool:
+        """Store a record again as it is (a change of form, not of content: ``last_updated_at`` stays). With
+        ``expected`` (the record as read) only while the stored record is still that one: a rewrite that lost the
+        race is dropped (the newer write wins) and answers False."""
+        if expected is None:
+            await self._put(record)
+            return True
+        try:
+            return await self._put_if(record, await self._doc_of(expected))
+        except RecordChanged:
+            return False
+
+    async def update(self, workspace: str, id: str, change: Callable[[E], Awaitable[E | None]],
+                     attempts: int = UPDATE_ATTEMPTS) -> E:
+        """Read the record ``id`` of ``workspace`` (404 as ``get``), ``change`` it and store the result
+        (``last_updated_at`` bumped) only if the record was not written meanwhile; else read it again and apply
+        ``change`` to what is stored now. ``change`` may run more than once (what it reports must come from its
+        last run) and answers None to leave the record as it is. After ``attempts`` lost races, a 409."""
+        storage_id = self.storage_id(workspace, id)
+        for _ in range(attempts):
+            found = await self._read(storage_id)
+            if found is None or found[0].workspace_id != workspace:
+                raise NotFound(f"no {self.what} with id '{id}'", param=self.id_param)
+            current, doc = found
+            record = await change(current)
+            if record is None:
+                return current
+            record = msgspec.structs.replace(record, last_updated_at=now_iso())
+            if await self._put_if(record, doc):
+                return record
+        raise Conflict(f"the {self.what} '{id}' changed while it was being updated; retry", param=self.id_param)
+
+    async def _doc_of(self, expected: E) -> bytes:
+        """The stored document of the record ``expected`` is a read of (compared as records, so a document an
+        older release encoded otherwise still matches); ``RecordChanged`` when the stored record is another."""
+        found = await self._read(self.storage_id(expected.workspace_id, expected.id))
+        if found is None or found[0] != expected:
+            raise RecordChanged(expected.id)
+        return found[1]
+
+    async def _put_if(self, record: E, expected: bytes) -> bool:
+        try:
+            return await self.store.record_put_if(self.kind, self.storage_id(record.workspace_id, record.id),
+                                                  record.workspace_id, _encode(record), expected)
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
 
     async def _put(self, record: E) -> None:
         try:
@@ -128,12 +191,17 @@ class Repository(Generic[E]):
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
 
-    async def _fetch(self, storage_id: str) -> E | None:
+    async def _read(self, storage_id: str) -> tuple[E, bytes] | None:
+        """The stored record and its document as stored, or None."""
         try:
             found = await self.store.record_get(self.kind, storage_id)
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
-        return None if found is None else self._decode(found.doc)
+        return None if found is None else (self._decode(found.doc), found.doc)
+
+    async def _fetch(self, storage_id: str) -> E | None:
+        found = await self._read(storage_id)
+        return None if found is None else found[0]
 
     async def find(self, id: str) -> E | None:
         """The record with this id in any workspace, or None (for lookups that are not a caller's request; not

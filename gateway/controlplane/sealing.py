@@ -140,10 +140,9 @@ def reveal(doc: Any, secrets: dict[Path, Any]) -> None:
 
 async def rewrite_sealed(repo: Repository[E], plain: E, sealed: E) -> None:
     """Store ``sealed`` in place of the record ``plain`` as read (one saved in clear by an older release), unless
-    it changed since; best effort: when the store cannot take the write now, the next read seals it."""
+    it changed since (checked in the write itself: a newer write wins); best effort: when the store cannot take
+    the write now, the next read seals it."""
     try:
-        current = await repo.lookup(plain.workspace_id, plain.id)
-        if current is not None and current == plain:
-            await repo.rewrite(sealed)
+        await repo.rewrite(sealed, expected=plain)
     except ServiceUnavailable:
         pass
