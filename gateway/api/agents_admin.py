@@ -133,12 +133,20 @@ class AgentRoutes(RecordRoutes[agents.Agent, AgentBody]):
         raw = await read_request_body(scope, receive, ADMIN_BODY_LIMIT)
         body = _refresh_body.decode(raw) if raw.strip() else RefreshBody()
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
-        record = await self.repo.get(workspace, self.record_id(scope))
-        card = await self._card(record.slug, {"url": record.url, "headers": self._headers(record)})
-        if record.sealed is not None and _origin(card.endpoint) != _origin(record.endpoint):
-            raise Conflict(f"agent '{record.slug}' now gives its endpoint as {card.endpoint[:200]}, another origin "
-                           f"than {record.endpoint[:200]}, and its stored headers would be sent there: the card is "
-                           "kept as it was; to accept the move, PUT the agent with its headers sent again",
-                           param="card.url")
-        record = await self.repo.replace(agents.with_card(record, card, now_iso()))
-        await send_record(send, await self.shown(record))
+        slug = self.record_id(scope)
+        read: agents.Agent | None = None
+        card: agents.Card | None = None
+
+        async def refreshed(record: agents.Agent) -> agents.Agent:  # again on the record stored if another wrote
+            nonlocal read, card
+            if card is None or read is None or (record.url, record.sealed) != (read.url, read.sealed):
+                read, card = record, await self._card(record.slug, {"url": record.url,
+                                                                    "headers": self._headers(record)})
+            if record.sealed is not None and _origin(card.endpoint) != _origin(record.endpoint):
+                raise Conflict(f"agent '{record.slug}' now gives its endpoint as {card.endpoint[:200]}, another "
+                               f"origin than {record.endpoint[:200]}, and its stored headers would be sent there: the "
+                               "card is kept as it was; to accept the move, PUT the agent with its headers sent "
+                               "again", param="card.url")
+            return agents.with_card(record, card, now_iso())
+
+        await send_record(send, await self.shown(await self.repo.update(workspace, slug, refreshed)))

@@ -65,7 +65,8 @@ class RecordRoutes(Generic[R, B]):
         raise NotImplementedError
 
     async def updated(self, current: R, workspace: str, body: B) -> R:
-        """The record an update body makes of ``current`` (validated; a fault is a 400)."""
+        """The record an update body makes of ``current`` (validated; a fault is a 400). When another write of the
+        record lands first it is called again on the record then stored (``Repository.update``)."""
         raise NotImplementedError
 
     async def shown(self, record: R) -> Any:
@@ -81,6 +82,9 @@ class RecordRoutes(Generic[R, B]):
 
     async def created(self, record: R) -> None:
         """Called once a new record is stored."""
+
+    async def stored(self, record: R) -> None:
+        """Called once an update is stored."""
 
     async def deleted(self, record: R) -> None:
         """Called once a record is deleted."""
@@ -114,8 +118,9 @@ class RecordRoutes(Generic[R, B]):
 
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         _, workspace, body = await self._caller_and_body(scope, receive)
-        current = await self.repo.get(workspace, self.record_id(scope))
-        record = await self.repo.replace(await self.updated(current, workspace, body))
+        record = await self.repo.update(workspace, self.record_id(scope),
+                                        lambda current: self.updated(current, workspace, body))
+        await self.stored(record)
         await send_record(send, await self.shown(record))
 
     async def delete(self, scope: Scope, receive: Receive, send: Send) -> None:

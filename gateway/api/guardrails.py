@@ -125,19 +125,24 @@ class GuardrailRoutes:
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.keys, scope, "guardrails.write")
         saved = _saved()
-        update = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
-        record = await self.repo.get(caller.workspace, scope["path_params"]["guardrail_id"])
+        given = saved.parse_update(await read_request_body(scope, receive, BODY_LIMIT))
         box = self.records.box
-        try:
-            if update.checks is not None:  # replaces the checks: only a masked value needs the stored ones
-                checks = saved.unmasked_checks(update.checks, lambda: saved.stored_secrets(box, record), record.checks)
-                update = msgspec.structs.replace(update, checks=checks)
-            else:
-                record = saved.opened(box, record)
-        except SecretError as exc:
-            raise RecordUnusable(f"saved guardrail '{record.id}' cannot be changed: {exc}",
-                                 param="guardrail_id") from None
-        record = await self.repo.replace(saved.sealed(box, saved.updated_guardrail(record, update)))
+
+        async def updated(record: SavedGuardrail) -> SavedGuardrail:  # again on the record stored if another wrote
+            update = given
+            try:
+                if update.checks is not None:  # replaces the checks: only a masked value needs the stored ones
+                    checks = saved.unmasked_checks(update.checks, lambda: saved.stored_secrets(box, record),
+                                                   record.checks)
+                    update = msgspec.structs.replace(update, checks=checks)
+                else:
+                    record = saved.opened(box, record)
+            except SecretError as exc:
+                raise RecordUnusable(f"saved guardrail '{record.id}' cannot be changed: {exc}",
+                                     param="guardrail_id") from None
+            return saved.sealed(box, saved.updated_guardrail(record, update))
+
+        record = await self.repo.update(caller.workspace, scope["path_params"]["guardrail_id"], updated)
         self.cache.invalidate()
         await send_record(send, record.public())
 

@@ -153,11 +153,22 @@ class McpServerRoutes(RecordRoutes[mcp_servers.McpServer, McpServerBody]):
         raw = await read_request_body(scope, receive, ADMIN_BODY_LIMIT)
         body = _approve_body.decode(raw) if raw.strip() else ApproveBody()
         workspace = caller.workspace_for(body.workspace_id or caller.query.get("workspace_id"))
-        record = await self.repo.get(workspace, self.record_id(scope))
-        listed = await self._listed(record)
-        pins, approvals, before = mcp_pins.approve(record, listed, body.tools, caller.key.key_id, now_iso())
+        slug = self.record_id(scope)
+        read = await self.repo.get(workspace, slug)
+        listed = await self._listed(read)
+        approvals: list[mcp_servers.Approval] = []
+        before: list[dict[str, Any]] = []
+
+        async def approved(current: mcp_servers.McpServer) -> mcp_servers.McpServer | None:
+            # run again on the record as stored when another change (an approval of other tools) landed first
+            nonlocal read, listed, approvals, before
+            if (current.url, current.sealed) != (read.url, read.sealed):  # another server now: read it again
+                read, listed = current, await self._listed(current)
+            pins, approvals, before = mcp_pins.approve(current, listed, body.tools, caller.key.key_id, now_iso())
+            return mcp_servers.with_approvals(current, pins, approvals) if approvals else None
+
+        record = await self.repo.update(workspace, slug, approved)
         if approvals:
-            record = await self.repo.replace(mcp_servers.with_approvals(record, pins, approvals))
             for approval, view in zip(approvals, before):
                 log.warning("mcp tool approved: %s", json.dumps({
                     "event": "mcp_tool_approved", "workspace_id": record.workspace_id, "server": record.slug,

@@ -70,9 +70,21 @@ class _KindRoutes:
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
 
-    async def _stored(self, record: rules.Policy) -> rules.Policy:
-        record = await self.repo.replace(record)
-        await self._applied()
+    async def _stored(self, workspace: str, id: str,
+                      change: Callable[[rules.Policy], rules.Policy | None]) -> rules.Policy:
+        """The policy ``id`` changed and stored (read again and changed again when another write came first);
+        applied when ``change`` changed it."""
+        changed = False
+
+        async def apply(current: rules.Policy) -> rules.Policy | None:
+            nonlocal changed
+            record = change(current)
+            changed = record is not None
+            return record
+
+        record = await self.repo.update(workspace, id, apply)
+        if changed:
+            await self._applied()
         return record
 
     async def _applied(self) -> None:
@@ -111,15 +123,13 @@ class _KindRoutes:
     async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.keys, scope, "policies.write")
         body = await read_json(scope, receive, self.decoder)
-        record = await self.repo.get(self._workspace(caller, body), scope["path_params"]["policy_id"])
-        record = await self._stored(self.update_record(record, body))
+        record = await self._stored(self._workspace(caller, body), scope["path_params"]["policy_id"],
+                                    lambda current: self.update_record(current, body))
         await send_record(send, await self._view(record))
 
     async def archive(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await authorize(self.keys, scope, "policies.write")
-        record = await self.repo.get(caller.workspace, scope["path_params"]["policy_id"])
-        if record.status != "archived":
-            record = await self._stored(msgspec.structs.replace(record, status="archived"))
+        record = await self._stored(caller.workspace, scope["path_params"]["policy_id"], _archived)
         await send_record(send, archived(record))
 
 
@@ -137,3 +147,8 @@ class PolicyRoutes:
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [route for kind in self.kinds for route in kind.routes()]
+
+
+def _archived(policy: rules.Policy) -> rules.Policy | None:
+    """``policy`` archived (None when it already is)."""
+    return None if policy.status == "archived" else msgspec.structs.replace(policy, status="archived")

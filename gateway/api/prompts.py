@@ -95,6 +95,10 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         await self.versions.put(prompt)
         return prompt
 
+    async def stored(self, record: prompts.Prompt) -> None:
+        # again as stored: an update that lost a race to another had put the same version number (then retried)
+        await self.versions.put(record)
+
     async def deleted(self, record: prompts.Prompt) -> None:
         await self.versions.delete_all(record)
 
