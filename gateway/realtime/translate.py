@@ -26,8 +26,10 @@ What the gateway does:
   a provider key in ``Authorization`` beside ``x-gateway-api-key``, the provider's own headers) and the session's
   trace id: authentication, config, routing, retries, fallbacks, guardrails, policies, cache and the request record
   are exactly a POST's. The door stores each translated response for its workspace, so ``previous_response_id``
-  works across turns (and sockets) as it does over HTTP; a response made with ``store: false`` is not kept and
-  cannot be continued.
+  works across turns (and sockets) as it does over HTTP. A response made with ``store: false`` is not stored: as
+  the mode does, the socket itself remembers the conversations of its latest ``MAX_UNSTORED`` such responses (each
+  at most the message size limit), and a turn continuing one is sent that conversation as its input (its events
+  still name the ``previous_response_id``).
 - The answer's SSE events (split by the compiled splitter, ``gateway._speedups.sse_in_use``) are written in order,
   as they arrive, each event's ``data`` as one text frame (``stream_id`` added when the request named one). An
   in-band ``error`` event becomes the mode's error event. A non-2xx answer becomes one ``error`` event with the
@@ -90,6 +92,8 @@ MAX_WAITING = 32
 ERROR_BODY_MAX = 64 * 1024
 #: the most response ids a session's record lists
 MAX_IDS = 100
+#: the ``store: false`` responses a session keeps to continue (the latest)
+MAX_UNSTORED = 4
 KEY_REFUSED = "gateway key refused"
 #: the client events' fields that are the WebSocket's, not the POST body's
 _ENVELOPE = ("type", "stream_id", "stream")
@@ -156,7 +160,7 @@ class _Lane:
     __slots__ = ("queue", "task")
 
     def __init__(self) -> None:
-        self.queue: collections.deque[bytes] = collections.deque()
+        self.queue: collections.deque[dict[str, Any]] = collections.deque()
         self.task: asyncio.Future[None] | None = None
 
 
@@ -186,6 +190,28 @@ class _Refusal(msgspec.Struct, gc=False):
     error: _ErrorBody | None = None
 
 
+#: the events that end a response (with its output)
+_ENDS = (b"response.completed", b"response.incomplete")
+#: the events that carry the whole response
+_WHOLE = (b"response.created", b"response.in_progress", *_ENDS, b"response.failed")
+
+
+def as_input(output: Any) -> list[dict[str, Any]]:
+    """A response's output items as input items of a later turn: its messages as assistant messages, its function
+    calls as they are (other items, the provider's own, are left out)."""
+    items: list[dict[str, Any]] = []
+    for item in output if isinstance(output, list) else ():
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "message":
+            parts = [{"type": "output_text", "text": part.get("text") or ""} for part in item.get("content") or ()
+                     if isinstance(part, dict) and part.get("type") == "output_text"]
+            items.append({"role": "assistant", "content": parts})
+        elif kind == "function_call":
+            items.append({"type": "function_call", "call_id": item.get("call_id"), "name": item.get("name"),
+                          "arguments": item.get("arguments")})
+    return items
+
+
 _decode_created = msgspec.json.Decoder(_CreatedEvent).decode
 _decode_in_band = msgspec.json.Decoder(_InBand).decode
 _decode_refusal = msgspec.json.Decoder(_Refusal).decode
@@ -210,7 +236,8 @@ class TranslatedSession:
     """One accepted socket whose turns run through the Responses door (see the module docstring)."""
 
     __slots__ = ("socket", "dispatcher", "key", "headers", "max_bytes", "idle_s", "stopping", "usage", "traffic",
-                 "response_ids", "decided", "left", "lanes", "waiting", "_reader", "_write", "_last", "_loop")
+                 "response_ids", "decided", "left", "lanes", "waiting", "unstored", "_reader", "_write", "_last",
+                 "_loop")
 
     def __init__(self, socket: ClientSocket, dispatcher: InProcessDispatcher, key: KeyRecord, headers: Headers,
                  max_bytes: int, idle_s: float, stopping: asyncio.Event, usage: SessionUsage,
@@ -233,6 +260,8 @@ class TranslatedSession:
         self.left: asyncio.Future[None] = self._loop.create_future()
         self.lanes: dict[str | None, _Lane] = {}
         self.waiting = 0
+        #: the conversations of this socket's latest ``store: false`` responses, by id
+        self.unstored: collections.OrderedDict[str, list[Any]] = collections.OrderedDict()
         self._reader: asyncio.Future[Ending] | None = None
         self._write = asyncio.Lock()
         self._last = self._loop.time()
@@ -317,10 +346,10 @@ class TranslatedSession:
         body["stream"] = True
         if lane is None:
             lane = self.lanes[stream_id] = _Lane()
-            lane.queue.append(_encode(body))
+            lane.queue.append(body)
             lane.task = asyncio.ensure_future(self._lane(stream_id, lane))
         else:
-            lane.queue.append(_encode(body))
+            lane.queue.append(body)
         self.waiting += 1
 
     async def _send_quietly(self, frame: str) -> None:
@@ -348,10 +377,14 @@ class TranslatedSession:
         if self.lanes.get(stream_id) is lane:
             del self.lanes[stream_id]
 
-    async def _turn(self, stream_id: str | None, body: bytes) -> None:
-        sink = _TurnSink(self, stream_id)
+    async def _turn(self, stream_id: str | None, body: dict[str, Any]) -> None:
+        previous = body.get("previous_response_id")
+        context = self._continue(body)
+        sink = _TurnSink(self, stream_id, context if body.get("store") is False else None)
+        if "previous_response_id" not in body and isinstance(previous, str):  # continued from this socket's memory
+            sink.previous = b'"previous_response_id":' + _encode(previous)
         try:
-            await self.dispatcher.stream("POST", TURN_PATH, self.headers, body, self.key, sink, self.left)
+            await self.dispatcher.stream("POST", TURN_PATH, self.headers, _encode(body), self.key, sink, self.left)
             await sink.end()
         except ConnectionError:  # the client left: the turn's relay saw it and recorded it
             return
@@ -359,6 +392,33 @@ class TranslatedSession:
             log.exception("realtime: a translated Responses turn failed", exc_info=exc)
             await self._send_quietly(error_event(500, "server_error", "internal_error", "the gateway failed to run "
                                                  "this response", None, stream_id))
+
+    def _continue(self, body: dict[str, Any]) -> list[Any] | None:
+        """A turn continuing a ``store: false`` response of this socket gets that response's conversation as its
+        input (the door keeps no such response); the turn's whole conversation, when this socket knows it all."""
+        given = body.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        if not isinstance(items, list):
+            return None
+        previous = body.get("previous_response_id")
+        if previous is None:
+            return items
+        earlier = self.unstored.get(previous) if isinstance(previous, str) else None
+        if earlier is None:
+            return None  # a stored response: the door continues it
+        body["input"] = items = [*earlier, *items]
+        del body["previous_response_id"]
+        return items
+
+    def remember(self, response_id: str, items: list[Any]) -> None:
+        """The conversation of a ``store: false`` response, for a later turn of this socket (the last
+        ``MAX_UNSTORED``, each at most the message size limit)."""
+        if len(_encode(items)) > self.max_bytes:
+            return
+        unstored = self.unstored
+        unstored[response_id] = items
+        while len(unstored) > MAX_UNSTORED:
+            unstored.popitem(last=False)
 
     def end_session(self, ending: Ending) -> None:
         """A turn's answer ends the session (a spent budget, a refused key)."""
@@ -411,11 +471,16 @@ class TranslatedSession:
 class _TurnSink:
     """One turn's answer: its SSE events written to the socket as they come, or its refusal as an error event."""
 
-    __slots__ = ("session", "stream_id", "status", "splitter", "refusal", "refusal_bytes")
+    __slots__ = ("session", "stream_id", "context", "previous", "status", "splitter", "refusal", "refusal_bytes")
 
-    def __init__(self, session: TranslatedSession, stream_id: str | None) -> None:
+    def __init__(self, session: TranslatedSession, stream_id: str | None, context: list[Any] | None) -> None:
         self.session = session
         self.stream_id = stream_id
+        #: a ``store: false`` turn's conversation so far, remembered with its output when it ends
+        self.context = context
+        #: the ``previous_response_id`` member the response's events name (one continued from this socket's memory,
+        #: which the door was not sent)
+        self.previous: bytes | None = None
         self.status = 0
         self.splitter: Any = None
         self.refusal: list[bytes] = []
@@ -447,6 +512,10 @@ class _TurnSink:
     async def _event(self, name: bytes | None, data: bytes) -> None:
         session = self.session
         session.saw(name, data)
+        if self.previous is not None and name in _WHOLE:
+            data = data.replace(b'"previous_response_id":null', self.previous, 1)
+        if self.context is not None and name in _ENDS:
+            self._remember(data)
         if name == b"error":
             try:
                 doc = _decode_in_band(data)
@@ -459,6 +528,14 @@ class _TurnSink:
         else:
             frame = data.decode()
         await session.send(frame)
+
+    def _remember(self, data: bytes) -> None:
+        try:
+            response = msgspec.json.decode(data).get("response") or {}
+        except (msgspec.DecodeError, AttributeError):
+            return
+        if isinstance(response.get("id"), str) and self.context is not None:
+            self.session.remember(response["id"], [*self.context, *as_input(response.get("output"))])
 
     async def _refused(self) -> None:
         """A non-2xx answer (or a 2xx one that is not a stream) as one error event; a spent budget or a refused

@@ -109,6 +109,28 @@ async def test_the_sdk_chains_three_turns_to_anthropic_on_one_socket(gw, mock):
     assert ADMIN_KEY not in json.dumps(mock.calls(base)["requests"])
 
 
+async def test_store_false_responses_chain_on_their_socket_only(gw, mock):
+    """As the mode does (and Codex relies on), a response made with store: false is continued on its own socket: the
+    socket remembers its conversation; the door never stored it, so another socket cannot continue it."""
+    base = mock.scenario()
+    client = AsyncOpenAI(base_url=f"{gw.url}/v1", api_key=ADMIN_KEY, max_retries=0,
+                         default_headers={"x-gateway-config": anthropic_config(base), "x-gateway-trace-id": trace()})
+    async with client.responses.connect() as connection:
+        first = (await turn(connection, model=CLAUDE, input="my name is Ada", store=False))[-1].response
+        second = (await turn(connection, model=CLAUDE, input="what is my name?", store=False,
+                             previous_response_id=first.id))[-1].response
+        third = (await turn(connection, model=CLAUDE, input=[{"role": "user", "content": "once more"}],
+                            previous_response_id=second.id))[-1].response
+    assert (second.previous_response_id, third.previous_response_id) == (first.id, second.id)
+    sent = [json.dumps(messages) for messages in upstream_messages(mock, base)]
+    assert "my name is Ada" in sent[1] and DEFAULT_REPLY in sent[1] and "what is my name?" in sent[1]
+    assert "my name is Ada" in sent[2] and "what is my name?" in sent[2] and sent[2].count(DEFAULT_REPLY) == 2
+    async with connect(gw, anthropic_config(base), trace()) as ws:
+        [unknown] = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi",
+                                        "previous_response_id": second.id})
+    assert (unknown["status"], unknown["error"]["param"]) == (404, "previous_response_id")
+
+
 async def test_cloudC_with_a_lane_two_creates_back_to_back_answered_first_in_first_out(gw, mock):
     base = mock.scenario([{"chunk_delay_ms": 20}])
     trace_id = trace()
