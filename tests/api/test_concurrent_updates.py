@@ -1,0 +1,88 @@
+"""Two admins changing one record at once, through the in-process gateway (both requests in flight together on its
+loop): neither change is lost. Approvals of different tools of one MCP server both end up pinned, each with its
+approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay
+(docs/control-plane.md, "Concurrent updates")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Iterator
+
+import pytest
+
+from tests.support.controlplane import api, create_key
+from tests.support.http import Response
+from tests.support.mcp_servers import McpTestServer, start_mcp_server
+
+
+@pytest.fixture
+def changing() -> Iterator[McpTestServer]:
+    with start_mcp_server("gamma") as server:
+        yield server
+
+
+def together(gateway: Any, key: str, *calls: tuple[str, str, dict[str, Any]]) -> list[Response]:
+    """The calls (method, path, body) made at once: all in flight together on the gateway's loop."""
+    headers = {"x-gateway-api-key": key, "content-type": "application/json"}
+
+    async def all_of() -> list[Response]:
+        return list(await asyncio.gather(*(gateway.client.request(method, path, body, headers)
+                                           for method, path, body in calls)))
+
+    answers = gateway.run(all_of())
+    for answer in answers:
+        assert answer.status == 200, answer.text
+    return answers
+
+
+def test_concurrent_approvals_of_different_tools_both_stay_pinned_and_logged(gateway, changing, caplog):
+    admin = create_key(gateway)
+    key = admin["key"]
+    made = api(gateway, "POST", "/v1/mcp-servers", {"slug": "gamma", "url": changing.url}, key)
+    assert made.status == 201, made.text
+    changing.add_tool("first")
+    changing.add_tool("second")
+    path = "/v1/mcp-servers/gamma/tools/approve"
+    with caplog.at_level(logging.INFO, logger="gateway.admin"):
+        together(gateway, key, ("POST", path, {"tools": ["first"]}), ("POST", path, {"tools": ["second"]}))
+    record = api(gateway, "GET", "/v1/mcp-servers/gamma", key=key).json()
+    pinned = {tool["name"] for tool in record["tools"]}
+    assert {"first", "second"} <= pinned
+    assert sorted((a["tool"], a["change"]) for a in record["approvals"]) == [("first", "added"), ("second", "added")]
+    view = {tool["name"]: tool["status"] for tool in api(gateway, "GET", "/v1/mcp-servers/gamma/tools",
+                                                         key=key).json()["data"]}
+    assert view["first"] == view["second"] == "approved"
+    lines = [json.loads(r.getMessage().split(": ", 1)[1]) for r in caplog.records if r.name == "gateway.admin"]
+    assert sorted((line["tool"], line["server"]) for line in lines) == [("first", "gamma"), ("second", "gamma")]
+
+
+def test_concurrent_puts_of_different_fields_of_a_saved_config_both_stay(gateway, mock):
+    admin = create_key(gateway)
+    key = admin["key"]
+    first, second = mock.scenario(), mock.scenario()
+    made = api(gateway, "POST", "/v1/configs", {"name": "before", "config": {
+        "provider": "vendorA", "api_key": "sk-config-0123456789", "custom_host": first + "/v1"}}, key)
+    assert made.status == 201, made.text
+    path = f"/v1/configs/{made.json()['id']}"
+    changed = {"provider": "vendorA", "api_key": "sk-config-0123456789", "custom_host": second + "/v1"}
+    together(gateway, key, ("PUT", path, {"name": "after"}), ("PUT", path, {"config": changed}))
+    stored = api(gateway, "GET", path, key=key).json()
+    assert stored["name"] == "after"
+    assert stored["config"]["custom_host"] == second + "/v1"
+
+
+def test_concurrent_puts_of_different_fields_of_a_provider_both_stay(gateway, mock):
+    admin = create_key(gateway)
+    key = admin["key"]
+    base = mock.scenario()
+    made = api(gateway, "POST", "/v1/providers", {"slug": "shared", "provider": "vendorA",
+                                                  "api_key": "sk-provider-0123456789", "custom_host": base + "/v1"},
+               key)
+    assert made.status == 201, made.text
+    path = "/v1/providers/shared"
+    together(gateway, key, ("PUT", path, {"name": "renamed"}), ("PUT", path, {"api_version": "2024-10-21"}),
+             ("PUT", path, {"vendorA_project": "proj-east"}))
+    stored = api(gateway, "GET", path, key=key).json()
+    assert (stored["name"], stored["api_version"], stored["vendorA_project"]) == ("renamed", "2024-10-21", "proj-east")
