@@ -23,6 +23,7 @@ from gateway.http.disconnect import DisconnectWatch
 from gateway.http.respond import JSON_HEADERS, SSE_HEADERS, send_bytes
 from gateway.http.types import Receive, Send
 from gateway.schema.agent_target import AgentTarget
+from gateway.upstream.error_text import bounded, header_secrets, scrub_text
 
 #: what may change a JSON answer before it goes out (the agent's response -> the one sent)
 Finish = Callable[[bytes], Awaitable[bytes]]
@@ -36,6 +37,8 @@ class Relayed(msgspec.Struct):
     status: int
     bytes_out: int
     error_code: int | None
+    #: the JSON-RPC error's message (bounded, the agent's credentials masked)
+    error: str | None
     streamed: bool
     task_id: str | None
     upstream_s: float | None
@@ -44,9 +47,11 @@ class Relayed(msgspec.Struct):
 
 
 class _Flight:
-    __slots__ = ("sent_at", "answered_s", "streamed", "task_id")
+    __slots__ = ("target", "sent_at", "answered_s", "streamed", "task_id", "error")
 
-    def __init__(self) -> None:
+    def __init__(self, target: AgentTarget) -> None:
+        self.target = target
+        self.error: str | None = None
         self.sent_at = 0.0
         self.answered_s: float | None = None
         self.streamed = False
@@ -61,7 +66,7 @@ class AgentRelay:
 
     async def relay(self, send: Send, receive: Receive, target: AgentTarget, request: wire.Request, body: bytes,
                     passed: Mapping[str, str], finish: Finish | None) -> Relayed:
-        flight = _Flight()
+        flight = _Flight(target)
         task = asyncio.ensure_future(self._exchange(send, flight, target, request, body, passed, finish))
         watch = DisconnectWatch(receive, task)
         try:
@@ -72,7 +77,8 @@ class AgentRelay:
             status, out, code = 499, 0, None
         finally:
             watch.stop()
-        return Relayed(status, out, code, flight.streamed, flight.task_id, flight.answered_s, flight.sent_at)
+        return Relayed(status, out, code, flight.error, flight.streamed, flight.task_id, flight.answered_s,
+                       flight.sent_at)
 
     async def _exchange(self, send: Send, flight: _Flight, target: AgentTarget, request: wire.Request, body: bytes,
                         passed: Mapping[str, str], finish: Finish | None) -> tuple[int, int, int | None]:
@@ -82,6 +88,7 @@ class AgentRelay:
             answer = await self.upstream.send(target, request.method, body, passed)
         except wire.RpcError as exc:
             data = exc.body(client_id)
+            flight.error = exc.message
             await send_bytes(send, exc.status, data)
             return exc.status, len(data), exc.code
         try:
@@ -95,6 +102,7 @@ class AgentRelay:
             code = wire.error_code(head) if head is not None else wire.INTERNAL_ERROR
             if head is not None:
                 flight.task_id = wire.task_of_result(head.result)
+                flight.error = _said(flight.target, head)
             await send_bytes(send, 200, data, JSON_HEADERS)
             return 200, len(data), code
         finally:
@@ -107,20 +115,29 @@ class AgentRelay:
         out = 0
         code: int | None = None
         try:
-            async for name, data in answer.events():
+            async for name, data, head in answer.events():
                 if flight.answered_s is None:
                     flight.answered_s = time.perf_counter() - flight.sent_at
-                head = wire.head_of(data)
-                if head is not None:
-                    code = wire.error_code(head) if head.error is not None else code
-                    flight.task_id = flight.task_id or wire.task_of_result(head.result)
+                if head.error is not None:
+                    code, flight.error = wire.error_code(head), _said(flight.target, head)
+                flight.task_id = flight.task_id or wire.task_of_result(head.result)
                 event = wire.sse_event(data, name)
                 out += len(event)
                 await send({"type": "http.response.body", "body": event, "more_body": True})
         except wire.RpcError as exc:
             event = wire.sse_event(exc.body(client_id), b"error")
             out += len(event)
-            code = exc.code
+            code, flight.error = exc.code, exc.message
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
         return 200, out, code
+
+
+def _said(target: AgentTarget, head: wire.Head) -> str | None:
+    """An error response's message as the record keeps it: bounded, the agent's credentials masked."""
+    if not isinstance(head.error, dict):
+        return None
+    message = head.error.get("message")
+    if not isinstance(message, str):
+        return None
+    return scrub_text(bounded(message, 1024), header_secrets(target.headers))

@@ -55,8 +55,9 @@ class Answer:
         self._target = target
         self._limit = limit
 
-    async def events(self) -> AsyncIterator[tuple[bytes | None, bytes]]:
-        """The stream's events, ``(name, data)``, each as soon as its end arrives (empty ones skipped)."""
+    async def events(self) -> AsyncIterator[tuple[bytes | None, bytes, wire.Head]]:
+        """The stream's events, ``(name, data, response)``, each as soon as its end arrives (empty ones skipped); an
+        event that is not a JSON-RPC response ends the stream with an error."""
         response = self._response
         assert response is not None
         splitter = SseSplitter()
@@ -73,16 +74,22 @@ class Answer:
                     if len(data) > self._limit:
                         raise failure(self._target, f"sent a stream event over {self._limit} bytes")
                     if data.strip():
-                        yield name, data
+                        yield name, data, self._response_in(data)
             for name, data in splitter.close():
                 if data.strip():
-                    yield name, data
+                    yield name, data, self._response_in(data)
         except response.read_errors as exc:
             raise failure(self._target, response.failure_text(exc)) from None
         except GatewayError as exc:
             raise failure(self._target, exc.message) from None
         self._response = None
         response.release()
+
+    def _response_in(self, data: bytes) -> wire.Head:
+        head = wire.head_of(data)
+        if head is None:
+            raise failure(self._target, "sent a stream event that is not a JSON-RPC response")
+        return head
 
     def close(self) -> None:
         if self._response is not None:
@@ -132,8 +139,8 @@ class AgentUpstream:
         head = wire.head_of(body) if kind == _JSON else None
         if 200 <= status < 300:
             if head is None:
-                what = "an answer that is not JSON" if kind == _JSON else f"content type {kind or 'none'!r}"
-                raise failure(target, f"answered with {what}, not a JSON-RPC response")
+                raise failure(target, f"answered with a body that is not a JSON-RPC response (content type "
+                                      f"{kind or 'none'!r})")
             return Answer(body, None, target, self.event_limit)
         if head is not None and head.error is not None:
             return Answer(body, None, target, self.event_limit)  # a JSON-RPC error sent with an HTTP error status

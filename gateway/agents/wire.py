@@ -116,6 +116,23 @@ def decode(body: bytes) -> Request:
     return request
 
 
+class _Id(msgspec.Struct):
+    id: Any = None
+
+
+_id_decoder = msgspec.json.Decoder(_Id)
+
+
+def id_in(body: bytes) -> Any:
+    """The id of whatever request object ``body`` holds (None when there is none, or it is no string or integer):
+    what an error answered before the request is checked carries."""
+    try:
+        found = _id_decoder.decode(body).id
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return None
+    return found if isinstance(found, (int, str)) and not isinstance(found, bool) else None
+
+
 def id_of(request: Request | None) -> Any:
     """The id to answer ``request`` with (None when it had no usable one)."""
     if request is None or isinstance(request.id, bool) or not isinstance(request.id, (int, str)):
@@ -180,8 +197,9 @@ def _text(value: Any) -> str | None:
 class Head(msgspec.Struct):
     """What the relay reads of an agent's response: its id, result and error."""
 
+    jsonrpc: Any = None
     id: Any = None
-    result: Any = None
+    result: Any = msgspec.UNSET
     error: Any = None
 
 
@@ -189,11 +207,15 @@ _head = msgspec.json.Decoder(Head)
 
 
 def head_of(data: bytes) -> Head | None:
-    """``data`` read as a JSON-RPC response (None when it is not a JSON object)."""
+    """``data`` read as a JSON-RPC response: None unless it is an object with ``jsonrpc`` "2.0" and a ``result``
+    or an ``error``."""
     try:
-        return _head.decode(data)
+        head = _head.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
+    if head.jsonrpc != "2.0" or (head.result is msgspec.UNSET and head.error is None):
+        return None
+    return head
 
 
 def error_code(head: Head) -> int | None:

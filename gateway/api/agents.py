@@ -116,7 +116,7 @@ class AgentEndpoint:
         if relayed.upstream_s is not None:
             record.upstream_started, record.upstream_s = relayed.sent_at, relayed.upstream_s
         call.task_id = call.task_id or relayed.task_id
-        call.ended(relayed.status, relayed.bytes_out, relayed.error_code).done(self.recorder)
+        call.ended(relayed.status, relayed.bytes_out, relayed.error_code, relayed.error).done(self.recorder)
 
     # -- the steps -------------------------------------------------------------------------------------------------
 
@@ -178,8 +178,7 @@ def _lenient(body: bytes) -> wire.Request | None:
     try:
         return wire.decode(body)
     except wire.RpcError:
-        head = wire.head_of(body)
-        return wire.Request(id=head.id) if head is not None else None
+        return wire.Request(id=wire.id_in(body))
 
 
 def _rpc_of(exc: GatewayError) -> wire.RpcError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.guardrails.text import (
+    A2A_MESSAGE,
     answer_text,
     find_json,
     replace_segments,
@@ -77,3 +78,28 @@ def test_answer_text_joins_choices():
 )
 def test_find_json(text, found, value):
     assert find_json(text) == (found, value)
+
+
+A2A_TASK = {"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED", "message": {"parts": [{"text": "done"}]}},
+                     "artifacts": [{"artifactId": "a", "parts": [{"text": "one"}, {"data": {"x": 1}}]}],
+                     "history": [{"role": "ROLE_USER", "parts": [{"text": "the question"}]}]}}
+
+
+@pytest.mark.parametrize(("result", "text"), [
+    (A2A_TASK, "done\none"),  # 1.0 SendMessage: the task's status message and artifacts, not its history
+    ({"message": {"parts": [{"text": "hi"}, {"url": "u"}]}}, "hi"),
+    ({"kind": "message", "parts": [{"kind": "text", "text": "hi 0.3"}]}, "hi 0.3"),  # 0.3: the result itself
+    ({"kind": "task", "id": "t", "status": {"state": "completed"}, "artifacts": [{"parts": [{"text": "x"}]}]}, "x"),
+    ("not an object", ""),
+])
+def test_an_a2a_results_text_is_its_message_or_task_answer(result, text):
+    assert answer_text(result, A2A_MESSAGE) == text
+
+
+def test_an_a2a_messages_text_parts_are_judged_and_redacted_in_place():
+    params = {"message": {"role": "ROLE_USER", "parts": [{"text": "a"}, {"data": {}}, {"kind": "text", "text": "b"}]}}
+    assert request_text(params, A2A_MESSAGE) == "a\nb"
+    segments = request_segments(params, A2A_MESSAGE)
+    redacted = replace_segments(params, segments, ["A", "B"])
+    assert [p.get("text") for p in redacted["message"]["parts"]] == ["A", None, "B"]
+    assert params["message"]["parts"][0]["text"] == "a"
