@@ -27,12 +27,13 @@ from gateway.controlplane.records import (
     DEFAULT_ORGANISATION,
     DEFAULT_WORKSPACE,
     Entity,
+    RecordChanged,
     Repository,
     check_workspace_id,
     now_iso,
     store_unavailable,
 )
-from gateway.http.errors import Forbidden, InvalidRequest, ServiceUnavailable
+from gateway.http.errors import Conflict, Forbidden, InvalidRequest, ServiceUnavailable
 from gateway.state.base import StateStore, StateStoreError
 from gateway.waiting import within
 
@@ -403,18 +404,24 @@ class ApiKeys:
 
     async def rotate(self, workspace: str, id: str, granter: KeyRecord | None = None) -> tuple[ApiKey, str]:
         """A new secret for the key; the old one stops working. ``granter`` must hold the key's role and scopes
-        (``check_grant``): the new secret is that key in its hands."""
-        record = await self.repo.get(workspace, id)
-        check_grant(granter, record.role, in_table_order(record.held), param="key_id", root=record.root,
-                    action=f"rotate the key '{record.id}'")
+        (``check_grant``): the new secret is that key in its hands. A key rotated or revoked by another request
+        meanwhile is a 409 and this rotation's secret is dropped, never given out (two rotations at once must not
+        leave two live secrets)."""
+        read = await self.repo.get(workspace, id)
+        check_grant(granter, read.role, in_table_order(read.held), param="key_id", root=read.root,
+                    action=f"rotate the key '{read.id}'")
         secret = new_secret()
         stamp = now_iso()
-        old_hash = record.key_hash
-        record = msgspec.structs.replace(record, key_hash=key_hash(secret), key_prefix=secret[:10],
-                                         last_rotated_at=stamp, rotation_due=_due(stamp, record.rotation_period))
+        record = msgspec.structs.replace(read, key_hash=key_hash(secret), key_prefix=secret[:10],
+                                         last_rotated_at=stamp, rotation_due=_due(stamp, read.rotation_period))
         await self._put_principal(record)
-        record = await self.repo.replace(record)
-        await self._drop_principal(old_hash)
+        try:
+            record = await self.repo.replace(record, expected=read)
+        except RecordChanged:
+            await self._drop_principal(record.key_hash)
+            raise Conflict(f"the api key '{id}' changed while it was being rotated (rotated or revoked by another "
+                           "request); retry", param="key_id") from None
+        await self._drop_principal(read.key_hash)
         return record, secret
 
     async def principal(self, secret: str) -> KeyRecord | None:

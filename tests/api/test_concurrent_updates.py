@@ -1,7 +1,7 @@
 """Two admins changing one record at once, through the in-process gateway (both requests in flight together on its
 loop): neither change is lost. Approvals of different tools of one MCP server both end up pinned, each with its
-approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay
-(docs/control-plane.md, "Concurrent updates")."""
+approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay;
+rotations of one key at once leave exactly one live secret (docs/control-plane.md, "Concurrent updates")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.support.controlplane import api, create_key
+from tests.support.controlplane import api, chat, create_key
 from tests.support.http import Response
 from tests.support.mcp_servers import McpTestServer, start_mcp_server
 
@@ -23,7 +23,8 @@ def changing() -> Iterator[McpTestServer]:
         yield server
 
 
-def together(gateway: Any, key: str, *calls: tuple[str, str, dict[str, Any]]) -> list[Response]:
+def together(gateway: Any, key: str, *calls: tuple[str, str, dict[str, Any]], ok: tuple[int, ...] = (200,)
+             ) -> list[Response]:
     """The calls (method, path, body) made at once: all in flight together on the gateway's loop."""
     headers = {"x-gateway-api-key": key, "content-type": "application/json"}
 
@@ -33,7 +34,7 @@ def together(gateway: Any, key: str, *calls: tuple[str, str, dict[str, Any]]) ->
 
     answers = gateway.run(all_of())
     for answer in answers:
-        assert answer.status == 200, answer.text
+        assert answer.status in ok, answer.text
     return answers
 
 
@@ -86,3 +87,22 @@ def test_concurrent_puts_of_different_fields_of_a_provider_both_stay(gateway, mo
              ("PUT", path, {"vendorA_project": "proj-east"}))
     stored = api(gateway, "GET", path, key=key).json()
     assert (stored["name"], stored["api_version"], stored["vendorA_project"]) == ("renamed", "2024-10-21", "proj-east")
+
+
+def test_concurrent_rotations_of_one_key_leave_exactly_one_working_secret(gateway, mock):
+    admin = create_key(gateway)
+    member = create_key(gateway, "member", admin["workspace_id"])
+    base = mock.scenario()
+    path = f"/v1/api-keys/{member['id']}/rotate"
+    answers = together(gateway, admin["key"], ("POST", path, {}), ("POST", path, {}), ("POST", path, {}),
+                       ok=(200, 409))
+    rotated = [answer.json() for answer in answers if answer.status == 200]
+    assert rotated  # one of them at least was stored
+    for answer in answers:
+        if answer.status == 409:
+            assert answer.json()["error"]["param"] == "key_id" and "retry" in answer.json()["error"]["message"]
+    working = [r["key"] for r in rotated if chat(gateway, r["key"], base).status == 200]
+    assert len(working) == 1
+    stored = api(gateway, "GET", f"/v1/api-keys/{member['id']}", key=admin["key"]).json()
+    assert working[0].startswith(stored["key_prefix"])
+    assert chat(gateway, member["key"], base).status == 401
