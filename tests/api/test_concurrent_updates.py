@@ -1,7 +1,8 @@
 """Two admins changing one record at once, through the in-process gateway (both requests in flight together on its
 loop): neither change is lost. Approvals of different tools of one MCP server both end up pinned, each with its
-approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay;
-rotations of one key at once leave exactly one live secret (docs/control-plane.md, "Concurrent updates")."""
+approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay, as
+do an agent's PUT and refresh; rotations of one key at once leave exactly one live secret (docs/control-plane.md,
+"Concurrent updates")."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.support.agent_cards import CardServer, card_v1
 from tests.support.controlplane import api, chat, create_key
 from tests.support.http import Response
 from tests.support.mcp_servers import McpTestServer, start_mcp_server
@@ -21,6 +23,14 @@ from tests.support.mcp_servers import McpTestServer, start_mcp_server
 def changing() -> Iterator[McpTestServer]:
     with start_mcp_server("gamma") as server:
         yield server
+
+
+@pytest.fixture
+def card_server() -> Iterator[CardServer]:
+    server = CardServer().start()
+    server.answer(card_v1(f"{server.url}/rpc"))
+    yield server
+    server.stop()
 
 
 def together(gateway: Any, key: str, *calls: tuple[str, str, dict[str, Any]], ok: tuple[int, ...] = (200,)
@@ -106,3 +116,14 @@ def test_concurrent_rotations_of_one_key_leave_exactly_one_working_secret(gatewa
     stored = api(gateway, "GET", f"/v1/api-keys/{member['id']}", key=admin["key"]).json()
     assert working[0].startswith(stored["key_prefix"])
     assert chat(gateway, member["key"], base).status == 401
+
+
+def test_an_agents_put_and_refresh_at_once_both_stay(gateway, card_server):
+    key = create_key(gateway)["key"]
+    made = api(gateway, "POST", "/v1/agents", {"slug": "busy", "url": card_server.url}, key)
+    assert made.status == 201, made.text
+    card_server.answer(card_v1(f"{card_server.url}/rpc", name="Renamed agent"))
+    together(gateway, key, ("PUT", "/v1/agents/busy", {"config": "pc-guard"}),
+             ("POST", "/v1/agents/busy/refresh", {}))
+    stored = api(gateway, "GET", "/v1/agents/busy", key=key).json()
+    assert stored["config"] == "pc-guard" and stored["name"] == "Renamed agent"
