@@ -160,6 +160,23 @@ async def test_a_malformed_request_is_answered_with_its_id_and_never_sent(
     assert agent.received() == []
 
 
+async def test_a_client_that_leaves_a_stream_ends_the_call_and_its_record_says_so(
+        gw: Server, agent: A2ATestAgent, tenant: Tenant) -> None:
+    tenant.register("alpha", agent.base)
+    body = send_body("wait for nobody", id="s1", method="SendStreamingMessage")
+    headers = {"x-gateway-api-key": tenant.key, "a2a-version": "1.0", "accept": "text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        async with http.stream("POST", f"{gw.url}/v1/agents/alpha", json=body, headers=headers) as streamed:
+            assert streamed.headers["content-type"].startswith("text/event-stream")
+            async for line in streamed.aiter_lines():
+                if line.startswith("data:"):
+                    assert '"task"' in line  # the task as it started; the agent then waits for a cancel
+                    break
+    [record] = tenant.wait_logs(1, "agent:alpha")
+    assert (record["endpoint"], record["status"], record["stream"]) == ("a2a.SendStreamingMessage", 499, True)
+    assert record["error"] == "client disconnected" and record["metadata"]["a2a_task_id"]
+
+
 # --- who may call ---------------------------------------------------------------------------------------------------
 
 
