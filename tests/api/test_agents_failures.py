@@ -128,7 +128,8 @@ async def test_the_requests_config_denies_before_and_after_the_agent_naming_the_
         assert error["data"]["guardrail"] == name and error["data"]["hook_results"]
     assert (before.json()["id"], after.json()["id"]) == ("g2", "g3")
     sent = [_text(r["body"]) for r in agent.received()]
-    assert sent == ["hello", "message with a leak"]  # the denied input never reached the agent; the output was judged after
+    # the denied input never reached the agent; the output was judged after the agent answered
+    assert sent == ["hello", "message with a leak"]
 
 
 async def test_the_agents_own_config_applies_and_a_redaction_rewrites_what_it_receives(
