@@ -258,6 +258,10 @@ async def test_every_call_is_a_request_record_the_logs_filter_by_agent(
     assert by_endpoint["a2a.SendStreamingMessage"]["metadata"]["a2a_task_id"]
     other = tenant.admin("GET", "/v1/logs?provider=agent:nobody")
     assert other.status == 200 and other.json()["data"] == []
+    grouped = tenant.admin("GET", "/v1/logs/aggregates?window=15m&provider=agent:alpha")
+    assert grouped.status == 200, grouped.text
+    assert [(g["provider"], g["model"], g["requests"]) for g in grouped.json()["groups"]] == [
+        ("agent:alpha", "alpha", 3)]
     wanted = ('gateway_requests_total{cache_status="DISABLED",endpoint="a2a.GetTask",model="alpha",'
               'provider="agent:alpha",status="200"}')
     wait_for(lambda: wanted in api(gw, "GET", "/metrics").text, 8.0, 0.2)
