@@ -299,6 +299,12 @@ class StateStore(abc.ABC):
         told)."""
 
     @abc.abstractmethod
+    async def record_delete_if(self, kind: str, id: str, expected: bytes) -> bool:
+        """Delete a record only while its stored doc is byte for byte ``expected`` (checked and deleted in one
+        atomic step, counted and told as ``record_delete``); False changes nothing: the record changed since it
+        was read, or is gone."""
+
+    @abc.abstractmethod
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
         """Every record of ``kind`` (of one workspace when given), ordered by id."""
 

@@ -314,6 +314,15 @@ class MemoryStateStore(StateStore):
         self._bump(kind, id)
         return True
 
+    async def record_delete_if(self, kind: str, id: str, expected: bytes) -> bool:
+        records = self._records.get(kind, {})
+        old = records.get(id)
+        if old is None or old.doc != expected:
+            return False
+        del records[id]
+        self._bump(kind, id)
+        return True
+
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
         records = self._records.get(kind, {})
         return [records[i] for i in sorted(records) if workspace is None or records[i].workspace == workspace]

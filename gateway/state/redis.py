@@ -336,6 +336,14 @@ class RedisStateStore(StateStore):
             self._record_changed(kind, id)
         return deleted
 
+    async def record_delete_if(self, kind: str, id: str, expected: bytes) -> bool:
+        docs, _, ws_prefix = self._record_keys(kind)
+        deleted = bool(await self._run("record_delete_if", "RECORD_DELETE", [docs, *self._version_keys(kind)],
+                                       [ws_prefix, id, RECORD_CHANGE_LOG, expected]))
+        if deleted:
+            self._record_changed(kind, id)
+        return deleted
+
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
         docs, _, ws_prefix = self._record_keys(kind)
         if workspace is None:

@@ -205,9 +205,12 @@ redis.call('INCR', KEYS[2])
 return 1
 """
 
+# RECORD_DELETE's KEYS and ARGV; ARGV[4], when given, the doc expected (without its workspace prefix): a record
+# holding another is not deleted.
 RECORD_DELETE = _OLD_WORKSPACE + """
 local old = redis.call('HGET', KEYS[1], ARGV[2])
 if not old then return 0 end
+if ARGV[4] and string.sub(old, #string.match(old, '^(%d+):') + 2 + #workspace_of(old)) ~= ARGV[4] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('SREM', ARGV[1] .. workspace_of(old), ARGV[2])
 redis.call('INCR', KEYS[2])

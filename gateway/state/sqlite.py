@@ -291,6 +291,12 @@ class SQLiteStateStore(StateStore):
             self._record_changed(kind, id)
         return deleted
 
+    async def record_delete_if(self, kind: str, id: str, expected: bytes) -> bool:
+        deleted: bool = await self._do("record_delete_if", ops.record_delete_if, kind, id, expected)
+        if deleted:
+            self._record_changed(kind, id)
+        return deleted
+
     async def record_list(self, kind: str, workspace: str | None = None) -> list[Record]:
         return await self._do("record_list", ops.record_list, kind, workspace)
 

@@ -312,6 +312,15 @@ def record_delete(conn: sqlite3.Connection, kind: str, id: str) -> bool:
         return True
 
 
+def record_delete_if(conn: sqlite3.Connection, kind: str, id: str, expected: bytes) -> bool:
+    with write(conn):
+        deleted = conn.execute("DELETE FROM records WHERE kind = ? AND id = ? AND doc = ?", (kind, id, expected))
+        if deleted.rowcount == 0:
+            return False
+        _bump_version(conn, kind, id)
+        return True
+
+
 def record_list(conn: sqlite3.Connection, kind: str, workspace: str | None) -> list[Record]:
     if workspace is None:
         rows = conn.execute("SELECT id, workspace, doc FROM records WHERE kind = ? ORDER BY id", (kind,))

@@ -197,6 +197,23 @@ async def test_a_conditional_record_write_may_move_the_record_to_another_workspa
     assert await store.record_list(kind, "ws2") == [Record(kind, "x", "ws2", b"2")]
 
 
+async def test_a_conditional_record_delete_deletes_only_the_doc_it_expects(store):
+    kind = "k" + name()
+    heard: list[str] = []
+    store.on_record_change(lambda kind, id: heard.append(id))
+    await store.record_put(kind, "a", "ws1", b"v1")
+    await store.record_put(kind, "a", "ws1", b"v2")
+    before = await store.record_versions([kind])
+    assert not await store.record_delete_if(kind, "a", expected=b"v1")  # changed since v1 was read
+    assert not await store.record_delete_if(kind, "missing", expected=b"v1")
+    assert await store.record_get(kind, "a") == Record(kind, "a", "ws1", b"v2")
+    assert (await store.record_versions([kind])).kinds == before.kinds  # nothing deleted: nothing counted
+    assert await store.record_delete_if(kind, "a", expected=b"v2")
+    assert await store.record_get(kind, "a") is None and await store.record_list(kind, "ws1") == []
+    assert (await store.record_versions([kind])).kinds[0] == before.kinds[0] + 1
+    assert heard == ["a", "a", "a"]
+
+
 async def test_concurrent_conditional_writes_over_one_read_have_exactly_one_winner(store):
     kind = "k" + name()
     await store.record_put(kind, "a", "ws", b"read")
