@@ -26,6 +26,7 @@ from gateway.bounded_cache import BoundedCache
 from gateway.controlplane.records import (
     DEFAULT_ORGANISATION,
     DEFAULT_WORKSPACE,
+    UPDATE_ATTEMPTS,
     Entity,
     RecordChanged,
     Repository,
@@ -81,7 +82,8 @@ ADMIN_SCOPES: tuple[str, ...] = (
     "mcp-servers.read", "mcp-servers.write", "agents.read", "agents.write")
 DEFAULT_SCOPES: dict[str, tuple[str, ...]] = {
     "admin": tuple(SCOPES),
-    "member": ("inference", "prompts.run", "models.read", "logs.read", "mcp.invoke"),
+    "member": ("inference", "prompts.run", "models.read", "logs.read", "guardrails.invoke", "agents.invoke",
+               "mcp.invoke"),
 }
 #: how a stored key's scopes read: the version of the scope table a key was made under (``SCOPES_VERSION`` now).
 #: An admin key that holds every scope there was at its version could do everything then, so it holds what each
@@ -394,13 +396,20 @@ class ApiKeys:
 
     async def revoke(self, workspace: str, id: str, granter: KeyRecord | None = None) -> ApiKey:
         """Delete the key: its secret is refused from then on (within a second on every worker). ``granter`` must
-        hold the key's role and scopes (``check_grant``) unless it is that key itself."""
-        record = await self.repo.get(workspace, id)
-        if granter is None or granter.key_id != record.id:
-            check_grant(granter, record.role, in_table_order(record.held), param="key_id", root=record.root,
-                        action=f"revoke the key '{record.id}'")
-        await self._drop_principal(record.key_hash)
-        return await self.repo.delete(workspace, id)
+        hold the key's role and scopes (``check_grant``) unless it is that key itself. The record is deleted only as
+        read (its secret's hash dropped), read again when a rotation changed it meanwhile: a secret a rotation gave
+        out at the same time never outlives the revoke."""
+        for _ in range(UPDATE_ATTEMPTS):
+            record = await self.repo.get(workspace, id)
+            if granter is None or granter.key_id != record.id:
+                check_grant(granter, record.role, in_table_order(record.held), param="key_id", root=record.root,
+                            action=f"revoke the key '{record.id}'")
+            await self._drop_principal(record.key_hash)
+            try:
+                return await self.repo.delete(workspace, id, expected=record)
+            except RecordChanged:
+                continue
+        raise Conflict(f"the api key '{id}' changed while it was being revoked; retry", param="key_id")
 
     async def rotate(self, workspace: str, id: str, granter: KeyRecord | None = None) -> tuple[ApiKey, str]:
         """A new secret for the key; the old one stops working. ``granter`` must hold the key's role and scopes

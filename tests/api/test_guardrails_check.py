@@ -193,12 +193,15 @@ def test_a_redacting_check_answers_the_rewritten_text(tenant):
 
 def test_the_scope_is_guardrails_invoke_for_any_role(tenant):
     gid = tenant.saved(SHORT)
-    member = create_key(tenant.gateway, role="member", workspace=tenant.workspace, key=tenant.key)
+    member = create_key(tenant.gateway, role="member", workspace=tenant.workspace, key=tenant.key,
+                        scopes=["inference"])
     error = refused(tenant.check(gid, {"text": "hi"}, key=member["key"]), 403, "x-gateway-api-key")
     assert error["code"] == "missing_scope" and "guardrails.invoke" in error["message"]
     refused(tenant.inline(REDACT, {"text": "hi"}, key=member["key"]), 403, "x-gateway-api-key")
     invoker = create_key(tenant.gateway, role="member", workspace=tenant.workspace, key=tenant.key,
                          scopes=["guardrails.invoke"])
+    assert "guardrails.invoke" in create_key(tenant.gateway, role="member", workspace=tenant.workspace,
+                                             key=tenant.key)["scopes"]  # a member's default
     assert ok(tenant.check(gid, {"text": "hi"}, key=invoker["key"]))["verdict"] is True
     assert ok(tenant.inline(REDACT, {"text": "hi"}, key=invoker["key"]))["verdict"] is True
     assert tenant.call("GET", f"/v1/guardrails/{gid}", key=invoker["key"]).status == 403  # reading is admin's

@@ -78,13 +78,14 @@ def test_role_defaults_to_member_and_scopes_to_the_roles_defaults(gateway):
     resp = api(gateway, "POST", "/v1/api-keys", {"name": "plain", "workspace_id": workspace})
     assert resp.status == 201
     assert resp.json()["role"] == "member"
-    assert resp.json()["scopes"] == ["inference", "prompts.run", "models.read", "logs.read", "mcp.invoke"]
+    assert resp.json()["scopes"] == ["inference", "prompts.run", "models.read", "logs.read", "guardrails.invoke",
+                                     "agents.invoke", "mcp.invoke"]
     admin = create_key(gateway, "admin", workspace)
     # an admin key made with the defaults holds every scope: the data plane's and each admin family's
     assert set(admin["scopes"]) == {"inference", "prompts.run", "models.read", "logs.read", "guardrails.invoke",
                                      "agents.invoke", "mcp.invoke", "metrics.read", *(f"{family}.{access}" for family
                                      in ("keys", "providers", "configs", "prompts", "policies", "guardrails",
-                                         "mcp-servers") for access in ("read", "write"))}
+                                         "mcp-servers", "agents") for access in ("read", "write"))}
 
 
 def test_a_key_without_the_inference_scope_gets_403_on_inference(gateway, mock):
