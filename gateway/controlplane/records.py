@@ -12,8 +12,8 @@ Concurrent changes: every change of a stored record is a read, a change and a wr
 instances, two admins at once) may read the same record. ``update`` runs the three as "read, apply the change,
 write only if the stored document is still the one read" (``StateStore.record_put_if``, compared byte for byte),
 reading again and re-applying the change when another write came first; after ``UPDATE_ATTEMPTS`` lost races it
-answers 409. ``replace`` and ``rewrite`` take the record as read (``expected``) for the same check; a ``rewrite``
-(a change of form) that loses is dropped, since the newer write already holds the content.
+answers 409. ``replace``, ``delete`` and ``rewrite`` take the record as read (``expected``) for the same check; a
+``rewrite`` (a change of form) that loses is dropped, since the newer write already holds the content.
 """
 
 from __future__ import annotations
@@ -230,8 +230,18 @@ class Repository(Generic[E]):
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
 
-    async def delete(self, workspace: str, id: str) -> E:
-        """Delete the record ``id`` of ``workspace`` and return it; 404 as ``get``."""
+    async def delete(self, workspace: str, id: str, expected: E | None = None) -> E:
+        """Delete the record ``id`` of ``workspace`` and return it; 404 as ``get``. With ``expected`` (the record
+        as read) only while the stored record is still that one, else ``RecordChanged`` and nothing is deleted."""
+        if expected is not None:
+            doc = await self._doc_of(expected)
+            try:
+                deleted = await self.store.record_delete_if(self.kind, self.storage_id(workspace, id), doc)
+            except StateStoreError as exc:
+                raise store_unavailable(exc) from None
+            if not deleted:
+                raise RecordChanged(id)
+            return expected
         record = await self.get(workspace, id)
         try:
             await self.store.record_delete(self.kind, self.storage_id(workspace, id))

@@ -1,8 +1,8 @@
 """Two admins changing one record at once, through the in-process gateway (both requests in flight together on its
 loop): neither change is lost. Approvals of different tools of one MCP server both end up pinned, each with its
 approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay, as
-do an agent's PUT and refresh; rotations of one key at once leave exactly one live secret (docs/control-plane.md,
-"Concurrent updates")."""
+do an agent's PUT and refresh; rotations of one key at once leave exactly one live secret, and a revoke at the
+same time as a rotation none (docs/control-plane.md, "Concurrent updates")."""
 
 from __future__ import annotations
 
@@ -127,3 +127,17 @@ def test_an_agents_put_and_refresh_at_once_both_stay(gateway, card_server):
              ("POST", "/v1/agents/busy/refresh", {}))
     stored = api(gateway, "GET", "/v1/agents/busy", key=key).json()
     assert stored["config"] == "pc-guard" and stored["name"] == "Renamed agent"
+
+
+def test_a_key_revoked_while_it_is_rotated_leaves_no_working_secret(gateway, mock):
+    admin = create_key(gateway)
+    base = mock.scenario()
+    for _ in range(4):  # the two requests' steps interleave differently from one run to the next
+        member = create_key(gateway, "member", admin["workspace_id"])
+        path = f"/v1/api-keys/{member['id']}"
+        answers = together(gateway, admin["key"], ("POST", f"{path}/rotate", {}), ("DELETE", path, {}),
+                           ok=(200, 404, 409))
+        assert answers[1].status == 200, answers[1].text  # the revoke
+        secrets = [member["key"]] + [answers[0].json()["key"]] * (answers[0].status == 200)
+        assert [chat(gateway, secret, base).status for secret in secrets] == [401] * len(secrets)
+        assert api(gateway, "GET", path, key=admin["key"]).status == 404
