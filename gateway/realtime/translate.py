@@ -4,7 +4,8 @@ door (``POST /v1/responses``, ``stream: true``, in process: ``gateway/jobs/dispa
 stream events to the socket as they come.
 
 Wire facts relied on (the openai SDK 3.57's ``responses.connect()``, ``types/responses/responses_client_event.py``
-and ``responses_server_event.py``; the mock ``gateway_mock/responses_ws.py`` follows them):
+and ``responses_server_event.py``, the WebSocket mode guide; the mock ``gateway_mock/responses_ws.py`` follows
+them):
 
 - Client events are JSON text frames. ``response.create`` carries the ``POST /v1/responses`` body's fields beside
   ``type``; ``stream`` is implicit (the turn always streams), ``background`` is not supported over a WebSocket, and
@@ -18,6 +19,9 @@ and ``responses_server_event.py``; the mock ``gateway_mock/responses_ws.py`` fol
 - Lanes: requests with the same ``stream_id`` are processed first-in first-out; lanes are independent (a new lane
   may fork from another lane's response by ``previous_response_id``). A request without ``stream_id`` is on the
   default lane.
+- The mode works with ``store: false``: the connection keeps its latest responses in memory, so a turn continues
+  one by ``previous_response_id`` with nothing stored. ``generate: false`` prepares a response without output (a
+  warm-up of tools, instructions and messages) whose id a later turn chains from.
 
 What the gateway does:
 
@@ -28,9 +32,13 @@ What the gateway does:
   are exactly a POST's. The door stores each translated response for its workspace, so ``previous_response_id``
   works across turns (and sockets) as it does over HTTP. A response made with ``store: false`` is not stored: as
   the mode does, the socket itself remembers the conversations of its latest ``MAX_UNSTORED`` such responses (each
-  at most the message size limit), and a turn continuing one is sent that conversation as its input (its events
-  still name the ``previous_response_id``).
-- The answer's SSE events (split by the compiled splitter, ``gateway._speedups.sse_in_use``) are written in order,
+  at most the message size limit, relative to the stored response it continued, if any), and a turn continuing one
+  is sent that conversation before its own input (its events still name the ``previous_response_id`` it named).
+- ``generate: false`` is answered by the gateway itself (``turn.prepared_events``: ``response.created`` and
+  ``response.completed``, no output, zero usage, no request and no provider call); its input is remembered like a
+  ``store: false`` response's and sent with the turn that continues it.
+- The answer's SSE events (``turn.py``; split by the compiled splitter, ``gateway._speedups.sse_in_use``) are
+  written in order,
   as they arrive, each event's ``data`` as one text frame (``stream_id`` added when the request named one). An
   in-band ``error`` event becomes the mode's error event. A non-2xx answer becomes one ``error`` event with the
   status and the gateway error's ``type``, ``code``, ``message`` and ``param``, and the session goes on, except
@@ -39,9 +47,8 @@ What the gateway does:
 - Lanes run one turn at a time each, first-in first-out, concurrently with each other. Bounds: ``MAX_LANES``
   lanes with work at once, ``MAX_WAITING`` ``response.create`` waiting or running in a session; one over either
   is answered with an ``error`` event (status 429, code ``too_many_requests``) and dropped.
-- A frame that is not a JSON object, an event other than ``response.create``, a ``background`` response,
-  ``generate: false`` (a response prepared without output: the door always generates) or a ``stream_id`` that is
-  not a string is answered with an ``error`` event (status 400) naming the field.
+- A frame that is not a JSON object, an event other than ``response.create``, a ``background`` response or a
+  ``stream_id`` that is not a string is answered with an ``error`` event (status 400) naming the field.
 - The message size limit, the idle timeout and the shutdown are the forwarding relay's (``relay.py``): a frame over
   the limit closes 1009, no message either way and no turn waiting or running for the idle timeout closes 1001
   ``idle timeout`` (a turn is bounded by its request's own timeouts), the worker stopping closes 1001 ``gateway
@@ -66,7 +73,6 @@ from typing import Any
 
 import msgspec
 
-from gateway._speedups.sse_in_use import SseSplitter
 from gateway.controlplane.keys import KeyRecord
 from gateway.http.errors import InvalidRequest
 from gateway.http.websocket import ClientSocket
@@ -74,9 +80,8 @@ from gateway.jobs.dispatch import Headers, InProcessDispatcher
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, RESPONSES
 from gateway.providers.registry import ProviderRegistry
-from gateway.realtime.budget import CLOSE_CODE as BUDGET_CLOSE_CODE
-from gateway.realtime.budget import CLOSE_REASON as BUDGET_CLOSE_REASON
 from gateway.realtime.relay import CLOSE_WAIT_S, IDLE, STOPPING, Ending, Traffic, first_ending, frame_size
+from gateway.realtime.turn import Conversation, TurnSink, error_event, member, prepared_events
 from gateway.realtime.usage import SessionUsage
 from gateway.waiting import wait_event
 
@@ -88,13 +93,10 @@ TURN_PATH = "/v1/responses"
 MAX_LANES = 8
 #: ``response.create`` events waiting or running, per session
 MAX_WAITING = 32
-#: the most of a refusal's body read for its error event
-ERROR_BODY_MAX = 64 * 1024
 #: the most response ids a session's record lists
 MAX_IDS = 100
-#: the ``store: false`` responses a session keeps to continue (the latest)
+#: the ``store: false`` (and prepared) responses a session keeps to continue (the latest)
 MAX_UNSTORED = 4
-KEY_REFUSED = "gateway key refused"
 #: the client events' fields that are the WebSocket's, not the POST body's
 _ENVELOPE = ("type", "stream_id", "stream")
 #: upgrade headers a turn does not carry: the WebSocket's, the body's, the span's own ids (each turn is a span of
@@ -172,64 +174,8 @@ class _CreatedEvent(msgspec.Struct, gc=False):
     response: _Created | None = None
 
 
-class _InBand(msgspec.Struct, gc=False):
-    code: str | None = None
-    message: str | None = None
-    param: str | None = None
-    sequence_number: int | None = None
-
-
-class _ErrorBody(msgspec.Struct, gc=False):
-    message: str | None = None
-    type: str | None = None
-    param: str | None = None
-    code: str | int | None = None
-
-
-class _Refusal(msgspec.Struct, gc=False):
-    error: _ErrorBody | None = None
-
-
-#: the events that end a response (with its output)
-_ENDS = (b"response.completed", b"response.incomplete")
-#: the events that carry the whole response
-_WHOLE = (b"response.created", b"response.in_progress", *_ENDS, b"response.failed")
-
-
-def as_input(output: Any) -> list[dict[str, Any]]:
-    """A response's output items as input items of a later turn: its messages as assistant messages, its function
-    calls as they are (other items, the provider's own, are left out)."""
-    items: list[dict[str, Any]] = []
-    for item in output if isinstance(output, list) else ():
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "message":
-            parts = [{"type": "output_text", "text": part.get("text") or ""} for part in item.get("content") or ()
-                     if isinstance(part, dict) and part.get("type") == "output_text"]
-            items.append({"role": "assistant", "content": parts})
-        elif kind == "function_call":
-            items.append({"type": "function_call", "call_id": item.get("call_id"), "name": item.get("name"),
-                          "arguments": item.get("arguments")})
-    return items
-
-
 _decode_created = msgspec.json.Decoder(_CreatedEvent).decode
-_decode_in_band = msgspec.json.Decoder(_InBand).decode
-_decode_refusal = msgspec.json.Decoder(_Refusal).decode
 _encode = msgspec.json.encode
-
-
-def error_event(status: int | None, error_type: str, code: str | None, message: str, param: str | None,
-                stream_id: str | None = None, sequence_number: int | None = None) -> str:
-    """The mode's ``error`` event (see the module docstring)."""
-    doc: dict[str, Any] = {"type": "error"}
-    if status is not None:
-        doc["status"] = status
-    doc["error"] = {"type": error_type, "code": code, "message": message, "param": param}
-    if sequence_number is not None:
-        doc["sequence_number"] = sequence_number
-    if stream_id is not None:
-        doc["stream_id"] = stream_id
-    return _encode(doc).decode()
 
 
 class TranslatedSession:
@@ -260,8 +206,8 @@ class TranslatedSession:
         self.left: asyncio.Future[None] = self._loop.create_future()
         self.lanes: dict[str | None, _Lane] = {}
         self.waiting = 0
-        #: the conversations of this socket's latest ``store: false`` responses, by id
-        self.unstored: collections.OrderedDict[str, list[Any]] = collections.OrderedDict()
+        #: the conversations of this socket's latest ``store: false`` and prepared responses, by id
+        self.unstored: collections.OrderedDict[str, Conversation] = collections.OrderedDict()
         self._reader: asyncio.Future[Ending] | None = None
         self._write = asyncio.Lock()
         self._last = self._loop.time()
@@ -325,11 +271,6 @@ class TranslatedSession:
             await self.send(error_event(400, "invalid_request_error", "invalid_value", "background is not supported "
                                         "over a WebSocket", "background", stream_id))
             return
-        if event.get("generate") is False:
-            await self.send(error_event(400, "invalid_request_error", "invalid_value", "generate: false (a response "
-                                        "prepared without output) is served by vendorA and cloudB only",
-                                        "generate", stream_id))
-            return
         await self._queue(stream_id, event)
 
     async def _queue(self, stream_id: str | None, event: dict[str, Any]) -> None:
@@ -379,13 +320,13 @@ class TranslatedSession:
 
     async def _turn(self, stream_id: str | None, body: dict[str, Any]) -> None:
         previous = body.get("previous_response_id")
-        context = self._continue(body)
-        sink = _TurnSink(self, stream_id, context if body.get("store") is False else None)
-        if "previous_response_id" not in body and isinstance(previous, str):  # continued from this socket's memory
-            sink.previous = b'"previous_response_id":' + _encode(previous)
+        conversation = self._continue(body)
         try:
-            await self.dispatcher.stream("POST", TURN_PATH, self.headers, _encode(body), self.key, sink, self.left)
-            await sink.end()
+            if body.get("generate") is False:
+                await self._prepare(stream_id, body, previous, conversation)
+            else:
+                await self._turn_through_door(stream_id, body, conversation if body.get("store") is False else None,
+                                              previous)
         except ConnectionError:  # the client left: the turn's relay saw it and recorded it
             return
         except Exception as exc:
@@ -393,32 +334,61 @@ class TranslatedSession:
             await self._send_quietly(error_event(500, "server_error", "internal_error", "the gateway failed to run "
                                                  "this response", None, stream_id))
 
-    def _continue(self, body: dict[str, Any]) -> list[Any] | None:
-        """A turn continuing a ``store: false`` response of this socket gets that response's conversation as its
-        input (the door keeps no such response); the turn's whole conversation, when this socket knows it all."""
-        given = body.get("input")
+    async def _turn_through_door(self, stream_id: str | None, body: dict[str, Any], remembered: Conversation | None,
+                                 previous: Any) -> None:
+        """The turn as a POST through the door, its answer written as it comes (``TurnSink``); ``remembered``: the
+        conversation of a ``store: false`` turn, kept with its output; ``previous``: the ``previous_response_id``
+        the client named, which its events name even when the door was sent another."""
+        body.pop("generate", None)
+        sink = TurnSink(self, stream_id, remembered)
+        if isinstance(previous, str) and body.get("previous_response_id") != previous:
+            sink.previous = (member(body.get("previous_response_id")), member(previous))
+        await self.dispatcher.stream("POST", TURN_PATH, self.headers, _encode(body), self.key, sink, self.left)
+        await sink.end()
+
+    def _continue(self, body: dict[str, Any]) -> Conversation | None:
+        """The turn's conversation (``Conversation``: the stored response it continues, the items since), when its
+        input is one the door takes. A turn continuing a response this socket remembers (``store: false`` or
+        prepared: the door keeps neither) is sent that response's items before its own, continuing the stored
+        response that one continued, if any."""
+        given = body.get("input", [])
         items = [{"role": "user", "content": given}] if isinstance(given, str) else given
         if not isinstance(items, list):
             return None
         previous = body.get("previous_response_id")
-        if previous is None:
-            return items
         earlier = self.unstored.get(previous) if isinstance(previous, str) else None
         if earlier is None:
-            return None  # a stored response: the door continues it
-        body["input"] = items = [*earlier, *items]
-        del body["previous_response_id"]
-        return items
+            return previous, items  # none, or a stored response: the door continues it
+        base, before = earlier
+        body["input"] = items = [*before, *items]
+        if base is None:
+            del body["previous_response_id"]
+        else:
+            body["previous_response_id"] = base
+        return base, items
 
-    def remember(self, response_id: str, items: list[Any]) -> None:
-        """The conversation of a ``store: false`` response, for a later turn of this socket (the last
+    def remember(self, response_id: str, conversation: Conversation) -> None:
+        """The conversation of a ``store: false`` or prepared response, for a later turn of this socket (the latest
         ``MAX_UNSTORED``, each at most the message size limit)."""
-        if len(_encode(items)) > self.max_bytes:
+        if len(_encode(conversation[1])) > self.max_bytes:
             return
         unstored = self.unstored
-        unstored[response_id] = items
+        unstored[response_id] = conversation
         while len(unstored) > MAX_UNSTORED:
             unstored.popitem(last=False)
+
+    async def _prepare(self, stream_id: str | None, body: dict[str, Any], previous: Any,
+                       conversation: Conversation | None) -> None:
+        """``generate: false``: the response's events from the gateway itself, its input kept for the next turn."""
+        if conversation is None:  # an input the door would refuse: let it say why
+            body.pop("generate", None)
+            await self._turn_through_door(stream_id, body, None, None)
+            return
+        for name, data in prepared_events(body, previous if isinstance(previous, str) else None, stream_id):
+            self.saw(name, data)
+            if name == b"response.completed":
+                self.remember(msgspec.json.decode(data)["response"]["id"], conversation)
+            await self.send(data.decode())
 
     def end_session(self, ending: Ending) -> None:
         """A turn's answer ends the session (a spent budget, a refused key)."""
@@ -466,97 +436,3 @@ class TranslatedSession:
                 created = _decode_created(data).response
                 if created is not None and created.id:
                     self.response_ids.append(created.id)
-
-
-class _TurnSink:
-    """One turn's answer: its SSE events written to the socket as they come, or its refusal as an error event."""
-
-    __slots__ = ("session", "stream_id", "context", "previous", "status", "splitter", "refusal", "refusal_bytes")
-
-    def __init__(self, session: TranslatedSession, stream_id: str | None, context: list[Any] | None) -> None:
-        self.session = session
-        self.stream_id = stream_id
-        #: a ``store: false`` turn's conversation so far, remembered with its output when it ends
-        self.context = context
-        #: the ``previous_response_id`` member the response's events name (one continued from this socket's memory,
-        #: which the door was not sent)
-        self.previous: bytes | None = None
-        self.status = 0
-        self.splitter: Any = None
-        self.refusal: list[bytes] = []
-        self.refusal_bytes = 0
-
-    async def start(self, status: int, headers: Headers) -> None:
-        self.status = status
-        content_type = next((value for name, value in headers if name.lower() == b"content-type"), b"")
-        if status < 300 and content_type.startswith(b"text/event-stream"):
-            self.splitter = SseSplitter()
-
-    async def body(self, data: bytes) -> None:
-        splitter = self.splitter
-        if splitter is not None:
-            for name, event in splitter.feed(data):
-                await self._event(name, event)
-        elif self.refusal_bytes < ERROR_BODY_MAX:
-            self.refusal.append(data[:ERROR_BODY_MAX - self.refusal_bytes])
-            self.refusal_bytes += len(data)
-
-    async def end(self) -> None:
-        splitter = self.splitter
-        if splitter is not None:
-            for name, event in splitter.close():
-                await self._event(name, event)
-            return
-        await self._refused()
-
-    async def _event(self, name: bytes | None, data: bytes) -> None:
-        session = self.session
-        session.saw(name, data)
-        if self.previous is not None and name in _WHOLE:
-            data = data.replace(b'"previous_response_id":null', self.previous, 1)
-        if self.context is not None and name in _ENDS:
-            self._remember(data)
-        if name == b"error":
-            try:
-                doc = _decode_in_band(data)
-            except msgspec.DecodeError:
-                doc = _InBand(message="the response's stream failed")
-            frame = error_event(None, "server_error", doc.code, doc.message or "the response's stream failed",
-                                doc.param, self.stream_id, doc.sequence_number)
-        elif self.stream_id is not None and data[:1] == b"{" and data[1:2] != b"}":
-            frame = '{"stream_id":' + _encode(self.stream_id).decode() + "," + data[1:].decode()
-        else:
-            frame = data.decode()
-        await session.send(frame)
-
-    def _remember(self, data: bytes) -> None:
-        try:
-            response = msgspec.json.decode(data).get("response") or {}
-        except (msgspec.DecodeError, AttributeError):
-            return
-        if isinstance(response.get("id"), str) and self.context is not None:
-            self.session.remember(response["id"], [*self.context, *as_input(response.get("output"))])
-
-    async def _refused(self) -> None:
-        """A non-2xx answer (or a 2xx one that is not a stream) as one error event; a spent budget or a refused
-        key ends the session after it."""
-        status = self.status or 502
-        body = b"".join(self.refusal)
-        try:
-            error = _decode_refusal(body).error
-        except msgspec.DecodeError:
-            error = None
-        if error is None:
-            message = (f"the gateway answered {status} without a stream" if status < 300 else
-                       f"the gateway answered {status}")
-            error = _ErrorBody(message=message, type="server_error")
-            status = 502 if status < 300 else status
-        code = None if error.code is None else str(error.code)
-        session = self.session
-        with contextlib.suppress(ConnectionError):
-            await session.send(error_event(status, error.type or "server_error", code, error.message or "",
-                                           error.param, self.stream_id))
-        if code == "usage_limit_exceeded":
-            session.end_session(Ending(BUDGET_CLOSE_CODE, BUDGET_CLOSE_REASON, "gateway", error.message))
-        elif status == 401:
-            session.end_session(Ending(BUDGET_CLOSE_CODE, KEY_REFUSED, "gateway", error.message))

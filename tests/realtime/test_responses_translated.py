@@ -109,20 +109,26 @@ async def test_the_sdk_chains_three_turns_to_anthropic_on_one_socket(gw, mock):
     assert ADMIN_KEY not in json.dumps(mock.calls(base)["requests"])
 
 
-async def test_store_false_responses_chain_on_their_socket_only(gw, mock):
-    """As the mode does (and Codex relies on), a response made with store: false is continued on its own socket: the
-    socket remembers its conversation; the door never stored it, so another socket cannot continue it."""
+async def test_prepared_and_store_false_responses_chain_on_their_socket_only(gw, mock):
+    """As the mode does (and Codex relies on), a response made with store: false, or prepared with generate: false,
+    is continued on its own socket: the socket remembers its conversation; the door never stored it, so another
+    socket cannot continue it."""
     base = mock.scenario()
     client = AsyncOpenAI(base_url=f"{gw.url}/v1", api_key=ADMIN_KEY, max_retries=0,
                          default_headers={"x-gateway-config": anthropic_config(base), "x-gateway-trace-id": trace()})
     async with client.responses.connect() as connection:
-        first = (await turn(connection, model=CLAUDE, input="my name is Ada", store=False))[-1].response
+        warm = await turn(connection, model=CLAUDE, input="you talk to Ada", store=False, generate=False)
+        assert [e.type for e in warm] == ["response.created", "response.completed"]  # no provider call
+        assert warm[-1].response.output == [] and warm[-1].response.usage.total_tokens == 0
+        first = (await turn(connection, model=CLAUDE, input="my name is Ada", store=False,
+                            previous_response_id=warm[-1].response.id))[-1].response
         second = (await turn(connection, model=CLAUDE, input="what is my name?", store=False,
                              previous_response_id=first.id))[-1].response
         third = (await turn(connection, model=CLAUDE, input=[{"role": "user", "content": "once more"}],
                             previous_response_id=second.id))[-1].response
     assert (second.previous_response_id, third.previous_response_id) == (first.id, second.id)
     sent = [json.dumps(messages) for messages in upstream_messages(mock, base)]
+    assert len(sent) == 3 and "you talk to Ada" in sent[0] and "you talk to Ada" in sent[2]
     assert "my name is Ada" in sent[1] and DEFAULT_REPLY in sent[1] and "what is my name?" in sent[1]
     assert "my name is Ada" in sent[2] and "what is my name?" in sent[2] and sent[2].count(DEFAULT_REPLY) == 2
     async with connect(gw, anthropic_config(base), trace()) as ws:
@@ -206,8 +212,6 @@ async def test_errors_are_the_modes_error_events_and_the_session_stays_usable(gw
         [background] = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi",
                                            "background": True})
         assert background["error"]["param"] == "background"
-        [prepared] = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi", "generate": False})
-        assert (prepared["status"], prepared["error"]["param"]) == (400, "generate")
         await ws.send("not json")
         assert json.loads(await ws.recv())["error"]["code"] == "invalid_json"
         events = await raw_turn(ws, {"type": "response.create", "model": CLAUDE, "input": "hi"})
@@ -264,7 +268,7 @@ async def test_stopping_the_gateway_ends_a_translated_session_with_1001_and_logs
         server.stop()
     again = start_gateway(data_dir=str(tmp_path))  # the records were written before the worker ended
     try:
-        session, [cut] = session_and_turns(again, trace_id, 1)
+        session, [cut] = session_and_turns(again, trace_id, 1, timeout=15)  # a fresh worker reading its logs
         assert (session["metadata"]["realtime_close_code"], session["metadata"]["realtime_closed_by"]) == (
             1001, "gateway")
         assert cut["status"] == 499

@@ -1,7 +1,7 @@
 """A translated Responses WebSocket session's own rules with a stand-in client socket and a stand-in door (whose turns
 wait until the test lets them end): lanes first-in first-out and independent, the bounds on lanes and waiting turns,
 a client that leaves mid-turn leaving no turn running, the headers a turn carries, and what a store: false response
-leaves for the next turn of its socket."""
+leaves for the next turn of its socket, and a response prepared without output."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.http.websocket import ClientSocket
 from gateway.realtime.relay import Traffic
-from gateway.realtime.translate import MAX_LANES, MAX_WAITING, TranslatedSession, as_input, turn_headers
+from gateway.realtime.translate import MAX_LANES, MAX_WAITING, TranslatedSession, turn_headers
 from gateway.realtime.usage import RESPONSES_ENDS, SessionUsage
 from tests.realtime.test_relay import Client
 
@@ -155,9 +155,48 @@ def test_a_turn_runs_as_the_session_with_the_provider_key_kept_only_beside_the_g
     assert (beside[b"x-gateway-api-key"], beside[b"authorization"]) == (b"gw-key", b"Bearer sk-ant")
 
 
-def test_output_items_become_input_items():
-    assert as_input([{"type": "message", "content": [{"type": "output_text", "text": "hi"}, {"type": "refusal"}]},
-                     {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc_1"},
-                     {"type": "reasoning", "summary": []}]) == [
-        {"role": "assistant", "content": [{"type": "output_text", "text": "hi"}]},
-        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]
+async def test_a_prepared_response_is_answered_by_the_gateway_and_its_input_sent_with_the_next_turn():
+    client = Client([create("tools and context", generate=False, stream_id="w"),
+                     create("go", previous_response_id="resp_stored", store=False),
+                     create("on", previous_response_id="resp_go")])
+    door = Door()
+    door.gate("go").set()
+    door.gate("on").set()
+    run = asyncio.ensure_future(session(client, door).run())
+    await settle()
+    prepared = [e for e in sent(client) if e.get("stream_id") == "w"]
+    assert [(e["type"], e["response"]["output"]) for e in prepared] == [("response.created", []),
+                                                                         ("response.completed", [])]
+    assert prepared[-1]["response"]["usage"]["total_tokens"] == 0
+    assert door.names() == ["go", "on"]  # the prepared response sent nothing to the door
+    # a store: false turn continuing a stored response is remembered relative to it: the next turn continues the
+    # stored one with the remembered items before its own
+    go, on = door.started
+    assert (go["previous_response_id"], go["input"]) == ("resp_stored", "go")  # the door continues the stored one
+    assert on["previous_response_id"] == "resp_stored"
+    assert on["input"] == [{"role": "user", "content": "go"},
+                           {"role": "assistant", "content": [{"type": "output_text", "text": "re go"}]},
+                           {"role": "user", "content": "on"}]
+    completed = [e for e in sent(client) if e["type"] == "response.completed"][-1]
+    assert completed["response"]["id"] == "resp_on"
+    client.incoming.put_nowait({"type": "websocket.disconnect", "code": 1000})
+    await run
+
+
+async def test_a_prepared_response_is_continued_with_its_input():
+    client = Client([create("context", generate=False)])
+    door = Door()
+    translated = session(client, door)
+    run = asyncio.ensure_future(translated.run())
+    await settle()
+    prepared_id = sent(client)[-1]["response"]["id"]
+    door.gate("next").set()
+    client.incoming.put_nowait(create("next", previous_response_id=prepared_id))
+    await settle()
+    [turn] = door.started
+    assert "previous_response_id" not in turn
+    assert turn["input"] == [{"role": "user", "content": "context"}, {"role": "user", "content": "next"}]
+    assert [e["response"]["previous_response_id"] for e in sent(client) if e["type"] == "response.completed"][-1] \
+        == prepared_id
+    client.incoming.put_nowait({"type": "websocket.disconnect", "code": 1000})
+    await run
