@@ -14,6 +14,7 @@ far (the provider's, else the gateway's estimate). Each record says where its to
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -55,6 +56,8 @@ _USAGE_OPTION = b'{"stream_options":{"include_usage":true},'
 #: the fields the answering target did not send upstream (see gateway/providers/fields.py)
 DROPPED_HEADER = b"x-gateway-dropped-params"
 PROMPTS_RUN = "prompts.run"
+#: the error of a request whose handler was cancelled before it ended
+DROPPED_ERROR = "the request was cancelled before it ended (the worker stopping, or its session closing)"
 
 
 def with_stream_usage(body: bytes, has_options: bool) -> bytes:
@@ -178,6 +181,10 @@ class Pipeline:
                 await self.fail(ex, send, exc if isinstance(exc, GatewayError) else internal_error(exc))
                 return
             await flow.respond(self, ex, receive, send, outcome)
+        except asyncio.CancelledError:
+            if not ex.record.total_s:  # not finished: the handler dropped mid-request still leaves its record
+                self._dropped(ex)
+            raise
         finally:
             if ex.form is not None:  # a multipart request's spooled files, however it ended
                 ex.form.close()
@@ -237,6 +244,14 @@ class Pipeline:
         if ex.steps is not None and ex.steps.held:
             headers.extend(ex.steps.response_headers())
         await send_error(send, error, headers)
+
+    def _dropped(self, ex: Exchange) -> None:
+        """The record of a request whose handler was cancelled before it ended (the worker stopping, a WebSocket
+        session closing its in-process turns): 499 with the reason, its policy hold settled to what it used."""
+        record = ex.record
+        record.status = 499
+        record.error = record.error or DROPPED_ERROR
+        self.finish(ex)
 
     def finish(self, ex: Exchange, response_body: bytes | None = None) -> None:
         """The request's record completed from its exchange and handed to the recorder (or the steps' hooks)."""

@@ -3,9 +3,11 @@ exchange, never in the ASGI scope (a door's reading of its credentials, a multip
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import pkgutil
+import uuid
 from typing import Any
 
 import msgspec
@@ -14,6 +16,7 @@ import gateway.pipeline
 from gateway.pipeline.pipeline import Attempt, Pipeline
 from gateway.upstream.mock import MockResponse, MockTransport
 from tests.support.asgi import in_process
+from tests.support.poll import await_for, wait_logs
 from tests.support.servers import ADMIN_KEY
 
 HOST = "http://127.0.0.1:9/v1"  # never connected to: the mock transport answers
@@ -66,3 +69,32 @@ async def test_a_door_reads_its_credential_forms_without_rewriting_the_scope():
     assert transport.requests[0].headers["authorization"] == "Bearer sk-upstream"
     assert scope["headers"] == headers  # x-api-key read as the gateway key on the exchange, not in the scope
     assert not [key for key in scope if key.startswith("gateway.")]
+
+
+def test_a_request_whose_handler_is_cancelled_still_leaves_its_record(gateway, mock):
+    """The worker stopping (or a WebSocket session closing its in-process turns) cancels a handler mid-request: the
+    request is still listed, as a 499 naming why, and its policy hold is not left to the sweep."""
+    base = mock.scenario([{"delay_ms": 5000}])
+    trace = f"dropped-{uuid.uuid4().hex}"
+    config = {"provider": "vendorA", "api_key": "sk-upstream", "custom_host": base + "/v1"}
+    headers = [(b"x-gateway-api-key", ADMIN_KEY.encode()), (b"content-type", b"application/json"),
+               (b"x-gateway-config", msgspec.json.encode(config)), (b"x-gateway-trace-id", trace.encode())]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "scheme": "http", "method": "POST",
+             "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"",
+             "root_path": "", "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+    body = msgspec.json.encode({"model": "m-1", "messages": [{"role": "user", "content": "hi"}]})
+
+    async def cancelled_midway() -> bool:
+        handler = asyncio.ensure_future(_call(gateway.app, scope, body))
+        await await_for(lambda: mock.calls(base)["calls"] >= 1, timeout=10.0)  # the provider has the request
+        handler.cancel()
+        try:
+            await handler
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert gateway.run(cancelled_midway(), timeout=30.0)
+    [item] = wait_logs(gateway, trace)
+    assert item["status"] == 499
+    assert "cancelled before it ended" in item["error"]
