@@ -282,6 +282,14 @@ class StateStore(abc.ABC):
         ``RECORD_CHANGE_LOG`` are kept), and this process's change listeners are told (``on_record_change``)."""
 
     @abc.abstractmethod
+    async def record_create(self, kind: str, id: str, workspace: str, doc: bytes) -> bool:
+        """Store a new record only while no record of ``kind`` is stored under ``id``: checked and written (with
+        the workspace's listing, counters, change log and listeners as ``record_put``) in one atomic step; True
+        when stored. False changes nothing: another create (or an older record) holds the id. A record that
+        already holds ``doc`` also answers True, changing nothing (so a call retried after a lost reply answers
+        as its first attempt did)."""
+
+    @abc.abstractmethod
     async def record_put_if(self, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
         """Replace a record only while it is as it was read: ``doc`` is stored (as ``record_put`` stores it) when
         the record exists and its stored doc is byte for byte ``expected``, checked and written in one atomic

@@ -287,6 +287,15 @@ class MemoryStateStore(StateStore):
         self._bump(kind, id)
         return self._version
 
+    async def record_create(self, kind: str, id: str, workspace: str, doc: bytes) -> bool:
+        records = self._records.setdefault(kind, {})
+        old = records.get(id)
+        if old is not None:
+            return old.doc == doc
+        records[id] = Record(kind, id, workspace, doc)  # no await between the check and the write: atomic
+        self._bump(kind, id)
+        return True
+
     async def record_put_if(self, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
         records = self._records.get(kind, {})
         old = records.get(id)

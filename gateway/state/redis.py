@@ -122,8 +122,8 @@ class RedisStateStore(StateStore):
         self._client = self._make_client()
         self._scripts = {name: self._client.register_script(getattr(lua, name)) for name in (
             "RESERVE", "SETTLE", "USAGE", "INCR", "LEASE", "RELEASE", "BREAKER_FAILURE", "BREAKER_SUCCESS",
-            "RECORD_PUT", "RECORD_PUT_IF", "RECORD_DELETE", "RECORD_LIST_WORKSPACE", "RECORD_VERSIONS", "LOG_APPEND",
-            "LOG_READ")}
+            "RECORD_PUT", "RECORD_CREATE", "RECORD_PUT_IF", "RECORD_DELETE", "RECORD_LIST_WORKSPACE", "RECORD_VERSIONS",
+            "LOG_APPEND", "LOG_READ")}
         await self._probe_once()
         if not self.healthy:
             log.warning("redis state store unreachable at start (%s); requests go on, reconnecting",
@@ -310,6 +310,16 @@ class RedisStateStore(StateStore):
                                       retry_safe=True))
         self._record_changed(kind, id)
         return version
+
+    async def record_create(self, kind: str, id: str, workspace: str, doc: bytes) -> bool:
+        docs, _, ws_prefix = self._record_keys(kind)
+        created = bool(await self._run(
+            "record_create", "RECORD_CREATE", [docs, *self._version_keys(kind)],
+            [ws_prefix, id, workspace, _record_value(workspace, doc), RECORD_CHANGE_LOG],
+            retry_safe=True))  # a retry finds its own value stored: True, as the lost first reply was
+        if created:
+            self._record_changed(kind, id)
+        return created
 
     async def record_put_if(self, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
         docs, _, ws_prefix = self._record_keys(kind)

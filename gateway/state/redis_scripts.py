@@ -190,6 +190,22 @@ count_change(ARGV[5])
 return redis.call('INCR', KEYS[2])
 """
 
+# The create: RECORD_PUT's KEYS and ARGV. The doc, the workspace set and the counters are written only while the
+# docs hash has no field for the id, so a create that lost leaves nothing behind. Returns 1 when stored (or when the
+# record already holds this very value: a retried call), 0 when another record holds the id.
+RECORD_CREATE = _OLD_WORKSPACE + """
+local old = redis.call('HGET', KEYS[1], ARGV[2])
+if old then
+  if old == ARGV[4] then return 1 end
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
+redis.call('SADD', ARGV[1] .. ARGV[3], ARGV[2])
+count_change(ARGV[5])
+redis.call('INCR', KEYS[2])
+return 1
+"""
+
 # The conditional replace: RECORD_PUT's KEYS and ARGV, then ARGV[6] the doc expected (without its workspace
 # prefix). Returns 1 when stored, 0 when the record is missing or holds neither the expected doc nor the new value.
 RECORD_PUT_IF = _OLD_WORKSPACE + """

@@ -276,6 +276,12 @@ class SQLiteStateStore(StateStore):
         self._record_changed(kind, id)
         return version
 
+    async def record_create(self, kind: str, id: str, workspace: str, doc: bytes) -> bool:
+        created: bool = await self._do("record_create", ops.record_create, kind, id, workspace, doc)
+        if created:
+            self._record_changed(kind, id)
+        return created
+
     async def record_put_if(self, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
         stored: bool = await self._do("record_put_if", ops.record_put_if, kind, id, workspace, doc, expected)
         if stored:

@@ -289,6 +289,17 @@ def record_put(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc
         return _bump_version(conn, kind, id)
 
 
+def record_create(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc: bytes) -> bool:
+    """``StateStore.record_create``: an INSERT that does nothing on a taken key, in the write transaction."""
+    with write(conn):
+        if conn.execute("INSERT INTO records (kind, id, workspace, doc) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (kind, id) DO NOTHING", (kind, id, workspace, doc)).rowcount == 0:
+            row = conn.execute("SELECT doc FROM records WHERE kind = ? AND id = ?", (kind, id)).fetchone()
+            return row is not None and bytes(row[0]) == doc
+        _bump_version(conn, kind, id)
+        return True
+
+
 def record_put_if(conn: sqlite3.Connection, kind: str, id: str, workspace: str, doc: bytes, expected: bytes) -> bool:
     """``StateStore.record_put_if``: one UPDATE whose WHERE holds the check, in the write transaction."""
     with write(conn):

@@ -159,6 +159,43 @@ async def test_a_record_moved_to_another_workspace_leaves_the_first(store):
     assert await store.record_list(kind, "ws2") == [Record(kind, "x", "ws2", b"2")]
 
 
+async def test_a_create_refuses_a_taken_id_and_leaves_the_first_record_as_it_was(store):
+    kind = "k" + name()
+    heard: list[str] = []
+    store.on_record_change(lambda kind, id: heard.append(id))
+    before = await store.record_versions([kind])
+    assert await store.record_create(kind, "a", "ws1", b"first")
+    assert not await store.record_create(kind, "a", "ws2", b"second")  # another workspace: the id is still taken
+    assert await store.record_get(kind, "a") == Record(kind, "a", "ws1", b"first")
+    assert await store.record_list(kind, "ws1") == [Record(kind, "a", "ws1", b"first")]
+    assert await store.record_list(kind, "ws2") == []  # the lost create left no listing behind
+    assert (await store.record_versions([kind])).kinds[0] == before.kinds[0] + 1  # only the stored create counted
+    assert heard == ["a"]
+    assert await store.record_delete(kind, "a")
+    assert await store.record_create(kind, "a", "ws2", b"again")  # a deleted id is free again
+    assert await store.record_list(kind) == [Record(kind, "a", "ws2", b"again")]
+
+
+async def test_a_create_already_done_answers_stored(store):
+    """A create retried after its reply was lost finds its own doc stored: it answers as the first attempt did."""
+    kind = "k" + name()
+    assert await store.record_create(kind, "a", "ws1", b"v1")
+    before = await store.record_versions([kind])
+    assert await store.record_create(kind, "a", "ws1", b"v1")
+    assert (await store.record_versions([kind])).kinds == before.kinds  # nothing changed the second time
+    assert await store.record_list(kind) == [Record(kind, "a", "ws1", b"v1")]
+
+
+async def test_concurrent_creates_of_one_id_have_exactly_one_winner(store):
+    kind = "k" + name()
+    won = await asyncio.gather(*(store.record_create(kind, "a", f"ws{i}", f"w{i}".encode()) for i in range(20)))
+    assert won.count(True) == 1
+    winner = won.index(True)
+    assert await store.record_get(kind, "a") == Record(kind, "a", f"ws{winner}", f"w{winner}".encode())
+    assert [r.workspace for r in await store.record_list(kind)] == [f"ws{winner}"]
+    assert [await store.record_list(kind, f"ws{i}") != [] for i in range(20)] == [i == winner for i in range(20)]
+
+
 async def test_a_conditional_record_write_stores_only_over_the_doc_it_expects(store):
     kind = "k" + name()
     heard: list[str] = []
