@@ -8,12 +8,14 @@ is the same 404 as a missing id. Ids are ``<prefix><uuid4>``; policies use a bar
 Records whose id the user chooses (provider slugs) are ``scoped``: unique within their workspace only, so they are
 stored under ``<workspace>/<id>`` and a second workspace may use the same name.
 
-Concurrent changes: every change of a stored record is a read, a change and a write, and two writers (workers,
-instances, two admins at once) may read the same record. ``update`` runs the three as "read, apply the change,
-write only if the stored document is still the one read" (``StateStore.record_put_if``, compared byte for byte),
-reading again and re-applying the change when another write came first; after ``UPDATE_ATTEMPTS`` lost races it
-answers 409. ``replace``, ``delete`` and ``rewrite`` take the record as read (``expected``) for the same check; a
-``rewrite`` (a change of form) that loses is dropped, since the newer write already holds the content.
+Concurrent changes: a create stores its record only while the id is free (``StateStore.record_create``, one atomic
+step), so two creates of one slug at once give one record and one 409. Every change of a stored record is a read, a
+change and a write, and two writers (workers, instances, two admins at once) may read the same record. ``update``
+runs the three as "read, apply the change, write only if the stored document is still the one read"
+(``StateStore.record_put_if``, compared byte for byte), reading again and re-applying the change when another write
+came first; after ``UPDATE_ATTEMPTS`` lost races it answers 409. ``replace``, ``delete`` and ``rewrite`` take the
+record as read (``expected``) for the same check; a ``rewrite`` (a change of form) that loses is dropped, since the
+newer write already holds the content.
 """
 
 from __future__ import annotations
@@ -116,15 +118,21 @@ class Repository(Generic[E]):
         return self._decoder.decode(doc)
 
     async def create(self, record: E) -> E:
-        """Store a new record: its id (unless set), created_at and last_updated_at are filled in. A scoped record
-        whose id its workspace already uses is a 409."""
+        """Store a new record: its id (unless set), created_at and last_updated_at are filled in. An id already
+        stored (a scoped record's within its workspace) is a 409 and nothing is written: the check and the write
+        are one step (``StateStore.record_create``), so of two creates of one id at once exactly one is stored."""
         stamp = now_iso()
         record = msgspec.structs.replace(
             record, id=record.id or self.new_id(), created_at=record.created_at or stamp, last_updated_at=stamp
         )
-        if self.scoped and await self._fetch(self.storage_id(record.workspace_id, record.id)) is not None:
-            raise Conflict(f"{self.what} '{record.id}' already exists in this workspace", param=self.id_param)
-        await self._put(record)
+        try:
+            created = await self.store.record_create(self.kind, self.storage_id(record.workspace_id, record.id),
+                                                     record.workspace_id, _encode(record))
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        if not created:
+            where = " in this workspace" if self.scoped else ""
+            raise Conflict(f"{self.what} '{record.id}' already exists{where}", param=self.id_param)
         return record
 
     async def replace(self, record: E, expected: E | None = None) -> E:

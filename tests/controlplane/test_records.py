@@ -1,13 +1,17 @@
-"""Repository's conditional writes: an update that another write overtakes is applied again to what is stored (so
-neither change is lost), a record that keeps changing answers 409, and a rewrite that lost its race is dropped."""
+"""Repository's conditional writes: of two creates of one id at once one is stored and the other is a 409, an update
+that another write overtakes is applied again to what is stored (so neither change is lost), a record that keeps
+changing answers 409, and a rewrite that lost its race is dropped."""
 
 from __future__ import annotations
+
+import asyncio
 
 import msgspec
 import pytest
 
 from gateway.controlplane.records import UPDATE_ATTEMPTS, Entity, RecordChanged, Repository
 from gateway.http.errors import Conflict, NotFound
+from gateway.state.base import Record
 from gateway.state.memory import MemoryStateStore
 
 
@@ -103,3 +107,29 @@ async def test_a_record_an_older_release_encoded_otherwise_is_still_the_one_read
 
 async def _changed(current: Thing, note: str) -> Thing:
     return msgspec.structs.replace(current, note=note)
+
+
+class TakingTurns(MemoryStateStore):
+    """A store whose record reads and creates let every other task run first, as a networked store's do."""
+
+    async def record_get(self, kind: str, id: str) -> Record | None:
+        await asyncio.sleep(0)
+        return await super().record_get(kind, id)
+
+    async def record_create(self, kind: str, id: str, workspace: str, doc: bytes) -> bool:
+        await asyncio.sleep(0)
+        return await super().record_create(kind, id, workspace, doc)
+
+
+async def test_two_creates_of_one_slug_at_once_store_one_and_answer_409_to_the_other():
+    repo = Repository(TakingTurns(), "slug", Thing, "", "slug", "slug", scoped=True)
+    answers = await asyncio.gather(repo.create(Thing(id="shared", workspace_id="ws", note="first")),
+                                   repo.create(Thing(id="shared", workspace_id="ws", note="second")),
+                                   return_exceptions=True)
+    stored = [a for a in answers if isinstance(a, Thing)]
+    refused = [a for a in answers if isinstance(a, Conflict)]
+    assert len(stored) == 1 and len(refused) == 1, answers
+    assert refused[0].param == "slug" and "'shared' already exists in this workspace" in refused[0].message
+    assert await repo.get("ws", "shared") == stored[0]
+    assert await repo.list("ws") == stored
+    assert (await repo.create(Thing(id="shared", workspace_id="other"))).workspace_id == "other"  # per workspace
