@@ -64,7 +64,7 @@ def _admin_groups(runtime: Runtime) -> tuple[_Routes, ...]:
         KeyRoutes(runtime.api_keys, keys),
         ProviderRoutes(keys, records),
         ConfigRoutes(keys, records, runtime.configs, runtime.resolver, lambda: runtime.steps.runner),
-        PromptRoutes(keys, records, runtime.store),
+        PromptRoutes(keys, records),
         ModelRoutes(keys, records, runtime.resolver, runtime.configs.inheritance, runtime.exchange),
         GuardrailRoutes(keys, records, lambda: runtime.steps.saved),
         McpServerRoutes(keys, records, _read_mcp_tools(runtime), runtime.client.resolver.check),

@@ -2,7 +2,8 @@
 
 - ``POST /v1/prompts`` ``{name, model, provider?, messages, hyperparameters?}`` -> 201 with the record (``id``,
   ``version`` 1, the ``variables`` a render needs); ``GET`` lists, ``GET/PUT/DELETE /v1/prompts/{prompt_id}``.
-  ``PUT`` takes any of those fields and stores the result as the next version.
+  ``PUT`` takes any of those fields and stores the result as the next version (numbered by the version record
+  it won: ``prompts.PromptVersions.next``), then makes it the prompt unless a later version already is.
 - ``GET /v1/prompts/{prompt_id}/versions`` and ``.../versions/{version}``: every version kept.
 - ``POST /v1/prompts/{prompt_id}/render``: ``{success: true, data: {messages, model, ...hyperparameters}}``.
 - ``POST /v1/prompts/{prompt_id}/completions``: the rendered request run through the chat pipeline (see
@@ -27,7 +28,6 @@ from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.pipeline.prompted import prompt_template
 from gateway.schema.common import BodyDecoder
-from gateway.state.base import StateStore
 
 _body = BodyDecoder(prompts.PromptBody)
 
@@ -38,11 +38,10 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
     object = "prompt"
     list_query = (*PAGED, "search")
 
-    def __init__(self, keys: KeyStore, records: RecordCache,
-                 store: StateStore) -> None:
+    def __init__(self, keys: KeyStore, records: RecordCache) -> None:
         super().__init__(keys, records.prompts, _body)
         self.records = records
-        self.versions = prompts.PromptVersions(store)
+        self.versions = prompts.PromptVersions(records.prompts)
 
     def routes(self) -> list[tuple[str, str, ASGIApp]]:
         return [
@@ -74,30 +73,31 @@ class PromptRoutes(RecordRoutes[prompts.Prompt, prompts.PromptBody]):
         return prompt
 
     async def created(self, record: prompts.Prompt) -> None:
-        await self.versions.put(record)
+        await self.versions.first(record)
 
     def matches(self, query: dict[str, str]) -> Callable[[prompts.Prompt], bool] | None:
         search = query.get("search", "").lower()
         return (lambda r: search in r.name.lower()) if search else None
 
-    async def updated(self, current: prompts.Prompt, workspace: str, body: prompts.PromptBody) -> prompts.Prompt:
-        """The next version (stored among the versions before it replaces the prompt)."""
+    async def update(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The next version: stored among the versions (a number of its own), then made the prompt."""
+        _, workspace, body = await self._caller_and_body(scope, receive)
+        current = await self.repo.get(workspace, self.record_id(scope))
         changes = await self._fields(body, workspace)
         if not changes:
             raise InvalidRequest("nothing to update: send name, model, provider, messages or hyperparameters",
                                  param="messages")
-        fields = {"name": current.name, "model": current.model, "provider": current.provider,
-                  "messages": current.messages, "hyperparameters": current.hyperparameters, **changes,
-                  "version": current.version + 1}
-        prompt, _ = prompts.build(fields, workspace)
-        prompt = msgspec.structs.replace(prompt, id=current.id, organisation_id=current.organisation_id,
-                                         created_at=current.created_at)
-        await self.versions.put(prompt)
-        return prompt
 
-    async def stored(self, record: prompts.Prompt) -> None:
-        # again as stored: an update that lost a race to another had put the same version number (then retried)
-        await self.versions.put(record)
+        def applied_to(base: prompts.Prompt) -> prompts.Prompt:
+            fields = {"name": base.name, "model": base.model, "provider": base.provider, "messages": base.messages,
+                      "hyperparameters": base.hyperparameters, **changes}
+            prompt, _ = prompts.build(fields, workspace)
+            return msgspec.structs.replace(prompt, id=base.id, organisation_id=base.organisation_id,
+                                           created_at=base.created_at)
+
+        version = await self.versions.next(current, applied_to)
+        await self.versions.make_current(version)
+        await send_record(send, await self.shown(version))
 
     async def deleted(self, record: prompts.Prompt) -> None:
         await self.versions.delete_all(record)

@@ -7,7 +7,12 @@ workspace; ``hyperparameters`` are default chat fields (``Hyperparameters``: eve
 ``model``, with the chat request's limits).
 
 Versions: creation is version 1; every update stores the whole template as the next version and keeps the earlier
-ones (``GET /v1/prompts/{id}/versions``, ``.../versions/{n}``). The prompt itself is always its newest version.
+ones (``GET /v1/prompts/{id}/versions``, ``.../versions/{n}``). The prompt itself is its newest version. Updates at
+once (``PromptVersions.next``): a version record is written only while its number is free
+(``StateStore.record_create``), so each update's number is the one its write won; one that finds its number taken
+builds on the version that took it (so neither update's change is lost) and tries the next number. The prompt then
+becomes the new version unless a later one is already stored (``PromptVersions.make_current``): two updates at once
+give two versions, each with its own template, and the prompt is the later one.
 
 Rendering (``POST /v1/prompts/{id}/render``): the body holds ``variables`` and, at its root, any hyperparameter
 (``Hyperparameters``' fields) and the ``model`` and ``messages`` every client library sends; the answer's ``data``
@@ -23,7 +28,7 @@ import functools
 import operator
 import types
 import typing
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 import msgspec
 
@@ -36,14 +41,17 @@ from gateway.controlplane.mustache import (
     render,
     required_variables,
 )
-from gateway.controlplane.records import Entity, store_unavailable
-from gateway.http.errors import InvalidRequest, NotFound
+from gateway.controlplane.records import UPDATE_ATTEMPTS, Entity, Repository, now_iso, store_unavailable
+from gateway.http.errors import Conflict, InvalidRequest, NotFound
 from gateway.schema.chat import ChatRequest, FunctionDefinition, Message, Tool, parse_chat
 from gateway.schema.common import BodyDecoder
-from gateway.state.base import StateStore, StateStoreError
+from gateway.state.base import StateStoreError
 
 KIND = "prompt"
 VERSION_KIND = "prompt_version"
+#: how many version numbers one update tries before a 409: each number taken is another update's version, so this
+#: many updates of one prompt at once all get one
+VERSION_ATTEMPTS = 20
 Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
 
@@ -261,16 +269,67 @@ def rendered(template: Template, body: RenderBody) -> dict[str, Any]:
 
 
 class PromptVersions:
-    """Every version of every prompt (kind ``prompt_version``, id ``<prompt id>:<version>``)."""
+    """Every version of every prompt (kind ``prompt_version``, id ``<prompt id>:<version>``), over the prompts'
+    repository ``repo``."""
 
-    def __init__(self, store: StateStore) -> None:
-        self.store = store
+    def __init__(self, repo: Repository[Prompt]) -> None:
+        self.repo = repo
+        self.store = repo.store
         self._decoder = msgspec.json.Decoder(Prompt)
 
-    async def put(self, prompt: Prompt) -> None:
+    async def first(self, prompt: Prompt) -> None:
+        """Store version 1 of a prompt just created (its id is new: the number is free)."""
+        await self._create(prompt)
+
+    async def next(self, current: Prompt, make: Callable[[Prompt], Prompt]) -> Prompt:
+        """Store the version after ``current``: ``make(base)`` (the update applied to ``base``, validated) numbered
+        ``base.version + 1`` and stamped now, written only while no version holds that number. When another update
+        took the number, its version is the base and the next number is tried, so every update gets a number of
+        its own with its own template, built on the version before it. Returns the version stored; 404 when the
+        prompt's versions are deleted meanwhile."""
+        base = current
+        for _ in range(VERSION_ATTEMPTS):
+            version = msgspec.structs.replace(make(base), version=base.version + 1, last_updated_at=now_iso())
+            if await self._create(version):
+                return version
+            taken = await self._read(current, version.version)
+            if taken is None:  # deleted since: the prompt with it
+                raise NotFound(f"no prompt with id '{current.id}'", param="prompt_id")
+            base = taken
+        raise Conflict(f"the prompt '{current.id}' changed while it was being updated; retry", param="prompt_id")
+
+    async def make_current(self, version: Prompt) -> None:
+        """Store ``version`` as the prompt itself (as it is, so the prompt and its version read alike), unless the
+        stored prompt is already at that version or a later one (another update's, built on this one). 404 when
+        the prompt was deleted meanwhile (this version is deleted too, so nothing of the prompt is left)."""
+        for _ in range(UPDATE_ATTEMPTS):
+            stored = await self.repo.lookup(version.workspace_id, version.id)
+            if stored is None:
+                await self._delete(version.id, version.version, msgspec.json.encode(version))
+                raise NotFound(f"no prompt with id '{version.id}'", param="prompt_id")
+            if stored.version >= version.version or await self.repo.rewrite(version, expected=stored):
+                return
+        raise Conflict(f"the prompt '{version.id}' changed while it was being updated; retry", param="prompt_id")
+
+    async def _create(self, version: Prompt) -> bool:
         try:
-            await self.store.record_put(VERSION_KIND, f"{prompt.id}:{prompt.version}", prompt.workspace_id,
-                                        msgspec.json.encode(prompt))
+            return await self.store.record_create(VERSION_KIND, f"{version.id}:{version.version}",
+                                                  version.workspace_id, msgspec.json.encode(version))
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+
+    async def _read(self, prompt: Prompt, version: int) -> Prompt | None:
+        try:
+            found = await self.store.record_get(VERSION_KIND, f"{prompt.id}:{version}")
+        except StateStoreError as exc:
+            raise store_unavailable(exc) from None
+        if found is None or found.workspace != prompt.workspace_id:
+            return None
+        return self._decoder.decode(found.doc)
+
+    async def _delete(self, id: str, version: int, doc: bytes) -> None:
+        try:
+            await self.store.record_delete_if(VERSION_KIND, f"{id}:{version}", doc)
         except StateStoreError as exc:
             raise store_unavailable(exc) from None
 
@@ -286,13 +345,10 @@ class PromptVersions:
         return versions
 
     async def get(self, prompt: Prompt, version: int) -> Prompt:
-        try:
-            found = await self.store.record_get(VERSION_KIND, f"{prompt.id}:{version}")
-        except StateStoreError as exc:
-            raise store_unavailable(exc) from None
-        if found is None or found.workspace != prompt.workspace_id:
+        found = await self._read(prompt, version)
+        if found is None:
             raise NotFound(f"prompt '{prompt.id}' has no version {version}", param="version")
-        return self._decoder.decode(found.doc)
+        return found
 
     async def delete_all(self, prompt: Prompt) -> None:
         for version in await self.list(prompt):
