@@ -2,7 +2,9 @@
 loop): neither change is lost. Approvals of different tools of one MCP server both end up pinned, each with its
 approval in the record and its audit line; PUTs of different fields of one saved config or provider both stay, as
 do an agent's PUT and refresh; rotations of one key at once leave exactly one live secret, and a revoke at the
-same time as a rotation none (docs/control-plane.md, "Concurrent updates")."""
+same time as a rotation none; two creates of one provider or MCP server slug at once store one (with its secret) and
+answer 409 to the other, and two PUTs of one prompt at once make two versions, each with its own template
+(docs/control-plane.md, "Concurrent updates")."""
 
 from __future__ import annotations
 
@@ -141,3 +143,72 @@ def test_a_key_revoked_while_it_is_rotated_leaves_no_working_secret(gateway, moc
         secrets = [member["key"]] + [answers[0].json()["key"]] * (answers[0].status == 200)
         assert [chat(gateway, secret, base).status for secret in secrets] == [401] * len(secrets)
         assert api(gateway, "GET", path, key=admin["key"]).status == 404
+
+
+def one_created(answers: list[Response]) -> dict[str, Any]:
+    """The record of the one create answered 201; the other answered 409 naming the slug."""
+    assert sorted(answer.status for answer in answers) == [201, 409], [answer.text for answer in answers]
+    refused = next(answer for answer in answers if answer.status == 409).json()["error"]
+    assert refused["param"] == "slug" and "already exists in this workspace" in refused["message"], refused
+    return dict(next(answer for answer in answers if answer.status == 201).json())
+
+
+def test_two_creates_of_one_provider_slug_at_once_store_one_with_its_secret(gateway, mock):
+    key = create_key(gateway)["key"]
+    bases = [mock.scenario(), mock.scenario()]
+    secrets = ["sk-first-create-0123456789aaaa", "sk-other-create-0123456789bbbb"]
+    answers = together(gateway, key, *(("POST", "/v1/providers", {
+        "slug": "raced", "provider": "vendorA", "api_key": secret, "custom_host": base + "/v1"})
+        for base, secret in zip(bases, secrets)), ok=(201, 409))
+    made = one_created(answers)
+    winner = [base + "/v1" for base in bases].index(made["custom_host"])
+    stored = api(gateway, "GET", "/v1/providers/raced", key=key).json()
+    assert (stored["custom_host"], stored["api_key"]) == (made["custom_host"], made["api_key"])
+    assert chat(gateway, key, **{"x-gateway-provider": "@raced"}).status == 200
+    sent = mock.calls(bases[winner])["requests"][-1]["headers"]["authorization"]
+    assert sent == f"Bearer {secrets[winner]}"  # the 201's secret, not the other's
+    listed = api(gateway, "GET", "/v1/providers", key=key).json()
+    assert [record["slug"] for record in listed["data"]] == ["raced"]
+
+
+def test_two_creates_of_one_mcp_server_slug_at_once_store_one_with_its_secret(gateway, changing):
+    key = create_key(gateway)["key"]
+    secrets = ["first-create-secret-0123456789aaaa", "other-create-secret-0123456789bbbb"]
+    for slug in ("raced-1", "raced-2", "raced-3", "raced-4"):  # each create reads the server first: the two
+        # requests reach the store in a different order from one run to the next
+        answers = together(gateway, key, *(("POST", "/v1/mcp-servers", {
+            "slug": slug, "url": changing.url, "name": f"create {i}", "headers": {"X-Secret": secret}})
+            for i, secret in enumerate(secrets)), ok=(201, 409))
+        made = one_created(answers)
+        winner = int(made["name"].split()[-1])
+        stored = api(gateway, "GET", f"/v1/mcp-servers/{slug}", key=key).json()
+        assert (stored["name"], stored["headers"]) == (made["name"], made["headers"])
+        changing.clear_received()
+        view = api(gateway, "GET", f"/v1/mcp-servers/{slug}/tools", key=key)
+        assert view.status == 200 and "upstream_error" not in view.json(), view.text
+        sent = {request.headers.get("x-secret") for request in changing.received()}
+        assert sent == {secrets[winner]}  # the 201's secret, not the other's
+    listed = api(gateway, "GET", "/v1/mcp-servers", key=key).json()
+    assert sorted(record["slug"] for record in listed["data"]) == ["raced-1", "raced-2", "raced-3", "raced-4"]
+
+
+def test_two_puts_of_one_prompt_at_once_make_two_versions_each_with_its_own_template(gateway):
+    key = create_key(gateway)["key"]
+    made = api(gateway, "POST", "/v1/prompts", {"name": "raced", "model": "gpt-4o-mini",
+                                                "messages": [{"role": "user", "content": "v1 {{x}}"}]}, key)
+    assert made.status == 201, made.text
+    path = f"/v1/prompts/{made.json()['id']}"
+    sent = ["first PUT {{x}}", "other PUT {{x}}"]
+    for _ in range(3):  # the two requests' steps interleave differently from one run to the next
+        answers = together(gateway, key, *(("PUT", path, {"messages": [{"role": "user", "content": content}]})
+                                           for content in sent))
+        versions = {answer.json()["version"]: answer.json()["messages"][0]["content"] for answer in answers}
+        assert sorted(versions.values()) == sent  # two versions, each answered with its own template
+        for number, content in versions.items():
+            stored = api(gateway, "GET", f"{path}/versions/{number}", key=key).json()
+            assert stored["messages"][0]["content"] == content
+        current = api(gateway, "GET", path, key=key).json()
+        assert current["version"] == max(versions)
+        assert current["messages"][0]["content"] == versions[current["version"]]
+    listed = api(gateway, "GET", f"{path}/versions", key=key).json()
+    assert [version["version"] for version in listed["data"]] == list(range(1, 8))
