@@ -30,7 +30,8 @@ a2a-sdk 1.3.0, its client and server read in source and their traffic seen on lo
   unsupported operation, -32005 content type not supported, -32006 invalid agent response, -32007 extended card
   not configured, -32008 extension support required, -32009 version not supported. The SDK's server answers every
   JSON-RPC error with HTTP 200; its client raises the error mapped from the code (and for a non-2xx status, an
-  HTTP error without reading the body).
+  HTTP error without reading the body). The error raised, its codes shared with MCP (and -32010, the gateway's
+  for a guardrail's deny, as MCP calls have it) and its body are ``gateway/http/jsonrpc.py``'s.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
+from gateway.http import jsonrpc
+from gateway.http.jsonrpc import GUARDRAIL_DENIED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
 VERSION_HEADER = "a2a-version"
 #: headers of the client's request passed on to the agent (the revision spoken, the extensions asked for)
@@ -52,15 +56,6 @@ STREAMING = frozenset({"SendStreamingMessage", "SubscribeToTask", "message/strea
 TASK_BY_ID = frozenset({"GetTask", "CancelTask", "SubscribeToTask", "tasks/get", "tasks/cancel",
                         "tasks/resubscribe"})
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-#: the implementation-defined code (A2A uses -32001..-32009) of a call a guardrail denied, as MCP calls have it
-GUARDRAIL_DENIED = -32010
-
-RequestId = int | str
 
 
 class Request(msgspec.Struct):
@@ -72,19 +67,9 @@ class Request(msgspec.Struct):
     params: Any = msgspec.UNSET
 
 
-class RpcError(Exception):
-    """A JSON-RPC error to answer: ``code``, ``message``, optional ``data``; ``status`` is the HTTP status (200, as
-    A2A servers answer errors, unless the gateway refused the caller: 401, 403, 404, 413, 429, 503)."""
-
-    def __init__(self, code: int, message: str, data: Any = None, status: int = 200) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.status = status
-
-    def body(self, id: Any) -> bytes:
-        return error_body(id, self.code, self.message, self.data)
+#: a JSON-RPC error to answer (``gateway/http/jsonrpc.py``): HTTP status 200, as A2A servers answer errors, unless
+#: the gateway refused the caller (401, 403, 404, 413, 429, 503)
+RpcError = jsonrpc.RpcError
 
 
 _decoder = msgspec.json.Decoder(Request)
@@ -138,13 +123,6 @@ def id_of(request: Request | None) -> Any:
     if request is None or isinstance(request.id, bool) or not isinstance(request.id, (int, str)):
         return None
     return request.id
-
-
-def error_body(id: Any, code: int, message: str, data: Any = None) -> bytes:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return _encode({"jsonrpc": "2.0", "id": id, "error": error})
 
 
 def encode(document: Any) -> bytes:
@@ -224,3 +202,6 @@ def error_code(head: Head) -> int | None:
         return None
     code = head.error.get("code") if isinstance(head.error, dict) else None
     return code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
+
+
+__all__ = ["GUARDRAIL_DENIED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "PARSE_ERROR"]

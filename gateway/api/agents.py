@@ -85,13 +85,13 @@ class AgentEndpoint:
             try:
                 body = await read_request_body(scope, receive, self.max_body)
             except GatewayError as exc:
-                raise _rpc_of(exc) from None
+                raise wire.RpcError.of(exc) from None
             request = _lenient(body)
             try:
                 key = await self._caller(ctx, scope)
                 target = await self._agent(key, _slug(scope))
             except GatewayError as exc:
-                raise _rpc_of(exc) from None
+                raise wire.RpcError.of(exc) from None
             method = request.method if request is not None and isinstance(request.method, str) else ""
             call = AgentCall(ctx, key, target, method, len(body), started)
             request = wire.decode(body)
@@ -99,7 +99,7 @@ class AgentEndpoint:
             try:
                 await call.admit(self.policies)
             except GatewayError as exc:
-                raise _rpc_of(exc) from None
+                raise wire.RpcError.of(exc) from None
             body, finish = await self._guarded(ctx, target, request, body)
             if request.method in CARD_METHODS:
                 finish = _card_rewrite(request.method, target, own_url(scope, target.slug), finish)
@@ -179,15 +179,6 @@ def _lenient(body: bytes) -> wire.Request | None:
         return wire.decode(body)
     except wire.RpcError:
         return wire.Request(id=wire.id_in(body))
-
-
-def _rpc_of(exc: GatewayError) -> wire.RpcError:
-    """A gateway error met on the way (a refused key's 401 or 403, an unknown agent's 404, a body's 413, a rate
-    limit's 429, the state store's 503) as the JSON-RPC error: its message as the gateway's error says it, the
-    gateway's error fields in ``data``, its HTTP status kept."""
-    return wire.RpcError(wire.INTERNAL_ERROR if exc.status >= 500 else wire.INVALID_REQUEST, exc.message,
-                         data={"status": exc.status, "type": exc.type, "param": exc.param, "code": exc.code},
-                         status=exc.status)
 
 
 def own_url(scope: Scope, slug: str) -> str:

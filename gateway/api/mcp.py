@@ -162,7 +162,7 @@ class McpEndpoint:
                 raise NotFound(f"no workspace '{named}' (the MCP endpoints serve the key's own workspace)",
                                param="workspace_id")
         except GatewayError as exc:
-            raise _rpc_of(exc) from None
+            raise wire.RpcError.of(exc) from None
         return key
 
     async def _servers(self, key: KeyRecord, endpoint: str
@@ -225,7 +225,7 @@ class McpEndpoint:
             if modern and not (await self.service.upstream.era(forward.target)).modern:
                 finish = _lifted(str(message.method), finish)
         except (wire.RpcError, GatewayError) as exc:
-            error = exc if isinstance(exc, wire.RpcError) else _rpc_of(exc)
+            error = exc if isinstance(exc, wire.RpcError) else wire.RpcError.of(exc)
             data = error.body(message.id)  # type: ignore[arg-type]
             await send_answer(send, error.status, data, session_header)
             if call is not None:
@@ -251,14 +251,6 @@ def _lifted(method: str, then: Callable[[bytes], Awaitable[bytes]] | None) -> Ca
         return data if then is None else await then(data)
 
     return finish
-
-
-def _rpc_of(exc: GatewayError) -> wire.RpcError:
-    """A gateway error met on the way (a refused key's 401 or 403, a rate limit's 429, the state store's 503) as
-    the JSON-RPC error: its message as the gateway's error says it, and the gateway's error fields in ``data``."""
-    return wire.RpcError(wire.INTERNAL_ERROR if exc.status >= 500 else wire.INVALID_REQUEST, exc.message,
-                         data={"status": exc.status, "type": exc.type, "param": exc.param, "code": exc.code},
-                         status=exc.status)
 
 
 def _check_envelope(scope: Scope, message: wire.Message, version: str) -> None:

@@ -19,6 +19,7 @@ import msgspec
 from gateway.controlplane.directory import RecordCache
 from gateway.guardrails import GuardrailAnswer, GuardrailRequest, GuardrailRunner, PhaseOutcome
 from gateway.guardrails.calls import CallConfigs, denial
+from gateway.http import jsonrpc
 from gateway.http.context import RequestContext
 from gateway.http.errors import GatewayError
 from gateway.mcp import wire
@@ -26,8 +27,6 @@ from gateway.mcp.target import ServerTarget
 from gateway.schema.config import Config
 
 ENDPOINT = "mcp.tools/call"
-#: the implementation-defined JSON-RPC code (-32000..-32099) of a call a guardrail denied
-GUARDRAIL_DENIED = -32010
 
 
 class CallGuard:
@@ -78,5 +77,5 @@ def _refuse(outcome: PhaseOutcome) -> None:
     denied = denial(outcome)
     if denied is not None:
         name, data = denied
-        raise wire.RpcError(GUARDRAIL_DENIED, f"denied by guardrail '{name}' ({outcome.phase} the tool call)",
+        raise wire.RpcError(jsonrpc.GUARDRAIL_DENIED, f"denied by guardrail '{name}' ({outcome.phase} the tool call)",
                             data=data)

@@ -26,7 +26,7 @@ server, whose traffic was captured on loopback for both revisions):
   {requestId, reason?}``.
 - Error codes: -32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid params (also an
   unknown tool), -32603 internal error; the SDK maps -32700/-32600/-32602/-32020/-32022 to HTTP 400 and -32601 to
-  404, others to 200.
+  404, others to 200. The error raised and its body are ``gateway/http/jsonrpc.py``'s, as A2A's are.
 """
 
 from __future__ import annotations
@@ -34,6 +34,17 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
+from gateway.http import jsonrpc
+from gateway.http.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RequestId,
+    error_body,
+)
 
 #: the stateless revision, and the handshake revisions the gateway still speaks (newest first)
 MODERN = "2026-07-28"
@@ -55,11 +66,6 @@ SESSION_HEADER = "mcp-session-id"
 #: the methods whose ``Mcp-Name`` header mirrors a param, and which param
 NAMED_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
 #: the SDKs' "connection closed" and "request timeout" codes, used for an upstream that failed or went silent
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
@@ -73,8 +79,6 @@ ERROR_STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEA
 SERVER_INFO = {"name": "gateway", "version": "1"}
 JSON_TYPE = b"application/json"
 SSE_TYPE = b"text/event-stream"
-
-RequestId = int | str
 
 
 class Message(msgspec.Struct, omit_defaults=True):
@@ -105,19 +109,10 @@ class Message(msgspec.Struct, omit_defaults=True):
         return params.get(name) if isinstance(params, dict) else None
 
 
-class RpcError(Exception):
-    """A JSON-RPC error to answer: ``code``, ``message`` and optional ``data``; ``status`` is the HTTP status (by
-    ``ERROR_STATUS`` unless given)."""
+class RpcError(jsonrpc.RpcError):
+    """A JSON-RPC error to answer (``gateway/http/jsonrpc.py``); its HTTP status by ``ERROR_STATUS`` unless given."""
 
-    def __init__(self, code: int, message: str, data: Any = None, status: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.status = status if status is not None else ERROR_STATUS.get(code, 200)
-
-    def body(self, id: RequestId | None) -> bytes:
-        return error_body(id, self.code, self.message, self.data)
+    STATUS = ERROR_STATUS
 
 
 _decoder = msgspec.json.Decoder(Message)
@@ -143,13 +138,6 @@ def decode(body: bytes) -> Message:
         raise RpcError(INVALID_REQUEST, "a JSON-RPC message needs a method (request or notification) or a result "
                                         "or error (response)")
     return message
-
-
-def error_body(id: RequestId | None, code: int, message: str, data: Any = None) -> bytes:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return _encode({"jsonrpc": "2.0", "id": id, "error": error})
 
 
 def result_body(id: RequestId | None, result: Any) -> bytes:
@@ -233,3 +221,7 @@ def with_envelope(params: Any) -> dict[str, Any]:
     meta[CLIENT_INFO_META] = SERVER_INFO
     out["_meta"] = meta
     return out
+
+
+__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND", "PARSE_ERROR", "RequestId",
+           "error_body"]
