@@ -17,8 +17,13 @@ table on stderr). Wire facts relied on (``gateway_mock/realtime.py``, ``response
 Parts:
 
 - ``round_trip``: one session per path, the paths interleaved turn by turn (order swapping each round); the time
-  from sending ``response.create`` to its final event; p50/p99 of each and added = gateway - direct; how many CPUs
-  other work on the machine kept busy meanwhile.
+  from sending ``response.create`` to its final event; p50/p99 of each and added = gateway - direct; the CPU time
+  the gateway's worker spent per message it relayed (the turns' client events and provider events, warm-up
+  included: the whole stretch is metered); how many CPUs other work on the machine kept busy meanwhile.
+- ``--floor`` adds the path ``floor``: ``bench/realtime_floor.py``, a bare Granian + aiohttp relay with nothing of
+  the gateway's (its CPU per message too), so gateway - floor is what the gateway's own work costs and floor -
+  direct what the server and client libraries cost; and, in ``sessions``, the worker RSS per open session of that
+  relay and of a bare Granian app holding the client's socket alone (``floor_sessions``), each on a fresh worker.
 - ``sessions``: ``--sessions`` concurrent Realtime sessions through the gateway (opened at most
   ``--open-concurrency`` at a time), each doing one turn and then held open; failures, seconds to open all, the
   worker's RSS (``/proc``) before, with all open and after closing them all, and the RSS per session (from the
@@ -51,7 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import busy_cpus, summary_ms
 from procs import ADMIN_KEY, CpuMeter, Server, worker_pids, worker_rss_mb
 
+BENCH = Path(__file__).resolve().parent
+
 PATHS = ("direct", "gateway")
+#: the servers whose workers relay (their CPU per message is reported)
+RELAYS = ("gateway", "floor")
 KINDS = ("realtime", "responses")
 MODEL = "gpt-realtime"
 #: kind -> (the URL path, the event sent each turn, the type of the turn's last event)
@@ -72,7 +81,8 @@ MAX_MESSAGE = 16 * 1024 * 1024
 class Stack:
     """The mock and the gateway, started at once and stopped together."""
 
-    def __init__(self) -> None:
+    def __init__(self, floor: bool = False) -> None:
+        self.floor = floor
         self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-realtime-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "BENCH_"))}
         self.servers: dict[str, Server] = {}
@@ -86,9 +96,16 @@ class Stack:
             self.servers["gateway"] = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
             probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
             self.mock.wait_ready(functools.partial(_post_ok, self.mock.url + "/v1/chat/completions", probe))
+            if self.floor:
+                upstream = ["--upstream", _ws(self.mock.url)]
+                for name, extra in (("floor", upstream), ("floor_hold", ["--hold"])):
+                    self.servers[name] = Server(name, [sys.executable, str(BENCH / "realtime_floor.py"), *extra],
+                                                self.env, self.tmp)
             self.gateway.wait_ready(functools.partial(_post_ok, self.gateway.url + "/ready", None))
+            for name in ("floor", "floor_hold") if self.floor else ():
+                self.servers[name].wait_ready(functools.partial(_post_ok, self.servers[name].url + "/", None))
             deadline = time.monotonic() + 30
-            while not worker_pids(self.gateway.pid) and time.monotonic() < deadline:
+            while not all(worker_pids(s.pid) for s in self.servers.values()) and time.monotonic() < deadline:
                 time.sleep(0.1)
         except BaseException:
             self.__exit__()
@@ -103,11 +120,17 @@ class Stack:
     def gateway(self) -> Server:
         return self.servers["gateway"]
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (*PATHS, "floor") if self.floor else PATHS
+
     def target(self, path: str, kind: str) -> tuple[str, dict[str, str]]:
         """(ws URL, headers) of a session of ``kind`` on ``path``."""
         suffix = TURNS[kind][0]
         if path == "direct":
             return _ws(self.mock.url) + suffix, {"authorization": "Bearer sk-bench"}
+        if path in ("floor", "floor_hold"):
+            return _ws(self.servers[path].url) + suffix, {"authorization": "Bearer sk-bench"}
         config = msgspec.json.encode({"provider": "vendorA", "api_key": "sk-bench",
                                       "custom_host": f"{self.mock.url}/v1"}).decode()
         return _ws(self.gateway.url) + suffix, {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": config}
@@ -139,15 +162,18 @@ async def open_session(url: str, headers: dict[str, str], kind: str) -> websocke
     return ws
 
 
-async def turn(ws: websockets.ClientConnection, event: bytes, last: str) -> int:
-    """Send one ``response.create`` and read up to the turn's last event; the nanoseconds it took."""
+async def turn(ws: websockets.ClientConnection, event: bytes, last: str) -> tuple[int, int]:
+    """Send one ``response.create`` and read up to the turn's last event; the nanoseconds it took and the messages
+    it was (the one sent and the events received)."""
     started = time.perf_counter_ns()
     await ws.send(event.decode())
+    messages = 1
     while True:
         doc = msgspec.json.decode(await ws.recv())
+        messages += 1
         kind = doc.get("type")
         if kind == last:
-            return time.perf_counter_ns() - started
+            return time.perf_counter_ns() - started, messages
         if kind == "error":
             raise RuntimeError(f"the turn was answered with an error: {doc!r:.500}")
 
@@ -156,21 +182,31 @@ async def round_trip(stack: Stack, kind: str, count: int, warmup: int) -> dict:
     """One session per path, the paths interleaved turn by turn, the order swapping each round."""
     _, event, last = TURNS[kind]
     frame = msgspec.json.encode(event)
-    sockets = {path: await open_session(*stack.target(path, kind), kind) for path in PATHS}
-    totals: dict[str, list[int]] = {p: [] for p in PATHS}
-    meter = CpuMeter({"mock": stack.mock.pid, "gateway": stack.gateway.pid})
+    paths = stack.paths
+    sockets = {path: await open_session(*stack.target(path, kind), kind) for path in paths}
+    totals: dict[str, list[int]] = {p: [] for p in paths}
+    messages = dict.fromkeys(paths, 0)
+    relays = [p for p in paths if p in RELAYS]
+    meter = CpuMeter({"mock": stack.mock.pid, **{p: stack.servers[p].pid for p in relays}})
     try:
         for i in range(warmup + count):
-            for path in PATHS if i % 2 == 0 else PATHS[::-1]:
-                took = await _within(turn(sockets[path], frame, last), STEP_TIMEOUT)
+            for path in paths if i % 2 == 0 else paths[::-1]:
+                took, relayed = await _within(turn(sockets[path], frame, last), STEP_TIMEOUT)
+                messages[path] += relayed
                 if i >= warmup:
                     totals[path].append(took)
     finally:
+        used, others = meter.stop()
         for ws in sockets.values():
             await ws.close()
-    lat = {path: summary_ms(totals[path]) for path in PATHS}
-    return {"latency_ms": lat, "added_ms": {q: round(lat["gateway"][q] - lat["direct"][q], 4) for q in ("p50", "p99")},
-            "turns": count, "other_busy_cpus": meter.stop()[1]}
+    lat = {path: summary_ms(totals[path]) for path in paths}
+    out = {"latency_ms": lat, "added_ms": {q: round(lat["gateway"][q] - lat["direct"][q], 4) for q in ("p50", "p99")},
+           "turns": count, "messages_per_turn": round(messages["gateway"] / (warmup + count), 1),
+           "cpu_us_per_message": {p: round(used[p] * 1e6 / max(1, messages[p]), 1) for p in relays},
+           "other_busy_cpus": others}
+    if "floor" in paths:
+        out["added_over_floor_ms"] = {q: round(lat["gateway"][q] - lat["floor"][q], 4) for q in ("p50", "p99")}
+    return out
 
 
 async def _within(awaitable: Any, seconds: float) -> Any:
@@ -185,7 +221,7 @@ async def many_sessions(stack: Stack, count: int, concurrency: int, waves: int) 
     memory lost), and the sessions the gateway still counts open after the last."""
     worker = worker_pids(stack.gateway.pid)[0]
     rss_before = _rss(worker)
-    rounds = [await _wave(stack, worker, count, concurrency) for _ in range(waves)]
+    rounds = [await _wave(stack, "gateway", worker, count, concurrency) for _ in range(waves)]
     first = rounds[0]
     return {"sessions": count, "open_concurrency": concurrency, "failures": sum(w["failures"] for w in rounds),
             "rss_mb_before": rss_before, "waves": rounds,
@@ -193,8 +229,22 @@ async def many_sessions(stack: Stack, count: int, concurrency: int, waves: int) 
             "gateway_open_after_close": open_sessions(stack)}
 
 
-async def _wave(stack: Stack, worker: int, count: int, concurrency: int) -> dict:
-    url, headers = stack.target("gateway", "realtime")
+async def floor_sessions(stack: Stack, count: int, concurrency: int) -> dict:
+    """One wave of ``count`` sessions on each floor (fresh workers): the RSS per open session of a bare relay and of
+    Granian holding the client's socket alone."""
+    out = {}
+    for path in ("floor", "floor_hold"):
+        worker = worker_pids(stack.servers[path].pid)[0]
+        before = _rss(worker)
+        wave = await _wave(stack, path, worker, count, concurrency)
+        out[path] = {**wave, "rss_mb_before": before,
+                     "rss_kb_per_session": round((wave["rss_mb_all_open"] - before) * 1024 / max(1, wave["opened"]),
+                                                 1)}
+    return out
+
+
+async def _wave(stack: Stack, path: str, worker: int, count: int, concurrency: int) -> dict:
+    url, headers = stack.target(path, "realtime")
     _, event, last = TURNS["realtime"]
     frame = msgspec.json.encode(event)
     gate = asyncio.Semaphore(concurrency)
@@ -206,12 +256,17 @@ async def _wave(stack: Stack, worker: int, count: int, concurrency: int) -> dict
     async def one() -> websockets.ClientConnection | None:
         async with gate:
             try:
-                ws = await _within(open_session(url, headers, "realtime"), STEP_TIMEOUT)
+                ws = await _within(open_session(url, headers, "echo" if path == "floor_hold" else "realtime"),
+                                   STEP_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - counted by kind, the run goes on
                 failed(exc)
                 return None
             try:
-                await _within(turn(ws, frame, last), STEP_TIMEOUT)
+                if path == "floor_hold":  # one frame each way, as a turn would
+                    await ws.send(frame.decode())
+                    await _within(ws.recv(), STEP_TIMEOUT)
+                else:
+                    await _within(turn(ws, frame, last), STEP_TIMEOUT)
             except Exception as exc:  # noqa: BLE001
                 failed(exc)
                 await ws.close()
@@ -261,13 +316,16 @@ def _rss(pid: int) -> float:
 
 async def run(args: argparse.Namespace) -> dict:
     out: dict = {}
-    with Stack() as stack:
+    with Stack(args.floor) as stack:
         log("started the mock and the gateway (1 worker)")
         for kind in KINDS:
             log(f"{kind}: round trips ({args.warmup} + {args.turns} turns x 2 interleaved)")
             out[kind] = await round_trip(stack, kind, args.turns, args.warmup)
         log(f"sessions: {args.sessions} concurrent Realtime sessions through the gateway")
         out["sessions"] = await many_sessions(stack, args.sessions, args.open_concurrency, args.waves)
+        if args.floor:
+            log(f"floor sessions: {args.sessions} on a bare relay, then on Granian alone")
+            out["floor_sessions"] = await floor_sessions(stack, args.sessions, args.open_concurrency)
         out["gateway_rss_mb"] = worker_rss_mb(stack.gateway.pid)
     return out
 
@@ -292,6 +350,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--open-concurrency", type=int, default=100, help="sessions being opened at once, at most")
     p.add_argument("--waves", type=int, default=2, help="times the sessions are opened, held and closed")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds the whole run may take")
+    p.add_argument("--floor", action="store_true",
+                   help="also a bare Granian + aiohttp relay (bench/realtime_floor.py) and Granian alone")
     p.add_argument("--quick", action="store_true", help="a smoke run: 10 + 50 turns, 50 sessions")
     p.add_argument("--output", help="also write the JSON here")
     args = p.parse_args(argv)
@@ -334,13 +394,19 @@ async def _bounded(coro: Any, seconds: float) -> Any:
 def print_table(report: dict) -> None:
     """The figures as tables on stderr (stdout stays one JSON document)."""
     res = report["results"]
-    rows = ["| turn | p50 direct / gateway | p99 direct / gateway | added p50 / p99 | other work, CPUs |",
-            "|---|---|---|---|---|"]
+    rows = ["| turn | p50 direct / gateway | p99 direct / gateway | added p50 / p99 | CPU a message "
+            "| other work, CPUs |", "|---|---|---|---|---|---|"]
     for kind in KINDS:
-        lat, added = res[kind]["latency_ms"], res[kind]["added_ms"]
+        r = res[kind]
+        lat, added, cpu = r["latency_ms"], r["added_ms"], r["cpu_us_per_message"]
+        cpus = " / ".join(f"{path} {us:.0f} us" for path, us in cpu.items())
         rows.append(f"| {kind} | {lat['direct']['p50']:.3f} / {lat['gateway']['p50']:.3f} ms | "
                     f"{lat['direct']['p99']:.3f} / {lat['gateway']['p99']:.3f} ms | {added['p50']:.3f} / "
-                    f"{added['p99']:.3f} ms | {res[kind]['other_busy_cpus']:.2f} |")
+                    f"{added['p99']:.3f} ms | {cpus} | {r['other_busy_cpus']:.2f} |")
+        if "floor" in lat:
+            over = r["added_over_floor_ms"]
+            rows.append(f"| {kind}, floor | p50 {lat['floor']['p50']:.3f} ms | p99 {lat['floor']['p99']:.3f} ms | "
+                        f"gateway over floor {over['p50']:.3f} / {over['p99']:.3f} ms | | |")
     s = res["sessions"]
     rows += ["", "| wave | sessions | failures | open all | RSS before / all open / after close | per session |",
              "|---|---|---|---|---|---|"]
@@ -348,9 +414,12 @@ def print_table(report: dict) -> None:
         rows.append(f"| {n} | {w['opened']} of {s['sessions']} | {w['failures']} | {w['open_all_s']:.1f} s | "
                     f"{s['rss_mb_before']} / {w['rss_mb_all_open']} / {w['rss_mb_after_close']} MB | "
                     + (f"{s['rss_kb_per_session']:.0f} KB |" if n == 1 else "- |"))
+    for path, w in (res.get("floor_sessions") or {}).items():
+        rows.append(f"| {path} | {w['opened']} of {s['sessions']} | {w['failures']} | {w['open_all_s']:.1f} s | "
+                    f"{w['rss_mb_before']} / {w['rss_mb_all_open']} / {w['rss_mb_after_close']} MB | "
+                    f"{w['rss_kb_per_session']:.0f} KB |")
     rows.append(f"\nsessions the gateway counts open after the last close: {s['gateway_open_after_close']}")
     print("\n".join(rows), file=sys.stderr, flush=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())

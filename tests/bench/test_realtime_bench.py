@@ -1,5 +1,5 @@
-"""bench/realtime.py runs and reports: Realtime and Responses WebSocket turns directly and through the gateway, and
-many concurrent sessions with the worker's memory (no timings checked)."""
+"""bench/realtime.py runs and reports: Realtime and Responses WebSocket turns directly and through the gateway (and
+a bare relay with ``--floor``), and many concurrent sessions with the worker's memory (no timings checked)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def test_realtime_bench_reports_round_trips_of_both_paths_and_many_sessions() ->
         assert all({"p50", "p99"} <= set(result["latency_ms"][path]) for path in ("direct", "gateway"))
         assert set(result["added_ms"]) == {"p50", "p99"}
         assert result["turns"] == 50 and result["other_busy_cpus"] >= 0
+        assert result["messages_per_turn"] > 2 and set(result["cpu_us_per_message"]) == {"gateway"}
     sessions = results["sessions"]
     assert sessions["failures"] == 0 and sessions["sessions"] == 50 and len(sessions["waves"]) == 2
     for wave in sessions["waves"]:
@@ -33,6 +34,22 @@ def test_realtime_bench_reports_round_trips_of_both_paths_and_many_sessions() ->
     assert sessions["rss_mb_before"] > 0 and "rss_kb_per_session" in sessions
     assert sessions["gateway_open_after_close"] == 0
     assert len(results["gateway_rss_mb"]) == 1
+
+
+def test_realtime_bench_floor_adds_a_bare_relay_path_and_its_sessions() -> None:
+    report = run_json([sys.executable, "bench/realtime.py", "--quick", "--floor", "--waves", "1"], timeout=120)
+    results = report["results"]
+    for kind in ("realtime", "responses"):
+        result = results[kind]
+        assert set(result["latency_ms"]) == {"direct", "gateway", "floor"}
+        assert set(result["added_over_floor_ms"]) == {"p50", "p99"}
+        assert set(result["cpu_us_per_message"]) == {"gateway", "floor"}
+        assert all(us > 0 for us in result["cpu_us_per_message"].values())
+    floors = results["floor_sessions"]
+    assert set(floors) == {"floor", "floor_hold"}
+    for wave in floors.values():
+        assert wave["failures"] == 0 and wave["opened"] == wave["still_open_at_peak"] == 50
+        assert wave["rss_mb_all_open"] > 0 and "rss_kb_per_session" in wave
 
 
 def test_realtime_bench_refuses_unbounded_counts() -> None:
