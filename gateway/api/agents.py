@@ -143,10 +143,10 @@ class AgentEndpoint:
         if request.method not in wire.SENDING:
             return body, None
         guard = self.service.guard
-        config = await guard.config(ctx, target)
+        config = await guard.config(ctx, target.config, target.workspace)
         if config is None:
             return body, None
-        judged = guard.request(ctx, target, wire.params_of(request))
+        judged = guard.request(ctx, target.workspace, target.slug, wire.params_of(request))
         redacted = await guard.before(config, judged)
         if redacted is not None:
             body = wire.encode({"jsonrpc": "2.0", "id": request.id, "method": request.method, "params": redacted})

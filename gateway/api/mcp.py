@@ -198,7 +198,7 @@ class McpEndpoint:
         output guardrails do to the tool's response (None: no config with guardrails)."""
         guard = self.service.guard
         message = forward.message
-        config = await guard.config(ctx, key.workspace, forward.target)
+        config = await guard.config(ctx, forward.target.config, key.workspace)
         if config is None:
             return message, None
         params = message.params if isinstance(message.params, dict) else {}
