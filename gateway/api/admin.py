@@ -89,6 +89,18 @@ def query_values(scope: Scope) -> dict[str, str]:
     return dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True)) if raw else {}
 
 
+async def own_workspace_key(keys: KeyStore, ctx: RequestContext, scope: Scope, needed: str, routes: str
+                            ) -> KeyRecord:
+    """The caller's key holding the scope ``needed``, for routes that serve only the key's own workspace (the data
+    plane's MCP and agent endpoints): a ``workspace_id`` query naming another (even for the root key) is the 404 of
+    a workspace it cannot see, its message saying that ``routes`` serve the key's own."""
+    key = await authenticate(keys, ctx, needed)
+    named = query_values(scope).get("workspace_id")
+    if named and named != key.workspace:
+        raise NotFound(f"no workspace '{named}' ({routes} serve the key's own workspace)", param="workspace_id")
+    return key
+
+
 def known_query(query: Mapping[str, str], known: Collection[str],
                 aliases: Mapping[str, str] = QUERY_ALIASES) -> dict[str, str]:
     """``query`` as the route reads it: an alias (of a name in ``known``) renamed to that name; any other name

@@ -30,8 +30,7 @@ from gateway.agents import wire
 from gateway.agents.card import CARD_METHODS, served_card, served_result
 from gateway.agents.records import AgentCall
 from gateway.agents.service import AgentService
-from gateway.api.admin import query_values
-from gateway.controlplane.auth import authenticate
+from gateway.api.admin import own_workspace_key
 from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.guardrails import GuardrailRunner
 from gateway.http.body import read_request_body
@@ -123,12 +122,7 @@ class AgentEndpoint:
     async def _caller(self, ctx: RequestContext, scope: Scope) -> KeyRecord:
         """The caller's key (``agents.invoke``); a query naming another workspace is the 404 of one it cannot
         see."""
-        key = await authenticate(self.keys, ctx, SCOPE)
-        named = query_values(scope).get("workspace_id")
-        if named and named != key.workspace:
-            raise NotFound(f"no workspace '{named}' (the agent endpoints serve the key's own workspace)",
-                           param="workspace_id")
-        return key
+        return await own_workspace_key(self.keys, ctx, scope, SCOPE, "the agent endpoints")
 
     async def _agent(self, key: KeyRecord, slug: str) -> AgentTarget:
         target = await self.targets(key.workspace, slug) if slug else None

@@ -19,12 +19,11 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from gateway.api.admin import query_values
-from gateway.controlplane.auth import authenticate
+from gateway.api.admin import own_workspace_key
 from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.http.body import read_request_body
 from gateway.http.context import RequestContext, build_context
-from gateway.http.errors import GatewayError, NotFound
+from gateway.http.errors import GatewayError
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.mcp import wire
 from gateway.mcp.catalog import Permit, allow_all
@@ -156,14 +155,9 @@ class McpEndpoint:
         """The caller's key (``mcp.invoke``); the endpoints serve the key's own workspace, so a query naming
         another is the 404 of a workspace it cannot see."""
         try:
-            key = await authenticate(self.keys, ctx, SCOPE)
-            named = query_values(scope).get("workspace_id")
-            if named and named != key.workspace:
-                raise NotFound(f"no workspace '{named}' (the MCP endpoints serve the key's own workspace)",
-                               param="workspace_id")
+            return await own_workspace_key(self.keys, ctx, scope, SCOPE, "the MCP endpoints")
         except GatewayError as exc:
             raise wire.RpcError.of(exc) from None
-        return key
 
     async def _servers(self, key: KeyRecord, endpoint: str
                        ) -> tuple[ServerTarget | None, dict[str, ServerTarget]]:
