@@ -8,7 +8,7 @@ record and its rules; ``gateway.controlplane.agent_cards`` fetches and validates
   (``gateway.upstream.ssrf.check_base_url``); the card is read from ``{url}/.well-known/agent-card.json`` and the
   address is checked by the routes before each read.
 - ``headers`` (the gateway's credential to the agent) are sealed together as one JSON object, bound to the record's
-  kind, workspace and slug, and shown masked exactly as MCP servers' headers (``providers.mask``); the names and
+  kind, workspace and slug, and shown masked exactly as MCP servers' headers (``sealed_headers``); the names and
   values follow MCP servers' rules, with the headers the A2A relay writes itself reserved. A change of ``url``
   must send them again or remove them: a credential never follows a move silently
   (``secret_hosts.check_slug_move``).
@@ -26,8 +26,8 @@ from typing import Any
 
 import msgspec
 
+from gateway.controlplane import sealed_headers
 from gateway.controlplane.mcp_servers import MAX_URL, check_config_ref, check_headers
-from gateway.controlplane.providers import mask
 from gateway.controlplane.records import Entity, applied
 from gateway.controlplane.sealing import looks_masked
 from gateway.controlplane.secret_hosts import check_slug_move
@@ -137,20 +137,17 @@ def check_fields(fields: dict[str, Any]) -> None:
 def build(box: SecretBox, workspace: str, slug: str, fields: dict[str, Any], card: Card, fetched_at: str) -> Agent:
     """A record from the validated ``fields`` (the body's keys that are set) and the card read from ``url``."""
     check_fields(fields)
-    headers: dict[str, str] = fields.get("headers") or {}
-    sealed = box.seal(msgspec.json.encode(headers), _context(workspace, slug)) if headers else None
+    sealed, masked = sealed_headers.sealed(box, _context(workspace, slug), fields.get("headers") or {})
     return Agent(
         id=slug, slug=slug, url=fields["url"], name=card.name, workspace_id=workspace, sealed=sealed,
-        masked={k: mask(v) for k, v in headers.items()}, card=card.text, endpoint=card.endpoint,
+        masked=masked, card=card.text, endpoint=card.endpoint,
         protocol_version=card.protocol_version, config=fields.get("config"), card_fetched_at=fetched_at,
     )
 
 
 def headers_of(box: SecretBox, record: Agent) -> dict[str, str]:
     """The record's headers, opened (SecretError when another key sealed them)."""
-    if record.sealed is None:
-        return {}
-    return msgspec.json.decode(box.open(record.sealed, _context(record.workspace_id, record.slug)), type=dict[str, str])
+    return sealed_headers.opened(box, _context(record.workspace_id, record.slug), record.sealed)
 
 
 def changed_fields(box: SecretBox, record: Agent, changes: dict[str, Any]) -> dict[str, Any]:
@@ -169,26 +166,10 @@ def changed_fields(box: SecretBox, record: Agent, changes: dict[str, Any]) -> di
             raise InvalidRequest("headers hold a masked value, but this update changes url: send the values "
                                  "themselves again (a stored credential never follows a change of agent)",
                                  param="headers")
-        changes["headers"] = _restore_masked(changes["headers"], headers)
+        changes["headers"] = sealed_headers.restore_masked(changes["headers"], headers, False, "agent")
     fields = applied(current, changes)
     check_fields(fields)
     return fields
-
-
-def _restore_masked(given: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
-    """``given`` with each value that is the mask of the stored value of the same header replaced by that value; a
-    masked value with no such stored value is a 400 naming it. (A move of ``url`` with stored headers is refused
-    before this unless ``headers`` are sent; a mask sent with a new ``url`` is refused here as MCP servers' is.)"""
-    restored = dict(given)
-    for name, value in given.items():
-        if not looks_masked(value):
-            continue
-        where = f"headers.{name}"
-        if name not in stored or mask(stored[name]) != value:
-            raise InvalidRequest(f"{where} is a masked value with no stored header of that name: send the value "
-                                 "itself (a masked value sent back unchanged keeps the stored one)", param=where)
-        restored[name] = stored[name]
-    return restored
 
 
 def rebuilt(box: SecretBox, record: Agent, fields: dict[str, Any], card: Card | None, fetched_at: str) -> Agent:

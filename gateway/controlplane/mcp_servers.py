@@ -9,7 +9,7 @@ record and its rules:
   rules (``gateway.upstream.ssrf.check_url``; the address is checked at create and at every connection by the
   routes and the data path).
 - ``headers`` (a bearer token, an API key header) are sealed together as one JSON object, bound to the record's
-  kind, workspace and slug, and shown masked exactly as provider slugs' secrets (``providers.mask``). Their names
+  kind, workspace and slug, and shown masked as provider slugs' secrets are (``sealed_headers``). Their names
   are RFC 9110 tokens other than those the gateway sets itself or that are hop-by-hop; values hold no CR, LF or
   NUL. A change of ``url`` must send them again or remove them: a credential never follows a move silently
   (``secret_hosts.check_slug_move``).
@@ -27,9 +27,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.controlplane.providers import mask
+from gateway.controlplane import sealed_headers
 from gateway.controlplane.records import Entity, applied
-from gateway.controlplane.sealing import looks_masked
 from gateway.controlplane.secret_hosts import check_slug_move
 from gateway.controlplane.secrets import SecretBox
 from gateway.http.errors import InvalidRequest
@@ -220,39 +219,17 @@ def _check(fields: dict[str, Any]) -> None:
 def build(box: SecretBox, workspace: str, slug: str, fields: dict[str, Any]) -> McpServer:
     """A record from the validated ``fields`` (the body's keys that are set; ``url`` required), without pins."""
     _check(fields)
-    headers: dict[str, str] = fields.get("headers") or {}
-    sealed = box.seal(msgspec.json.encode(headers), _context(workspace, slug)) if headers else None
+    sealed, masked = sealed_headers.sealed(box, _context(workspace, slug), fields.get("headers") or {})
     return McpServer(
         id=slug, slug=slug, url=fields["url"], name=fields.get("name"), workspace_id=workspace, sealed=sealed,
-        masked={k: mask(v) for k, v in headers.items()}, allowed_tools=fields.get("allowed_tools"),
+        masked=masked, allowed_tools=fields.get("allowed_tools"),
         config=fields.get("config"),
     )
 
 
 def headers_of(box: SecretBox, record: McpServer) -> dict[str, str]:
     """The record's headers, opened (SecretError when another key sealed them)."""
-    if record.sealed is None:
-        return {}
-    return msgspec.json.decode(box.open(record.sealed, _context(record.workspace_id, record.slug)), type=dict[str, str])
-
-
-def _restore_masked(given: dict[str, str], stored: dict[str, str], moved: bool) -> dict[str, str]:
-    """``given`` headers with each value that is the mask of the stored value of the same header replaced by that
-    value (an answer's headers sent back unchanged keep their secrets); a masked value with no such stored value,
-    or one sent with a new ``url``, is a 400 naming it."""
-    restored = dict(given)
-    for name, value in given.items():
-        if not looks_masked(value):
-            continue
-        where = f"headers.{name}"
-        if name not in stored or mask(stored[name]) != value:
-            raise InvalidRequest(f"{where} is a masked value with no stored header of that name: send the value "
-                                 "itself (a masked value sent back unchanged keeps the stored one)", param=where)
-        if moved:
-            raise InvalidRequest(f"{where} is a masked value, but this update changes url: send the value itself "
-                                 "again (a stored credential never follows a change of server)", param=where)
-        restored[name] = stored[name]
-    return restored
+    return sealed_headers.opened(box, _context(record.workspace_id, record.slug), record.sealed)
 
 
 def updated(box: SecretBox, record: McpServer, changes: dict[str, Any]) -> McpServer:
@@ -267,8 +244,8 @@ def updated(box: SecretBox, record: McpServer, changes: dict[str, Any]) -> McpSe
     check_slug_move(current, changes, {"headers": headers} if headers else {}, hosts=("url",))
     changes = dict(changes)
     if changes.get("headers"):
-        changes["headers"] = _restore_masked(changes["headers"], headers,
-                                             "url" in changes and changes["url"] != record.url)
+        changes["headers"] = sealed_headers.restore_masked(changes["headers"], headers,
+                                                           "url" in changes and changes["url"] != record.url, "server")
     fresh = build(box, record.workspace_id, record.slug, applied(current, changes))
     return msgspec.structs.replace(fresh, created_at=record.created_at, organisation_id=record.organisation_id,
                                    tools=record.tools, approvals=record.approvals)
