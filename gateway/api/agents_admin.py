@@ -19,15 +19,14 @@ from urllib.parse import urlsplit
 import msgspec
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, Caller, authorize, send_record
-from gateway.api.crud import RecordRoutes
+from gateway.api.crud import SlugRoutes
 from gateway.controlplane import agent_cards, agents
 from gateway.controlplane.directory import RecordCache
 from gateway.controlplane.keys import KeyStore
-from gateway.controlplane.providers import normalise_slug
 from gateway.controlplane.records import now_iso
 from gateway.controlplane.secrets import SecretError
 from gateway.http.body import read_request_body
-from gateway.http.errors import Conflict, GatewayError, InvalidRequest
+from gateway.http.errors import Conflict, GatewayError
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.schema.common import BodyDecoder
 from gateway.upstream.transport import UpstreamTransport
@@ -55,22 +54,16 @@ _body = BodyDecoder(AgentBody)
 _refresh_body = BodyDecoder(RefreshBody)
 
 
-def _fields(body: AgentBody) -> dict[str, Any]:
-    fields = msgspec.structs.asdict(body)
-    fields.pop("workspace_id", None)
-    return {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not msgspec.UNSET}
-
-
 def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
-class AgentRoutes(RecordRoutes[agents.Agent, AgentBody]):
+class AgentRoutes(SlugRoutes[agents.Agent, AgentBody]):
     path = "/v1/agents"
-    id_param = "slug"
     object = "agent"
+    instead = "register a new agent"
 
     def __init__(self, keys: KeyStore, records: RecordCache, transport: UpstreamTransport,
                  check_host: agent_cards.CheckHost) -> None:
@@ -95,10 +88,7 @@ class AgentRoutes(RecordRoutes[agents.Agent, AgentBody]):
     # -- the record routes -----------------------------------------------------------------------------------
 
     async def build(self, caller: Caller, workspace: str, body: AgentBody) -> agents.Agent:
-        fields = _fields(body)
-        if not fields.get("slug"):
-            raise InvalidRequest("slug is required", param="slug")
-        slug = normalise_slug(fields.pop("slug"))
+        slug, fields = self.created_fields(body)
         agents.check_fields(fields)
         if await self.repo.lookup(workspace, slug) is not None:  # before reading the card
             raise Conflict(f"agent '{slug}' already exists in this workspace", param="slug")
@@ -109,14 +99,8 @@ class AgentRoutes(RecordRoutes[agents.Agent, AgentBody]):
     async def shown(self, record: agents.Agent) -> Any:
         return record.public()
 
-    def record_id(self, scope: Scope) -> str:
-        return normalise_slug(scope["path_params"]["slug"])
-
     async def updated(self, record: agents.Agent, workspace: str, body: AgentBody) -> agents.Agent:
-        changes = _fields(body)
-        given = changes.pop("slug", None)
-        if given is not None and normalise_slug(given) != record.slug:
-            raise InvalidRequest("slug cannot be changed; register a new agent instead", param="slug")
+        changes = self.changed_fields(body, record.slug)
         try:
             fields = agents.changed_fields(self.records.box, record, changes)
         except SecretError as exc:

@@ -4,16 +4,21 @@ Authorisation (the admin role and ``<family>.read`` or ``<family>.write``), read
 (the body's ``workspace_id``, else the query's, else the key's), paging, telling the workers that records changed
 and the answers' shapes are the same for saved configs, provider slugs and prompts; each kind's routes subclass
 ``RecordRoutes`` and say only what differs: how a body becomes a record, how an update applies, what a list may
-filter on and how a record is shown.
+filter on and how a record is shown. Kinds named by a slug (provider slugs, MCP servers, agents) subclass
+``SlugRoutes``, which reads the slug of a create and of an update the same way for all of them.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
+import msgspec
+
 from gateway.api.admin import PAGED, Caller, authorize, int_query, page, read_json, send_list, send_record
 from gateway.controlplane.keys import KeyStore
+from gateway.controlplane.providers import normalise_slug
 from gateway.controlplane.records import Entity, Repository
+from gateway.http.errors import InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
 from gateway.schema.common import BodyDecoder
 
@@ -128,3 +133,37 @@ class RecordRoutes(Generic[R, B]):
         record = await self.repo.delete(caller.workspace, self.record_id(scope))
         await self.deleted(record)
         await send_record(send, {"id": record.id, "object": self.object, "deleted": True})
+
+
+def body_fields(body: Any) -> dict[str, Any]:
+    """The fields a create or update body sets (as builtins), without its ``workspace_id``."""
+    fields = msgspec.structs.asdict(body)
+    fields.pop("workspace_id", None)
+    return {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not msgspec.UNSET}
+
+
+class SlugRoutes(RecordRoutes[R, B]):
+    """The routes of a kind whose records a slug names: a create must send ``slug`` and an update may send only the
+    record's own; the body's and the path's slugs are normalised (``providers.normalise_slug``)."""
+
+    id_param = "slug"
+    #: what an update sending another slug is told to do instead (``create a new MCP server``)
+    instead = "create a new record"
+
+    def record_id(self, scope: Scope) -> str:
+        return normalise_slug(scope["path_params"]["slug"])
+
+    def created_fields(self, body: B) -> tuple[str, dict[str, Any]]:
+        """A create body's slug (a 400 when it has none) and its other fields."""
+        fields = body_fields(body)
+        if not fields.get("slug"):
+            raise InvalidRequest("slug is required", param="slug")
+        return normalise_slug(fields.pop("slug")), fields
+
+    def changed_fields(self, body: B, slug: str) -> dict[str, Any]:
+        """An update body's fields, without a ``slug`` that names the record ``slug`` (any other is a 400)."""
+        changes = body_fields(body)
+        given = changes.pop("slug", None)
+        if given is not None and normalise_slug(given) != slug:
+            raise InvalidRequest(f"slug cannot be changed; {self.instead} instead", param="slug")
+        return changes

@@ -20,11 +20,10 @@ from urllib.parse import urlsplit
 import msgspec
 
 from gateway.api.admin import ADMIN_BODY_LIMIT, Caller, authorize, send_list
-from gateway.api.crud import RecordRoutes
+from gateway.api.crud import SlugRoutes
 from gateway.controlplane import mcp_pins, mcp_servers
 from gateway.controlplane.directory import RecordCache
 from gateway.controlplane.keys import KeyStore
-from gateway.controlplane.providers import normalise_slug
 from gateway.controlplane.records import now_iso
 from gateway.controlplane.secrets import SecretError
 from gateway.http.body import read_request_body
@@ -57,16 +56,10 @@ _body = BodyDecoder(McpServerBody)
 _approve_body = BodyDecoder(ApproveBody)
 
 
-def _fields(body: McpServerBody) -> dict[str, Any]:
-    fields = msgspec.structs.asdict(body)
-    fields.pop("workspace_id", None)
-    return {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not msgspec.UNSET}
-
-
-class McpServerRoutes(RecordRoutes[mcp_servers.McpServer, McpServerBody]):
+class McpServerRoutes(SlugRoutes[mcp_servers.McpServer, McpServerBody]):
     path = "/v1/mcp-servers"
-    id_param = "slug"
     object = "mcp_server"
+    instead = "create a new MCP server"
 
     def __init__(self, keys: KeyStore, records: RecordCache, read_tools: ReadTools, check_host: CheckHost) -> None:
         super().__init__(keys, records.mcp_servers, _body)
@@ -99,10 +92,7 @@ class McpServerRoutes(RecordRoutes[mcp_servers.McpServer, McpServerBody]):
     # -- the record routes -----------------------------------------------------------------------------------
 
     async def build(self, caller: Caller, workspace: str, body: McpServerBody) -> mcp_servers.McpServer:
-        fields = _fields(body)
-        if not fields.get("slug"):
-            raise InvalidRequest("slug is required", param="slug")
-        slug = normalise_slug(fields.pop("slug"))
+        slug, fields = self.created_fields(body)
         if SEPARATOR in slug:
             raise InvalidRequest(f"slug must not hold {SEPARATOR!r}: on /v1/mcp tools are named "
                                  f"<slug>{SEPARATOR}<tool>, split at the first one", param="slug")
@@ -115,15 +105,9 @@ class McpServerRoutes(RecordRoutes[mcp_servers.McpServer, McpServerBody]):
     async def shown(self, record: mcp_servers.McpServer) -> Any:
         return record.public()
 
-    def record_id(self, scope: Scope) -> str:
-        return normalise_slug(scope["path_params"]["slug"])
-
     async def updated(self, record: mcp_servers.McpServer, workspace: str,
                       body: McpServerBody) -> mcp_servers.McpServer:
-        changes = _fields(body)
-        given = changes.pop("slug", None)
-        if given is not None and normalise_slug(given) != record.slug:
-            raise InvalidRequest("slug cannot be changed; create a new MCP server instead", param="slug")
+        changes = self.changed_fields(body, record.slug)
         try:
             fresh = mcp_servers.updated(self.records.box, record, changes)
         except SecretError as exc:

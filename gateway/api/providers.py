@@ -12,13 +12,12 @@ from typing import Any, Callable
 import msgspec
 
 from gateway.api.admin import PAGED, Caller, provider_query
-from gateway.api.crud import RecordRoutes
+from gateway.api.crud import SlugRoutes
 from gateway.controlplane import providers
 from gateway.controlplane.directory import RecordCache
 from gateway.controlplane.keys import KeyStore
 from gateway.controlplane.secrets import SecretError
 from gateway.http.errors import GatewayError, InvalidRequest
-from gateway.http.types import Scope
 from gateway.schema.common import BodyDecoder
 
 
@@ -29,16 +28,10 @@ class ProviderBody(providers.ProviderFields, forbid_unknown_fields=True):
 _body = BodyDecoder(ProviderBody)
 
 
-def _fields(body: ProviderBody) -> dict:
-    fields = msgspec.structs.asdict(body)
-    fields.pop("workspace_id", None)
-    return {k: msgspec.to_builtins(v) for k, v in fields.items() if v is not msgspec.UNSET}
-
-
-class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
+class ProviderRoutes(SlugRoutes[providers.ProviderSlug, ProviderBody]):
     path = "/v1/providers"
-    id_param = "slug"
     object = "provider"
+    instead = "create a new slug"
     list_query = (*PAGED, "provider")
 
     def __init__(self, keys: KeyStore, records: RecordCache) -> None:
@@ -46,10 +39,7 @@ class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
         self.records = records
 
     async def build(self, caller: Caller, workspace: str, body: ProviderBody) -> providers.ProviderSlug:
-        fields = _fields(body)
-        if not fields.get("slug"):
-            raise InvalidRequest("slug is required", param="slug")
-        slug = providers.normalise_slug(fields.pop("slug"))
+        slug, fields = self.created_fields(body)
         record = providers.build(self.records.box, workspace, slug, fields)
         return msgspec.structs.replace(record, organisation_id=caller.key.organisation)
 
@@ -60,16 +50,10 @@ class ProviderRoutes(RecordRoutes[providers.ProviderSlug, ProviderBody]):
     async def shown(self, record: providers.ProviderSlug) -> Any:
         return record.public()
 
-    def record_id(self, scope: Scope) -> str:
-        return providers.normalise_slug(scope["path_params"]["slug"])
-
     async def updated(self, record: providers.ProviderSlug, workspace: str,
                       body: ProviderBody) -> providers.ProviderSlug:
         slug = record.slug
-        changes = _fields(body)
-        given = changes.pop("slug", None)
-        if given is not None and providers.normalise_slug(given) != slug:
-            raise InvalidRequest("slug cannot be changed; create a new slug instead", param="slug")
+        changes = self.changed_fields(body, slug)
         if "provider" in changes and changes["provider"] is None:
             raise InvalidRequest("provider cannot be removed", param="provider")
         try:
