@@ -9,27 +9,19 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from tests.support.app_process import AppProcess
 from tests.support.http import request
-from tests.support.servers import free_port, wait_port
 
-_ROOT = Path(__file__).resolve().parents[2]
 CARD_PATH = "/.well-known/agent-card.json"
 
 
-class A2ATestAgent:
-    def __init__(self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.name = name
-        self.proc = proc
-        self.port = port
-        self.log = log
-        self.base = f"http://127.0.0.1:{port}"
+class A2ATestAgent(AppProcess):
+    what = "A2A test agent"
+
+    def __init__(self, name: str, args: list[str]) -> None:
+        super().__init__("tests.support.a2a_agent_app", name, args)
         self.rpc_url = f"{self.base}/a2a"
 
     def card(self) -> dict[str, Any]:
@@ -44,41 +36,10 @@ class A2ATestAgent:
     def clear_received(self) -> None:
         request("POST", f"{self.base}/control", timeout=10)
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self.stop()
-
 
 def start_a2a_agent(name: str, *, require_header: tuple[str, str] | None = None,
                     timeout: float = 30.0) -> A2ATestAgent:
     """Start the SDK agent ``name`` and wait until its card is served."""
-    port = free_port()
-    args = [sys.executable, "-m", "tests.support.a2a_agent_app", "--name", name, "--port", str(port)]
-    if require_header:
-        args += ["--require-header", f"{require_header[0]}:{require_header[1]}"]
-    log = Path(tempfile.mkstemp(prefix=f"a2a-{name}-", suffix=".log")[1])
-    with log.open("wb") as output:
-        proc = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, cwd=str(_ROOT))
-    agent = A2ATestAgent(name, proc, port, log)
-    try:
-        wait_port(port, proc, timeout)
-        agent.card()
-    except Exception:  # noqa: BLE001 - any start failure: stop the process, report its output
-        agent.stop()
-        raise RuntimeError(f"A2A test agent {name} did not start:\n{agent.output()}") from None
-    return agent
+    args = ["--require-header", f"{require_header[0]}:{require_header[1]}"] if require_header else []
+    agent = A2ATestAgent(name, args)
+    return agent.ready(agent.card, timeout)

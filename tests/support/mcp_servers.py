@@ -31,36 +31,29 @@ import asyncio
 import json
 import socket
 import struct
-import subprocess
-import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
 import msgspec
 
+from tests.support.app_process import AppProcess
 from tests.support.http import request
 from tests.support.mcp_control import ReceivedRequest, ReceivedRequests, ServerState
-from tests.support.servers import free_port, wait_port
 
 Era = Literal["both", "legacy"]
-_ROOT = Path(__file__).resolve().parents[2]
 
 
-class McpTestServer:
+class McpTestServer(AppProcess):
     """A running SDK server: ``.url`` (the ``/mcp`` endpoint), ``.base``, the control API, ``.stop()``; also
     ``with start_mcp_server("alpha") as server:``."""
 
-    def __init__(self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.name = name
-        self.proc = proc
-        self.port = port
-        self.log = log
-        self.base = f"http://127.0.0.1:{port}"
+    what = "MCP test server"
+
+    def __init__(self, name: str, args: list[str]) -> None:
+        super().__init__("tests.support.mcp_server_app", name, args)
         self.url = f"{self.base}/mcp"
 
     def control(self, op: dict[str, Any]) -> Any:
@@ -95,25 +88,6 @@ class McpTestServer:
     def clear_received(self) -> None:
         self.control({"op": "clear_received"})
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self.stop()
-
 
 def start_mcp_server(name: str, *, era: Era = "both", require_header: tuple[str, str] | None = None,
                      json_response: bool = False, timeout: float = 30.0) -> McpTestServer:
@@ -137,26 +111,16 @@ def mcp_servers(*names: str, era: Era = "both", require_header: tuple[str, str] 
 
 
 def _launch(name: str, era: Era, require_header: tuple[str, str] | None, json_response: bool) -> McpTestServer:
-    port = free_port()
-    args = [sys.executable, "-m", "tests.support.mcp_server_app", "--name", name, "--port", str(port), "--era", era]
+    args = ["--era", era]
     if require_header:
         args += ["--require-header", f"{require_header[0]}:{require_header[1]}"]
     if json_response:
         args.append("--json-response")
-    log = Path(tempfile.mkstemp(prefix=f"mcp-{name}-", suffix=".log")[1])
-    with log.open("wb") as output:
-        proc = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, cwd=str(_ROOT))
-    return McpTestServer(name, proc, port, log)
+    return McpTestServer(name, args)
 
 
 def _ready(server: McpTestServer, timeout: float) -> McpTestServer:
-    try:
-        wait_port(server.port, server.proc, timeout)
-        server.state()
-    except Exception:  # noqa: BLE001 - any start failure: stop the process, report its output
-        server.stop()
-        raise RuntimeError(f"MCP test server {server.name} did not start:\n{server.output()}") from None
-    return server
+    return server.ready(server.state, timeout)
 
 
 # --- servers that misbehave -------------------------------------------------------------------------------------
