@@ -31,7 +31,6 @@ import asyncio
 from collections import deque
 from typing import Any
 
-import msgspec
 import uvicorn
 from a2a.helpers.proto_helpers import get_message_text, new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -53,7 +52,16 @@ from a2a.types.a2a_pb2 import (
 )
 from starlette.applications import Starlette
 
-Scope = dict[str, Any]
+from tests.support.app_harness import (
+    Scope,
+    decoded_body,
+    read_body,
+    replay,
+    request_headers,
+    required_header,
+    send_json,
+)
+
 #: how many artifact updates a task's answer is sent in
 STREAM_PARTS = 3
 #: the longest a ``wait`` task waits for its cancel
@@ -162,48 +170,9 @@ class Harness:
         await self.inner(scope, receive, send)
 
 
-async def read_body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if message["type"] != "http.request" or not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def replay(body: bytes, receive: Any) -> Any:
-    """A ``receive`` that gives the SDK the body already read, then waits on the connection (a disconnect)."""
-    sent = False
-
-    async def receive_again() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return receive_again
-
-
 def received(scope: Scope, body: bytes) -> dict[str, Any]:
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope["headers"]:
-        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    decoded: Any = None
-    if body:
-        try:
-            decoded = msgspec.json.decode(body)
-        except msgspec.DecodeError:
-            decoded = body.decode("utf-8", "replace")
-    return {"method": scope["method"], "path": scope["path"], "headers": headers, "body": decoded}
-
-
-async def send_json(send: Any, status: int, document: Any) -> None:
-    data = msgspec.json.encode(document)
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": data})
+    return {"method": scope["method"], "path": scope["path"], "headers": request_headers(scope),
+            "body": decoded_body(body)}
 
 
 def main() -> None:
@@ -212,11 +181,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--require-header", help="NAME:VALUE the JSON-RPC route answers 401 without")
     args = parser.parse_args()
-    required = None
-    if args.require_header:
-        header_name, _, header_value = args.require_header.partition(":")
-        required = (header_name, header_value)
-    app = Harness(args.name, f"http://127.0.0.1:{args.port}", required)
+    app = Harness(args.name, f"http://127.0.0.1:{args.port}", required_header(args.require_header))
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="off",
                 timeout_graceful_shutdown=1)
 

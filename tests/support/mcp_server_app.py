@@ -28,6 +28,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from tests.support.app_harness import (
+    Scope,
+    decoded_body,
+    read_body,
+    replay,
+    request_headers,
+    required_header,
+    send_json,
+)
 from tests.support.mcp_control import (
     AddTool,
     ClearReceived,
@@ -41,8 +50,6 @@ from tests.support.mcp_control import (
     SlowNext,
 )
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
 #: the largest text ``big`` returns (a test of huge answers uses the misbehaving server's 50 MB instead)
 BIG_LIMIT = 64 << 20
 RECEIVED_KEPT = 200
@@ -195,48 +202,8 @@ def is_modern(record: ReceivedRequest) -> bool:
         or record.jsonrpc_method == "server/discover"
 
 
-async def read_body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if message["type"] != "http.request" or not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def replay(body: bytes, receive: Any) -> Any:
-    """A ``receive`` that gives the SDK the body already read, then waits on the connection (a disconnect)."""
-    sent = False
-
-    async def receive_again() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return receive_again
-
-
 def received(scope: Scope, body: bytes) -> ReceivedRequest:
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope["headers"]:
-        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    decoded: Any = None
-    if body:
-        try:
-            decoded = msgspec.json.decode(body)
-        except msgspec.DecodeError:
-            decoded = body.decode("utf-8", "replace")
-    return ReceivedRequest(scope["method"], scope["path"], headers, decoded)
-
-
-async def send_json(send: Any, status: int, document: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    data = msgspec.json.encode(document)
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": head + (headers or [])})
-    await send({"type": "http.response.body", "body": data})
+    return ReceivedRequest(scope["method"], scope["path"], request_headers(scope), decoded_body(body))
 
 
 async def refuse_credentials(send: Any) -> None:
@@ -260,11 +227,7 @@ def main() -> None:
     parser.add_argument("--require-header", help="NAME:VALUE the server answers 401 without")
     parser.add_argument("--json-response", action="store_true")
     args = parser.parse_args()
-    required = None
-    if args.require_header:
-        header_name, _, header_value = args.require_header.partition(":")
-        required = (header_name, header_value)
-    app = Harness(build_server(args.name), args.era, required, args.json_response)
+    app = Harness(build_server(args.name), args.era, required_header(args.require_header), args.json_response)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on",
                 timeout_graceful_shutdown=1)
 
