@@ -27,31 +27,15 @@ from a2a.client import (
 from a2a.helpers.proto_helpers import get_artifact_text, new_text_message
 from a2a.types.a2a_pb2 import Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task
 
-from tests.support.controlplane import api, create_key
+from tests.support import controlplane
 from tests.support.poll import wait_for
 from tests.support.servers import Server
 
 
-class Tenant:
+class Tenant(controlplane.Tenant):
     """A workspace of its own with its admin key (``key``), which holds ``agents.invoke`` as every admin key does."""
 
-    def __init__(self, gw: Server) -> None:
-        self.gw = gw
-        record = create_key(gw, role="admin")
-        self.workspace: str = record["workspace_id"]
-        self.key: str = record["key"]
-
-    def register(self, slug: str, url: str, **fields: Any) -> dict[str, Any]:
-        """``POST /v1/agents`` (201 expected): the record as answered."""
-        answer = api(self.gw, "POST", "/v1/agents", {"slug": slug, "url": url, **fields}, self.key)
-        assert answer.status == 201, answer.text
-        return answer.json()
-
-    def admin(self, method: str, path: str, body: Any = None) -> Any:
-        return api(self.gw, method, path, body, self.key)
-
-    def member_key(self, **fields: Any) -> dict[str, Any]:
-        return create_key(self.gw, role="member", workspace=self.workspace, key=self.key, **fields)
+    records = "/v1/agents"
 
     def wait_logs(self, count: int, provider: str) -> list[dict[str, Any]]:
         """The workspace's records of ``provider`` (``agent:<slug>``) once there are ``count`` (newest first)."""

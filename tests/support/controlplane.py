@@ -32,6 +32,32 @@ def create_key(server: Any, role: str = "admin", workspace: str | None = None, k
     return resp.json()
 
 
+class Tenant:
+    """A workspace of a test's own with its admin key (``key``): its control-plane calls (``admin``), new member
+    keys, and ``register`` of a record named by a slug in the collection ``records`` (``/v1/mcp-servers``)."""
+
+    records = ""
+
+    def __init__(self, gw: Any) -> None:
+        self.gw = gw
+        record = create_key(gw, role="admin")
+        self.workspace: str = record["workspace_id"]
+        self.key: str = record["key"]
+
+    def register(self, slug: str, url: str, **fields: Any) -> dict[str, Any]:
+        """``POST`` to ``records`` (201 expected): the record as answered."""
+        answer = api(self.gw, "POST", self.records, {"slug": slug, "url": url, **fields}, self.key)
+        assert answer.status == 201, answer.text
+        return answer.json()
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        return api(self.gw, method, path, body, self.key)
+
+    def member_key(self, **fields: Any) -> dict[str, Any]:
+        """A new member key of the workspace (the record with its ``key``)."""
+        return create_key(self.gw, role="member", workspace=self.workspace, key=self.key, **fields)
+
+
 def chat(server: Any, key: str, base: str | None = None, body: dict | None = None, **headers: str) -> Response:
     """A chat request with gateway key ``key``; with ``base``, routed to that mock base as vendorA."""
     all_headers = {"x-gateway-api-key": key, "content-type": "application/json", **headers}

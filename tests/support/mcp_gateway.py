@@ -18,7 +18,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from tests.support.controlplane import api, create_key
+from tests.support import controlplane
 from tests.support.mcp_servers import McpTestServer
 from tests.support.poll import wait_for
 from tests.support.servers import Server
@@ -30,27 +30,10 @@ ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 _ACCEPT = "application/json, text/event-stream"
 
 
-class Tenant:
+class Tenant(controlplane.Tenant):
     """A workspace of its own with its admin key (``key``), which holds ``mcp.invoke`` as every admin key does."""
 
-    def __init__(self, gw: Server) -> None:
-        self.gw = gw
-        record = create_key(gw, role="admin")
-        self.workspace: str = record["workspace_id"]
-        self.key: str = record["key"]
-
-    def register(self, slug: str, url: str, **fields: Any) -> dict[str, Any]:
-        """``POST /v1/mcp-servers`` (201 expected): the record as answered."""
-        answer = api(self.gw, "POST", "/v1/mcp-servers", {"slug": slug, "url": url, **fields}, self.key)
-        assert answer.status == 201, answer.text
-        return answer.json()
-
-    def admin(self, method: str, path: str, body: Any = None) -> Any:
-        return api(self.gw, method, path, body, self.key)
-
-    def member_key(self, **fields: Any) -> dict[str, Any]:
-        """A new member key of the workspace (the record with its ``key``)."""
-        return create_key(self.gw, role="member", workspace=self.workspace, key=self.key, **fields)
+    records = "/v1/mcp-servers"
 
     def wait_logs(self, count: int) -> Any:
         """``GET /v1/logs`` of the workspace once it lists ``count`` tool calls (records show within 5 s)."""
