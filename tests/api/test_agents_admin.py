@@ -16,7 +16,7 @@ import pytest
 from gateway.controlplane import agent_cards
 from tests.support.a2a_agent import start_a2a_agent
 from tests.support.agent_cards import CardServer, card_v03, card_v1
-from tests.support.controlplane import api, create_key
+from tests.support.controlplane import api, create_key, created, error_of
 
 TOKEN = "Bearer agent-alpha-secret-0123456789abcdef"
 
@@ -30,17 +30,7 @@ def agent() -> Iterator[CardServer]:
 
 
 def create(gateway: Any, key: str, **body: Any) -> dict[str, Any]:
-    resp = api(gateway, "POST", "/v1/agents", body, key)
-    assert resp.status == 201, resp.text
-    return dict(resp.json())
-
-
-def error_of(resp: Any, status: int, param: str | None = None) -> dict[str, Any]:
-    assert resp.status == status, resp.text
-    error = dict(resp.json()["error"])
-    if param is not None:
-        assert error["param"] == param, error
-    return error
+    return created(gateway, "/v1/agents", key, **body)
 
 
 def test_create_reads_the_card_and_keeps_the_headers_sealed(gateway, agent, caplog):

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from gateway.mcp.target import tool_digest
-from tests.support.controlplane import api, create_key
+from tests.support.controlplane import api, create_key, created, error_of
 from tests.support.mcp_servers import McpTestServer, start_mcp_server
 
 TOKEN = "Bearer mcp-alpha-secret-0123456789abcdef"
@@ -35,17 +35,7 @@ def changing() -> Iterator[McpTestServer]:
 
 
 def create(gateway: Any, key: str, **body: Any) -> dict[str, Any]:
-    resp = api(gateway, "POST", "/v1/mcp-servers", body, key)
-    assert resp.status == 201, resp.text
-    return dict(resp.json())
-
-
-def error_of(resp: Any, status: int, param: str | None = None) -> dict[str, Any]:
-    assert resp.status == status, resp.text
-    error = dict(resp.json()["error"])
-    if param is not None:
-        assert error["param"] == param, error
-    return error
+    return created(gateway, "/v1/mcp-servers", key, **body)
 
 
 def tools_of(gateway: Any, key: str, slug: str) -> dict[str, Any]:

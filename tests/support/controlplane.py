@@ -32,6 +32,22 @@ def create_key(server: Any, role: str = "admin", workspace: str | None = None, k
     return resp.json()
 
 
+def created(server: Any, path: str, key: str, **body: Any) -> dict[str, Any]:
+    """``POST path`` with ``body`` (201 expected): the record as answered."""
+    resp = api(server, "POST", path, body, key)
+    assert resp.status == 201, resp.text
+    return dict(resp.json())
+
+
+def error_of(resp: Response, status: int, param: str | None = None) -> dict[str, Any]:
+    """The error of an answer that must be ``status`` (naming ``param``, when given)."""
+    assert resp.status == status, resp.text
+    error = dict(resp.json()["error"])
+    if param is not None:
+        assert error["param"] == param, error
+    return error
+
+
 class Tenant:
     """A workspace of a test's own with its admin key (``key``): its control-plane calls (``admin``), new member
     keys, and ``register`` of a record named by a slug in the collection ``records`` (``/v1/mcp-servers``)."""
