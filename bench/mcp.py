@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -48,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen import LoadGenerator, pick_loadgen
 from overhead import busy_cpus, machine, summary_ms
-from procs import ADMIN_KEY, CpuMeter, Server, worker_pids, worker_rss_mb
+from procs import ADMIN_KEY, CpuMeter, Processes, Server, http_ok, worker_pids, worker_rss_mb
 from rawhttp import Connection, build_request
 
 PATHS = ("direct", "gateway")
@@ -61,50 +59,27 @@ CONTENT_TYPES = {"json": "application/json", "sse": "text/event-stream"}
 LIMITS = {"requests": 100_000, "warmup": 10_000, "rounds": 20, "duration": 60.0, "connections": 256}
 
 
-class Stack:
+class Stack(Processes):
     """The two MCP servers and the gateway, started at once and stopped together."""
 
     def __init__(self) -> None:
-        self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-mcp-"))
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "BENCH_"))}
-        self.servers: dict[str, Server] = {}
+        super().__init__("gw-bench-mcp-")
 
-    def __enter__(self) -> Stack:
-        try:
-            for form in FORMS:
-                cmd = [sys.executable, "-m", "tests.support.mcp_server_app", "--name", f"bench-{form}"]
-                self.servers[form] = Server(f"mcp-{form}", cmd + (["--json-response"] if form == "json" else []),
-                                            self.env, self.tmp)
-            env = {**self.env, "GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(self.tmp / "data"),
-                   "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": "1"}
-            self.servers["gateway"] = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
-            for form in FORMS:
-                self.servers[form].wait_ready(functools.partial(_get_ok, self.servers[form].url + "/control"))
-            gateway = self.gateway
-            gateway.wait_ready(functools.partial(_get_ok, gateway.url + "/ready"))
-            deadline = time.monotonic() + 30
-            while not worker_pids(gateway.pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            for form in FORMS:
-                register(gateway.url, f"bench-{form}", self.servers[form].url + "/mcp")
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
+    def start(self) -> None:
+        for form in FORMS:
+            cmd = [sys.executable, "-m", "tests.support.mcp_server_app", "--name", f"bench-{form}"]
+            self.add(form, cmd + (["--json-response"] if form == "json" else []))
+        gateway = self.add_gateway()
+        for form in FORMS:
+            self.servers[form].wait_ready(functools.partial(http_ok, self.servers[form].url + "/control"))
+        gateway.wait_ready(functools.partial(http_ok, gateway.url + "/ready"))
+        self.wait_workers(["gateway"])
+        for form in FORMS:
+            register(gateway.url, f"bench-{form}", self.servers[form].url + "/mcp")
 
     @property
     def gateway(self) -> Server:
         return self.servers["gateway"]
-
-    def __exit__(self, *exc: object) -> None:
-        for server in self.servers.values():
-            server.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _get_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return resp.status == 200
 
 
 def register(gateway_url: str, slug: str, url: str) -> None:

@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -74,92 +74,138 @@ class Server:
             pass
 
 
-def _http_ok(url: str, body: bytes | None = None) -> bool:
+def http_ok(url: str, body: bytes | None = None) -> bool:
+    """Whether ``url`` answers 200 (a POST of ``body`` when given, else a GET): a server's readiness probe."""
     req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=2) as resp:
         return resp.status == 200
 
 
-class Stack:
-    """Mock for the whole run; floor and gateway per worker count (``start_proxies`` / ``stop_proxies``)."""
+#: a chat completion every mock and floor answers (their readiness probe)
+CHAT_PROBE = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
 
-    def __init__(self, log: Callable[[str], None] = print, gateway_env: dict[str, str] | None = None) -> None:
-        self.gateway_env = gateway_env or {}
-        self.log = log
-        self.admin_key = ADMIN_KEY
-        self.mock: Server | None = None
-        self.floor: Server | None = None
-        #: the lean floor: the same relay over the gateway's lean exchange
-        self.lean: Server | None = None
-        self.gateway: Server | None = None
-        self.gateway_requests = 0
-        self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "FLOOR_"))}
 
-    def __enter__(self) -> Stack:
-        signal.signal(signal.SIGTERM, _exit_on_signal)
+class Processes:
+    """Servers started and stopped together (``with``: ``start`` on entry, every server stopped and the folder
+    removed on exit, or when a start fails), their logs and the gateways' data in one temporary folder. A bench's
+    stack says in ``start`` which servers it runs (``add``, ``add_mock``, ``add_gateway``) and how it waits for
+    them; ``stop`` ends some of them before the others (a stack that starts its gateway again per worker count)."""
+
+    def __init__(self, prefix: str, dropped: tuple[str, ...] = ("GATEWAY_", "BENCH_")) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        #: the servers' environment: this process's, without the variables named by a prefix of ``dropped``
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+        self.servers: dict[str, Server] = {}
+
+    def start(self) -> None:
+        """Start the stack's servers and wait until they answer."""
+
+    def add(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> Server:
+        server = Server(name, cmd, self.env if env is None else env, self.tmp)
+        self.servers[name] = server
+        return server
+
+    def add_mock(self, name: str = "mock") -> Server:
+        """``gateway mock-upstream`` with one worker (so a scripted scenario reaches every request)."""
+        return self.add(name, [sys.executable, "-m", "gateway", "mock-upstream", "--workers", "1"])
+
+    def add_gateway(self, name: str = "gateway", workers: int = 1, data: str = "data",
+                    env: dict[str, str] | None = None) -> Server:
+        """``gateway serve`` with the bench's admin key, its data in ``data`` of the folder, loopback upstreams
+        allowed, ``workers`` workers and the settings in ``env``."""
+        settings = {**self.env, "GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(self.tmp / data),
+                    "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": str(workers), **(env or {})}
+        return self.add(name, [sys.executable, "-m", "gateway", "serve"], settings)
+
+    def wait_workers(self, names: Iterable[str], workers: int = 1, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` in all) until each named server runs ``workers`` Granian workers."""
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while len(worker_pids(self.servers[name].pid)) < workers and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+    def stop(self, *names: str) -> None:
+        """Stop the named servers (those running), the last started first."""
+        for name in reversed(list(self.servers)):
+            if name in names:
+                self.servers.pop(name).stop()
+
+    def __enter__(self) -> Self:
         try:
-            self.mock = Server("mock", [sys.executable, "-m", "gateway", "mock-upstream", "--workers", "1"],
-                               self.env, self.tmp)
-            probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
-            self.mock.wait_ready(lambda: _http_ok(self.mock.url + "/v1/chat/completions", probe))
+            self.start()
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(*self.servers)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Stack(Processes):
+    """Mock for the whole run; floor and gateway per worker count (``start_proxies`` / ``stop_proxies``)."""
+
+    def __init__(self, log: Callable[[str], None] = print, gateway_env: dict[str, str] | None = None) -> None:
+        super().__init__("gw-bench-", ("GATEWAY_", "FLOOR_"))
+        self.gateway_env = gateway_env or {}
+        self.log = log
+        self.admin_key = ADMIN_KEY
+        self.gateway_requests = 0
+
+    @property
+    def mock(self) -> Server | None:
+        return self.servers.get("mock")
+
+    @property
+    def floor(self) -> Server | None:
+        return self.servers.get("floor")
+
+    @property
+    def lean(self) -> Server | None:
+        """The lean floor: the same relay over the gateway's lean exchange."""
+        return self.servers.get("lean")
+
+    @property
+    def gateway(self) -> Server | None:
+        return self.servers.get("gateway")
+
+    def start(self) -> None:
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        mock = self.add_mock()
+        mock.wait_ready(lambda: http_ok(mock.url + "/v1/chat/completions", CHAT_PROBE))
 
     def scenario(self, name: str, steps: list[dict]) -> None:
         """Script a mock scenario (``/s/<name>/...``); the mock runs one worker, so every request sees it."""
         import msgspec
 
         body = msgspec.json.encode({"steps": steps})
-        if not _http_ok(f"{self.mock.url}/_mock/scenarios/{name}", body):
+        if not http_ok(f"{self.mock.url}/_mock/scenarios/{name}", body):
             raise RuntimeError(f"the mock refused scenario {name}")
 
     def start_proxies(self, workers: int, floor: bool = True) -> None:
         self.gateway_requests = 0
-        probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+        upstream = self.mock.url
         try:
+            floors = []
             if floor:
-                self.floor = Server("floor", [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream",
-                                              self.mock.url, "--workers", str(workers)], self.env, self.tmp)
-                self.lean = Server("lean", [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream",
-                                            self.mock.url, "--workers", str(workers), "--lean"], self.env, self.tmp)
-            data = self.tmp / f"data-{workers}"
-            env = {**self.env, "GATEWAY_ADMIN_KEY": self.admin_key, "GATEWAY_DATA_DIR": str(data),
-                   "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": str(workers), **self.gateway_env}
-            self.gateway = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
-            for floor_server in (self.floor, self.lean):
-                if floor_server is not None:
-                    floor_server.wait_ready(lambda s=floor_server: _http_ok(s.url + "/v1/chat/completions", probe))
-            self.gateway.wait_ready(lambda: _http_ok(self.gateway.url + "/ready"))
-            self._wait_workers(self.gateway, workers)
-            for floor_server in (self.floor, self.lean):
-                if floor_server is not None:
-                    self._wait_workers(floor_server, workers)
+                relay = [sys.executable, str(BENCH / "floor_proxy.py"), "--upstream", upstream,
+                         "--workers", str(workers)]
+                floors = [self.add("floor", relay), self.add("lean", [*relay, "--lean"])]
+            gateway = self.add_gateway(workers=workers, data=f"data-{workers}", env=self.gateway_env)
+            for floor_server in floors:
+                floor_server.wait_ready(lambda s=floor_server: http_ok(s.url + "/v1/chat/completions", CHAT_PROBE))
+            gateway.wait_ready(lambda: http_ok(gateway.url + "/ready"))
+            self.wait_workers([s.name for s in (gateway, *floors)], workers)
         except BaseException:
             self.stop_proxies()
             raise
         self.log(f"started the floors and the gateway with {workers} worker(s)")
 
-    @staticmethod
-    def _wait_workers(server: Server, workers: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(worker_pids(server.pid)) < workers and time.monotonic() < deadline:
-            time.sleep(0.1)
-
     def stop_proxies(self) -> None:
-        for server in (self.floor, self.lean, self.gateway):
-            if server is not None:
-                server.stop()
-        self.floor = self.lean = self.gateway = None
+        self.stop("floor", "lean", "gateway")
 
-    def __exit__(self, *exc) -> None:
-        self.stop_proxies()
-        if self.mock is not None:
-            self.mock.stop()
-            self.mock = None
-        shutil.rmtree(self.tmp, ignore_errors=True)
+
 
 
 def _exit_on_signal(signum, frame) -> None:

@@ -39,9 +39,7 @@ import argparse
 import asyncio
 import functools
 import os
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from importlib import metadata
@@ -54,7 +52,7 @@ import websockets
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from overhead import busy_cpus, summary_ms
-from procs import ADMIN_KEY, CpuMeter, Server, worker_pids, worker_rss_mb
+from procs import ADMIN_KEY, CHAT_PROBE, CpuMeter, Processes, Server, http_ok, worker_pids, worker_rss_mb
 
 BENCH = Path(__file__).resolve().parent
 
@@ -78,39 +76,24 @@ STEP_TIMEOUT = 30.0
 MAX_MESSAGE = 16 * 1024 * 1024
 
 
-class Stack:
+class Stack(Processes):
     """The mock and the gateway, started at once and stopped together."""
 
     def __init__(self, floor: bool = False) -> None:
+        super().__init__("gw-bench-realtime-")
         self.floor = floor
-        self.tmp = Path(tempfile.mkdtemp(prefix="gw-bench-realtime-"))
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "BENCH_"))}
-        self.servers: dict[str, Server] = {}
 
-    def __enter__(self) -> Stack:
-        try:
-            self.servers["mock"] = Server("mock", [sys.executable, "-m", "gateway", "mock-upstream", "--workers",
-                                                   "1"], self.env, self.tmp)
-            env = {**self.env, "GATEWAY_ADMIN_KEY": ADMIN_KEY, "GATEWAY_DATA_DIR": str(self.tmp / "data"),
-                   "GATEWAY_ALLOW_PRIVATE_HOSTS": "127.0.0.1", "GATEWAY_WORKERS": "1"}
-            self.servers["gateway"] = Server("gateway", [sys.executable, "-m", "gateway", "serve"], env, self.tmp)
-            probe = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
-            self.mock.wait_ready(functools.partial(_post_ok, self.mock.url + "/v1/chat/completions", probe))
-            if self.floor:
-                upstream = ["--upstream", _ws(self.mock.url)]
-                for name, extra in (("floor", upstream), ("floor_hold", ["--hold"])):
-                    self.servers[name] = Server(name, [sys.executable, str(BENCH / "realtime_floor.py"), *extra],
-                                                self.env, self.tmp)
-            self.gateway.wait_ready(functools.partial(_post_ok, self.gateway.url + "/ready", None))
-            for name in ("floor", "floor_hold") if self.floor else ():
-                self.servers[name].wait_ready(functools.partial(_post_ok, self.servers[name].url + "/", None))
-            deadline = time.monotonic() + 30
-            while not all(worker_pids(s.pid) for s in self.servers.values()) and time.monotonic() < deadline:
-                time.sleep(0.1)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
+    def start(self) -> None:
+        mock, gateway = self.add_mock(), self.add_gateway()
+        mock.wait_ready(functools.partial(http_ok, mock.url + "/v1/chat/completions", CHAT_PROBE))
+        if self.floor:
+            upstream = ["--upstream", _ws(mock.url)]
+            for name, extra in (("floor", upstream), ("floor_hold", ["--hold"])):
+                self.add(name, [sys.executable, str(BENCH / "realtime_floor.py"), *extra])
+        gateway.wait_ready(functools.partial(http_ok, gateway.url + "/ready"))
+        for name in ("floor", "floor_hold") if self.floor else ():
+            self.servers[name].wait_ready(functools.partial(http_ok, self.servers[name].url + "/"))
+        self.wait_workers(self.servers)
 
     @property
     def mock(self) -> Server:
@@ -135,20 +118,8 @@ class Stack:
                                       "custom_host": f"{self.mock.url}/v1"}).decode()
         return _ws(self.gateway.url) + suffix, {"x-gateway-api-key": ADMIN_KEY, "x-gateway-config": config}
 
-    def __exit__(self, *exc: object) -> None:
-        for server in self.servers.values():
-            server.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
 def _ws(http_url: str) -> str:
     return "ws" + http_url.removeprefix("http")
-
-
-def _post_ok(url: str, body: bytes | None) -> bool:
-    req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=2) as resp:
-        return resp.status == 200
 
 
 async def open_session(url: str, headers: dict[str, str], kind: str) -> websockets.ClientConnection:
