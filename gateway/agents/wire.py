@@ -79,16 +79,8 @@ _encode = msgspec.json.encode
 def decode(body: bytes) -> Request:
     """The request in ``body``: -32700 when it is not JSON, -32600 when it is not one JSON-RPC 2.0 request (an
     object with ``jsonrpc`` "2.0", a string ``method`` and an ``id`` that is a string or an integer)."""
-    try:
-        request = _decoder.decode(body)
-    except msgspec.ValidationError:
-        if body.lstrip()[:1] == b"[":
-            raise RpcError(INVALID_REQUEST, "JSON-RPC batches are not supported: send one request per call") from None
-        raise RpcError(INVALID_REQUEST, "the body must be a JSON-RPC request object") from None
-    except msgspec.DecodeError as exc:
-        raise RpcError(PARSE_ERROR, f"the body is not valid JSON: {exc}") from None
-    except (RecursionError, UnicodeDecodeError):
-        raise RpcError(PARSE_ERROR, "the body is JSON nested too deeply, or not UTF-8") from None
+    request = jsonrpc.decode_one(_decoder, body, "a JSON-RPC request object",
+                                 "JSON-RPC batches are not supported: send one request per call")
     if request.jsonrpc != "2.0":
         raise RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"')
     if not isinstance(request.method, str) or not request.method:

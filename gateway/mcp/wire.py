@@ -121,17 +121,8 @@ _encode = msgspec.json.encode
 
 def decode(body: bytes) -> Message:
     """One JSON-RPC message from ``body``: -32700 when it is not JSON, -32600 when it is not one message object."""
-    try:
-        message = _decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        if body.lstrip()[:1] == b"[":
-            raise RpcError(INVALID_REQUEST, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send "
-                                            "one message per request") from None
-        raise RpcError(INVALID_REQUEST, f"not a JSON-RPC message: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise RpcError(PARSE_ERROR, f"the body is not valid JSON: {exc}") from None
-    except (RecursionError, UnicodeDecodeError):
-        raise RpcError(PARSE_ERROR, "the body is JSON nested too deeply, or not UTF-8") from None
+    message = jsonrpc.decode_one(_decoder, body, "a JSON-RPC message", "JSON-RPC batches are not supported "
+                                 "(removed in MCP 2025-06-18): send one message per request", RpcError)
     if message.jsonrpc != "2.0":
         raise RpcError(INVALID_REQUEST, "jsonrpc must be \"2.0\"")
     if message.method is msgspec.UNSET and not message.is_response:

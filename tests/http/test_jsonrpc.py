@@ -1,8 +1,9 @@
-"""The JSON-RPC error both JSON-RPC endpoints answer with: its body, its status, and a gateway error as one."""
+"""The JSON-RPC error both JSON-RPC endpoints answer with: its body, its status, a gateway error as one, a body read."""
 
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from gateway.http import jsonrpc
 from gateway.http.errors import NotFound, RateLimited, ServiceUnavailable
@@ -36,3 +37,23 @@ def test_a_gateway_error_keeps_its_status_message_and_fields_in_the_protocols_er
     assert jsonrpc.RpcError.of(RateLimited("slow down")).status == 429
     down = jsonrpc.RpcError.of(ServiceUnavailable("the state store is unreachable"))
     assert down.status == 503 and down.code == jsonrpc.INTERNAL_ERROR
+
+
+class _Object(msgspec.Struct):
+    jsonrpc: object = None
+
+
+_decoder = msgspec.json.Decoder(_Object)
+
+
+@pytest.mark.parametrize(("body", "code", "words"), [
+    (b"{nope", jsonrpc.PARSE_ERROR, "the body is not valid JSON: "),
+    (b'{"jsonrpc": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", jsonrpc.PARSE_ERROR, "nested too deeply"),
+    (b'[{"jsonrpc": "2.0"}]', jsonrpc.INVALID_REQUEST, "no batches here"),
+    (b"7", jsonrpc.INVALID_REQUEST, "the body is not a test object: expected `object`, got `int`"),
+])
+def test_a_body_that_is_not_one_object_is_the_error_saying_why(body, code, words):
+    with pytest.raises(jsonrpc.RpcError) as refused:
+        jsonrpc.decode_one(_decoder, body, "a test object", "no batches here")
+    assert refused.value.code == code and words in refused.value.message, refused.value.message
+    assert jsonrpc.decode_one(_decoder, b'{"jsonrpc": "2.0"}', "a test object", "no").jsonrpc == "2.0"
