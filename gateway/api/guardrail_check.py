@@ -22,9 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from gateway.api.admin import GUARDRAILS, query_values
+from gateway.api.admin import GUARDRAILS, own_workspace_key
 from gateway.bounded_cache import BoundedCache
-from gateway.controlplane.auth import authenticate
 from gateway.controlplane.keys import KeyRecord, KeyStore
 from gateway.guardrails import direct
 from gateway.guardrails.hooks import PlanItem, SavedRef
@@ -119,12 +118,7 @@ class GuardrailCheckEndpoint:
         """The caller's key (``guardrails.invoke``); the routes serve the key's own workspace, so a query naming
         another is the 404 of a workspace it cannot see."""
         ctx = build_context(scope["headers"])
-        key = await authenticate(self.keys, ctx, SCOPE)
-        named = query_values(scope).get("workspace_id")
-        if named and named != key.workspace:
-            raise NotFound(f"no workspace '{named}' (the guardrail checks run in the key's own workspace)",
-                           param="workspace_id")
-        return ctx, key
+        return ctx, await own_workspace_key(self.keys, ctx, scope, SCOPE, "the guardrail checks")
 
     async def _run(self, send: Send, ctx: RequestContext, key: KeyRecord, record: RequestRecord,
                    guardrail_id: str | None, check: direct.Check, item: PlanItem, is_async: bool) -> None:
