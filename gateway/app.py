@@ -148,7 +148,8 @@ def _agent_routes(runtime: Runtime) -> list[tuple[str, str, ASGIApp]]:
             from gateway.api.agents import AgentEndpoint
 
             built.append(AgentEndpoint(runtime.keys, runtime.records.agent_target, lambda: runtime.agents,
-                                       runtime.settings.max_body_bytes, runtime.recorder, runtime.policies))
+                                       runtime.settings.max_body_bytes, runtime.recorder, runtime.policies,
+                                       runtime.settings.public_url))
         return built[0]
 
     return [("GET", "/v1/agents/{slug}/.well-known/agent-card.json", Deferred(lambda: endpoint().card)),

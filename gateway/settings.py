@@ -24,6 +24,7 @@ workers are separate processes: ``gateway serve`` parses the environment and fla
 from __future__ import annotations
 
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -127,6 +128,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mcp_session_ttl_ms: Annotated[int, setting(
         "how long an idle handshake-era (2025-11-25) MCP client session lives in the state store", gt=0)] = 86_400_000
     # A2A agents (docs/agents.md)
+    public_url: Annotated[str | None, setting(
+        "the gateway's base URL as its clients reach it (scheme, host, an optional path prefix; e.g. "
+        "https://gateway.example.com), used where the gateway names its own address: the endpoint in the agent cards "
+        "it serves. Unset: each request's X-Forwarded-Proto and X-Forwarded-Host, else its scheme and Host")] = None
     agent_timeout_ms: Annotated[int, setting(
         "longest wait for an A2A agent to start answering a call (a JSON-RPC error after it); a streamed answer may "
         "then fall silent for GATEWAY_UPSTREAM_READ_TIMEOUT_MS", gt=0)] = 300_000
@@ -330,6 +335,10 @@ ENV: dict[str, str] = {info.name: info.env for info in FIELDS}
 SECRETS: frozenset[str] = frozenset(info.name for info in FIELDS if info.secret)
 
 
+#: what GATEWAY_PUBLIC_URL may be: http(s), a host, an optional path prefix, no query or fragment
+_PUBLIC_URL = re.compile(r"https?://[^/?#\s]+(/[^?#\s]*)?")
+
+
 def load(environ: Mapping[str, str] | None = None, flags: Mapping[str, str | bool] | None = None) -> Settings:
     """The settings from the environment (``os.environ`` by default), with ``flags`` (field -> the flag's text, or a
     bool for on/off flags) taking precedence. A bad value raises ValueError naming the variable or flag."""
@@ -356,6 +365,9 @@ def load(environ: Mapping[str, str] | None = None, flags: Mapping[str, str | boo
             check_redis_url(settings.redis_url)
         except ValueError as exc:  # the message never repeats the URL: it may hold a password
             raise ValueError(f"{source.get('redis_url', ENV['redis_url'])}: {exc}") from None
+    if settings.public_url is not None and not _PUBLIC_URL.fullmatch(settings.public_url):
+        raise ValueError(f"{source.get('public_url', ENV['public_url'])}: must be an http(s) URL with a host and no "
+                         f"query or fragment (e.g. https://gateway.example.com), got {settings.public_url!r}")
     if settings.log_store_url:
         try:
             check_log_store_url(settings.log_store_url)

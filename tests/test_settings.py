@@ -50,6 +50,8 @@ def test_flags_win_over_the_environment():
     ({"GATEWAY_WORKERS": "0"}, {}, "GATEWAY_WORKERS"),
     ({"GATEWAY_MAX_BODY_BYTES": "-1"}, {}, "GATEWAY_MAX_BODY_BYTES"),
     ({"GATEWAY_LOG_RETENTION_ROWS": "0"}, {}, "GATEWAY_LOG_RETENTION_ROWS"),
+    ({"GATEWAY_PUBLIC_URL": "gateway.example.com"}, {}, "GATEWAY_PUBLIC_URL"),
+    ({"GATEWAY_PUBLIC_URL": "https://gw.example.com/?x=1"}, {}, "GATEWAY_PUBLIC_URL"),
     ({}, {"workers": "0"}, "--workers"),
 ])
 def test_a_bad_value_is_refused_naming_its_variable_or_flag(env, flags, named):

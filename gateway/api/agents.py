@@ -15,9 +15,10 @@ workspace's rate-limit policies (agent as ``provider`` ``agent:<slug>``, its car
 guardrails on a sent message's text, then the relay; every call that found its agent is a request record
 (``gateway/agents/records.py``).
 
-The gateway's own URL for an agent (``<scheme>://<host>/v1/agents/<slug>``) is built from the request: the first
-``X-Forwarded-Proto`` and ``X-Forwarded-Host`` values when a proxy in front set them, else the request's scheme and
-``Host``. Only the caller reads the card built from them, so a caller that sets them misleads only itself.
+The gateway's own URL for an agent is ``GATEWAY_PUBLIC_URL`` + ``/v1/agents/<slug>`` when that is set; else
+``<scheme>://<host>/v1/agents/<slug>`` built from the request: the first ``X-Forwarded-Proto`` and
+``X-Forwarded-Host`` values when a proxy in front set them, else the request's scheme and ``Host``. Only the
+caller reads the card built from them, so a caller that sets them misleads only itself.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ class AgentEndpoint:
     """The card and the JSON-RPC endpoint of every agent (see the module docstring)."""
 
     def __init__(self, keys: KeyStore, targets: Targets, service: Callable[[], AgentService], max_body: int,
-                 recorder: Any, policies: Any) -> None:
+                 recorder: Any, policies: Any, public_url: str | None = None) -> None:
         self.keys = keys
+        #: GATEWAY_PUBLIC_URL without its trailing slash: the base of the URLs the cards name, when set
+        self.public_url = public_url.rstrip("/") if public_url else None
         self.targets = targets
         self._service = service
         self.max_body = max_body
@@ -71,7 +74,7 @@ class AgentEndpoint:
     async def card(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = await self._caller(build_context(scope["headers"]), scope)
         target = await self._agent(key, _slug(scope))
-        data = served_card(target.card, target.endpoint, own_url(scope, target.slug))
+        data = served_card(target.card, target.endpoint, own_url(scope, target.slug, self.public_url))
         await send_bytes(send, 200, data, [*JSON_HEADERS, (b"cache-control", b"no-store")])
 
     async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -101,7 +104,7 @@ class AgentEndpoint:
                 raise wire.RpcError.of(exc) from None
             body, finish = await self._guarded(ctx, target, request, body)
             if request.method in CARD_METHODS:
-                finish = _card_rewrite(request.method, target, own_url(scope, target.slug), finish)
+                finish = _card_rewrite(request.method, target, own_url(scope, target.slug, self.public_url), finish)
         except wire.RpcError as exc:
             data = exc.body(wire.id_of(request))
             await send_bytes(send, exc.status, data, [*JSON_HEADERS, _CHALLENGE] if exc.status == 401 else JSON_HEADERS)
@@ -175,8 +178,11 @@ def _lenient(body: bytes) -> wire.Request | None:
         return wire.Request(id=wire.id_in(body))
 
 
-def own_url(scope: Scope, slug: str) -> str:
-    """The gateway's URL for the agent ``slug`` as the caller reaches it (see the module docstring)."""
+def own_url(scope: Scope, slug: str, public_url: str | None = None) -> str:
+    """The gateway's URL for the agent ``slug``: under ``public_url`` (GATEWAY_PUBLIC_URL) when set, else as the
+    caller reaches it (see the module docstring)."""
+    if public_url:
+        return f"{public_url}/v1/agents/{slug}"
     scheme = _first(scope, b"x-forwarded-proto").lower()
     if scheme not in ("http", "https"):
         scheme = str(scope.get("scheme") or "http")

@@ -33,6 +33,8 @@ from tests.support.a2a_gateway import (
     streamed_text,
 )
 from tests.support.controlplane import api
+from tests.support.http import request
+from tests.support.inprocess import start_in_process
 from tests.support.poll import wait_for
 from tests.support.servers import Server, start_gateway
 
@@ -86,6 +88,20 @@ def test_the_cards_url_follows_the_proxy_in_front(gw: Server, agent: A2ATestAgen
     behind = card_of(gw, "alpha", tenant.key, **{"x-forwarded-proto": "https", "x-forwarded-host": "ai.example.com"})
     assert behind.status_code == 200
     assert [i["url"] for i in behind.json()["supportedInterfaces"]] == ["https://ai.example.com/v1/agents/alpha"]
+
+
+def test_the_cards_url_is_the_public_url_when_one_is_set(agent: A2ATestAgent) -> None:
+    """GATEWAY_PUBLIC_URL names the gateway's address in every card, whatever Host or X-Forwarded-* reached it."""
+    public = start_in_process({"GATEWAY_PUBLIC_URL": "https://gw.example.com/ai/"})
+    try:
+        tenant = Tenant(public)
+        tenant.register("alpha", agent.base)
+        served = request("GET", f"{public.url}/v1/agents/alpha{CARD}",
+                         headers={"x-gateway-api-key": tenant.key, "x-forwarded-host": "evil.example.net"})
+        assert served.status == 200, served.text
+        assert [i["url"] for i in served.json()["supportedInterfaces"]] == ["https://gw.example.com/ai/v1/agents/alpha"]
+    finally:
+        public.stop()
 
 
 # --- calls ----------------------------------------------------------------------------------------------------------
