@@ -26,6 +26,7 @@ from gateway.api.models import ModelRoutes
 from gateway.api.policies import PolicyRoutes
 from gateway.api.prompts import PromptRoutes
 from gateway.api.providers import ProviderRoutes
+from gateway.http import early_stop
 from gateway.http.bodywatch import WATCH_STATE, BodyWatch
 from gateway.http.errors import GatewayError, MethodNotAllowed, NotFound, internal_error
 from gateway.http.respond import CACHE_DISABLED, send_error, with_cache_status
@@ -329,6 +330,7 @@ class GatewayApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                early_stop.hand_on()  # a stop signal met before the server's handlers were installed
                 try:
                     if self.runtime is None:
                         settings_module.keep_files_private()  # also when served by another command than ours

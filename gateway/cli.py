@@ -9,6 +9,7 @@ from typing import Callable
 
 from gateway import __version__, openfiles
 from gateway import settings as settings_module
+from gateway.http import early_stop
 from gateway.settings import Settings
 
 
@@ -32,6 +33,7 @@ def _serve_granian(target: str, host: str, port: int, workers: int, backlog: int
         workers_kill_timeout=int(kill_timeout) if kill_timeout else None,
         respawn_failed_workers=True,
     )
+    early_stop.arm()  # a worker stopped before it listens for the signal still stops (gateway/http/early_stop.py)
     server.serve()
 
 

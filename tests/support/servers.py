@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,6 +51,8 @@ class Server:
         self.env = env
 
     def stop(self, sig_timeout: float = 15.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``sig_timeout``; then whatever is left of its process group (a worker whose
+        main process was killed) is killed too, so no test leaves a server behind."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -56,6 +60,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         return self.proc.returncode
 
     def output(self) -> str:
@@ -76,7 +82,7 @@ def start(args: list[str], env_extra: dict[str, str] | None = None, port: int | 
     log = Path(tempfile.mkstemp(prefix="gw-test-", suffix=".log")[1])
     cmd = [sys.executable, "-m", "gateway", *args, "--port", str(port)]
     proc = subprocess.Popen(cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            cwd=str(Path(__file__).resolve().parents[2]))
+                            cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
     server = Server(proc, port, log, env)
     try:
         wait_port(port, proc)
