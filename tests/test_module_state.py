@@ -15,8 +15,9 @@ import gateway
 ROOT = Path(gateway.__file__).parent
 #: moved out of the package into its own (it keeps its stores on the mock app)
 SKIP = ("mock",)
-#: "module:name" -> why it may stay. (Not containers, so not listed: gateway/process_ids.py's two IdSource objects,
-#: module-level because the os.register_at_fork hook that re-seeds them is process-wide and cannot be removed.)
+#: "module:name" -> why it may stay. (Not containers, so not listed: gateway/process_ids.py's two IdSource objects
+#: and gateway/http/early_stop.py's _PENDING, module-level because the os.register_at_fork hooks that reset them
+#: are process-wide and cannot be removed.)
 ALLOWED: dict[str, str] = {}
 _MUTABLE_CALLS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "BoundedCache",
                             "bytearray", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"})

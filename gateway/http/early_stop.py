@@ -20,34 +20,42 @@ from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-#: the stop signals this process received before ``hand_on`` (set only in a forked worker)
-_received: list[int] = []
-_armed = False
+
+class _Pending:
+    """The stop signal a forked worker received before ``hand_on`` (module-level, as ``gateway.process_ids``'s id
+    sources are: the ``os.register_at_fork`` hook that resets it is process-wide and cannot be removed)."""
+
+    __slots__ = ("armed", "signum")
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.signum: int | None = None
+
+    def record(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def in_child(self) -> None:
+        self.signum = None
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self.record)
 
 
-def _record(signum: int, frame: Any) -> None:
-    _received.append(signum)
-
-
-def _in_child() -> None:
-    _received.clear()
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _record)
+_PENDING = _Pending()
 
 
 def arm() -> None:
     """Every process forked from here on records a stop signal until its server's handlers replace this one."""
-    global _armed
-    if not _armed:
-        os.register_at_fork(after_in_child=_in_child)
-        _armed = True
+    if not _PENDING.armed:
+        os.register_at_fork(after_in_child=_PENDING.in_child)
+        _PENDING.armed = True
 
 
 def hand_on() -> bool:
     """Send this process the stop signal it recorded before its server listened (True if there was one)."""
-    if not _received:
+    signum = _PENDING.signum
+    if signum is None:
         return False
-    signum = _received[0]
-    _received.clear()
+    _PENDING.signum = None
     os.kill(os.getpid(), signum)
     return True
