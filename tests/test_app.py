@@ -180,11 +180,14 @@ import gc
 print(json.dumps({"gc": [gc.get_threshold()[2], gc.get_freeze_count() > 0]}))
 print(json.dumps(sorted(name for name in LAZY if name in sys.modules)))
 """
-#: what a worker loads only when a request first needs it (a provider named, a front door or a batch run)
+#: what a worker loads only when a request first needs it (a provider named, a front door, a batch run or an MCP
+#: call), and what it never needs (the package's installed metadata)
 LAZY = ["gateway.providers.anthropic", "gateway.providers.cloudA", "gateway.providers.cloudA.sigv4",
         "gateway.providers.cloudC", "gateway.providers.cloudC.auth", "gateway.providers.cohere",
         "gateway.pipeline.dialects.door", "gateway.pipeline.dialects.responses", "gateway.pipeline.dialects.messages",
-        "gateway.jobs.batch_runner", "gateway.jobs.batch_dispatch", "cryptography", "gateway.realtime.endpoint"]
+        "gateway.jobs.batch_runner", "gateway.jobs.batch_dispatch", "cryptography", "gateway.realtime.endpoint",
+        "gateway.mcp.catalog", "gateway.mcp.upstream", "gateway.mcp.wire", "gateway.http.jsonrpc",
+        "importlib.metadata"]
 
 
 def test_an_idle_worker_has_not_loaded_what_is_loaded_on_first_use(tmp_path):

@@ -29,8 +29,7 @@ from gateway.controlplane.secrets import SecretError
 from gateway.http.body import read_request_body
 from gateway.http.errors import Conflict, Forbidden, GatewayError, InvalidRequest
 from gateway.http.types import ASGIApp, Receive, Scope, Send
-from gateway.mcp.catalog import SEPARATOR
-from gateway.mcp.target import ServerTarget
+from gateway.mcp.target import SEPARATOR, ServerTarget
 from gateway.schema.common import BodyDecoder
 
 log = logging.getLogger("gateway.admin")

@@ -22,10 +22,9 @@ from typing import Any
 
 from gateway.bounded_cache import BoundedCache
 from gateway.mcp import wire
-from gateway.mcp.target import ServerTarget, tool_digest
+from gateway.mcp.target import SEPARATOR, ServerTarget, tool_digest
 from gateway.mcp.upstream import McpUpstream
 
-SEPARATOR = "__"
 #: (server slug, tool name) -> whether the caller's key may call it
 Permit = Callable[[str, str], bool]
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 from gateway.controlplane.keys import KeyRecord
 from gateway.http.context import RequestContext
 from gateway.mcp import wire
-from gateway.mcp.catalog import SEPARATOR
 from gateway.mcp.relay import Forward
-from gateway.mcp.target import ServerTarget
+from gateway.mcp.target import SEPARATOR, ServerTarget
 from gateway.policies.calls import CallRecord
 
 ENDPOINT = "mcp.tools/call"
