@@ -118,16 +118,10 @@ class Relay:
         """Client to provider."""
         client, upstream, traffic, limit = self.client, self.upstream, self.traffic, self.max_bytes
         while True:
-            frame = await client.receive()
-            if isinstance(frame, int):
-                return Ending(frame, "", "client")
-            size = frame_size(frame)
-            if size > limit:
-                reason = f"message larger than {limit} bytes"
-                return Ending(1009, reason, "gateway", f"the client sent a {reason}")
+            frame = await client_message(client, traffic, limit)
+            if isinstance(frame, Ending):
+                return frame
             self._last = self._loop.time()
-            traffic.messages_in += 1
-            traffic.bytes_in += size
             try:
                 if isinstance(frame, str):
                     await upstream.send_str(frame)
@@ -197,6 +191,21 @@ class Relay:
                 await within(upstream.close(code=code), CLOSE_WAIT_S)
             except (TimeoutError, ConnectionError, aiohttp.ClientError, RuntimeError):
                 pass
+
+
+async def client_message(client: ClientSocket, traffic: Traffic, limit: int) -> str | bytes | Ending:
+    """The client's next message, counted in ``traffic``; or how the session ends: the client closed, or sent a
+    message over ``limit`` bytes (1009)."""
+    frame = await client.receive()
+    if isinstance(frame, int):
+        return Ending(frame, "", "client")
+    size = frame_size(frame)
+    if size > limit:
+        reason = f"message larger than {limit} bytes"
+        return Ending(1009, reason, "gateway", f"the client sent a {reason}")
+    traffic.messages_in += 1
+    traffic.bytes_in += size
+    return frame
 
 
 def first_ending(tasks: Sequence[asyncio.Future[Ending]]) -> Ending:

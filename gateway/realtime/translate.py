@@ -80,7 +80,15 @@ from gateway.jobs.dispatch import Headers, InProcessDispatcher
 from gateway.observability.record import RequestRecord
 from gateway.providers.base import CHAT, RESPONSES
 from gateway.providers.registry import ProviderRegistry
-from gateway.realtime.relay import CLOSE_WAIT_S, IDLE, STOPPING, Ending, Traffic, first_ending, frame_size
+from gateway.realtime.relay import (
+    CLOSE_WAIT_S,
+    IDLE,
+    STOPPING,
+    Ending,
+    Traffic,
+    client_message,
+    first_ending,
+)
 from gateway.realtime.turn import Conversation, TurnSink, error_event, member, prepared_events
 from gateway.realtime.usage import SessionUsage
 from gateway.waiting import wait_event
@@ -231,16 +239,10 @@ class TranslatedSession:
     async def _read(self) -> Ending:
         socket, traffic, limit = self.socket, self.traffic, self.max_bytes
         while True:
-            frame = await socket.receive()
-            if isinstance(frame, int):
-                return Ending(frame, "", "client")
-            size = frame_size(frame)
-            if size > limit:
-                reason = f"message larger than {limit} bytes"
-                return Ending(1009, reason, "gateway", f"the client sent a {reason}")
+            frame = await client_message(socket, traffic, limit)
+            if isinstance(frame, Ending):
+                return frame
             self._last = self._loop.time()
-            traffic.messages_in += 1
-            traffic.bytes_in += size
             await self._take(frame)
 
     async def _take(self, frame: str | bytes) -> None:
