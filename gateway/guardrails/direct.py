@@ -31,11 +31,10 @@ from gateway.guardrails.checks import ParamError
 from gateway.guardrails.checks.base import Params, decode_params
 from gateway.guardrails.hooks import CompiledHook, SavedRef, compile_saved
 from gateway.guardrails.results import HookResults, PhaseOutcome
-from gateway.guardrails.saved import SavedGuardrail, new_guardrail, parse_create
+from gateway.guardrails.saved import SavedGuardrail, json_body, new_guardrail, parse_create
 from gateway.guardrails.text import GuardrailAnswer, GuardrailRequest, Subject
 from gateway.http.errors import InvalidRequest
 from gateway.schema.chat import Message
-from gateway.schema.common import is_not_utf8
 from gateway.schema.config import Guardrail
 
 #: the endpoint a check's request is judged as (``default.allowedRequestTypes``, the webhook's ``endpoint``)
@@ -120,16 +119,7 @@ class Check:
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        if is_not_utf8(exc):
-            raise InvalidRequest("invalid check: the body is not valid UTF-8", param="body") from None
-        raise InvalidRequest(f"invalid check: the body is not valid JSON ({exc})", param="body") from None
-    except RecursionError:
-        raise InvalidRequest("invalid check: the body nests too deeply to decode", param="body") from None
-    except UnicodeDecodeError:
-        raise InvalidRequest("invalid check: the body is not valid UTF-8", param="body") from None
+    doc = json_body(raw, "invalid check")
     if not isinstance(doc, dict):
         raise InvalidRequest("invalid check: the body must be a JSON object", param="body")
     return doc

@@ -99,19 +99,23 @@ def _invalid(exc: ParamError) -> InvalidRequest:
     return InvalidRequest(f"invalid guardrail: {exc.param}: {exc.detail}", param=exc.param)
 
 
+def json_body(raw: bytes | str, prefix: str) -> Any:
+    """``raw`` decoded as JSON; what cannot be decoded is a 400 naming ``body``, its message starting ``prefix``
+    (a saved guardrail's routes, and the direct checks of ``gateway.guardrails.direct``)."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        if is_not_utf8(exc):
+            raise InvalidRequest(f"{prefix}: the body is not valid UTF-8", param="body") from None
+        raise InvalidRequest(f"{prefix}: the body is not valid JSON ({exc})", param="body") from None
+    except RecursionError:
+        raise InvalidRequest(f"{prefix}: the body nests too deeply to decode", param="body") from None
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"{prefix}: the body is not valid UTF-8", param="body") from None
+
+
 def _decode(raw: bytes | str | dict[str, Any], shape: type[Params]) -> Any:
-    doc = raw
-    if isinstance(raw, (bytes, str)):
-        try:
-            doc = msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            if is_not_utf8(exc):
-                raise InvalidRequest("invalid guardrail: the body is not valid UTF-8", param="body") from None
-            raise InvalidRequest(f"invalid guardrail: the body is not valid JSON ({exc})", param="body") from None
-        except RecursionError:
-            raise InvalidRequest("invalid guardrail: the body nests too deeply to decode", param="body") from None
-        except UnicodeDecodeError:
-            raise InvalidRequest("invalid guardrail: the body is not valid UTF-8", param="body") from None
+    doc = json_body(raw, "invalid guardrail") if isinstance(raw, (bytes, str)) else raw
     try:
         return decode_params(shape, doc, "", "field")
     except ParamError as exc:
