@@ -45,7 +45,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen import LoadGenerator, pick_loadgen
-from overhead import busy_cpus, machine, summary_ms
+from overhead import close_report, machine, open_report, summary_ms
 from procs import ADMIN_KEY, CpuMeter, Processes, Server, http_ok, worker_pids, worker_rss_mb
 from rawhttp import Connection, build_request
 
@@ -275,19 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     gen = pick_loadgen(args.loadgen, args.connections, 1)
     started = time.monotonic()
-    report: dict = {"machine": machine(gen)}
-    report["machine"]["busy_cpus_before"] = busy_cpus()
-    if report["machine"]["busy_cpus_before"] > 0.25:
-        log(f"warning: {report['machine']['busy_cpus_before']} CPUs were busy before the run: figures will be noisy")
+    report = open_report(machine(gen), log)
     report["forms"] = run(args, gen)
-    report["machine"]["busy_cpus_after"] = busy_cpus()
-    report["settings"] = {k: v for k, v in vars(args).items() if k != "output"}
-    report["elapsed_s"] = round(time.monotonic() - started, 1)
     print_table(report)
-    text = msgspec.json.format(msgspec.json.encode(report), indent=2).decode()
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    print(text, flush=True)
+    close_report(report, args, started)
     return 0
 
 

@@ -31,6 +31,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -331,6 +332,27 @@ def busy_cpus(seconds: float = 1.0) -> float:
     return round((busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1), 2)
 
 
+def open_report(machine: dict, log: Callable[[str], None]) -> dict:
+    """A benchmark's report: the machine, and how busy its CPUs were before the run (warned about when busy)."""
+    report: dict = {"machine": machine}
+    machine["busy_cpus_before"] = busy_cpus()
+    if machine["busy_cpus_before"] > 0.25:
+        log(f"warning: {machine['busy_cpus_before']} CPUs were busy before the run: figures will be noisy")
+    return report
+
+
+def close_report(report: dict, args: argparse.Namespace, started: float) -> None:
+    """The report's end (the CPUs' business after, the settings, the run's length), printed as one JSON document
+    on stdout and written to ``--output`` when given."""
+    report["machine"]["busy_cpus_after"] = busy_cpus()
+    report["settings"] = {k: v for k, v in vars(args).items() if k != "output"}
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    text = msgspec.json.format(msgspec.json.encode(report), indent=2).decode()
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(text, flush=True)
+
+
 def machine(gen: LoadGenerator) -> dict:
     cpu = "unknown"
     try:
@@ -406,10 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     gen = pick_loadgen(args.loadgen, args.connections, args.loadgen_threads)
     started = time.monotonic()
-    report: dict = {"machine": machine(gen)}
-    report["machine"]["busy_cpus_before"] = busy_cpus()
-    if report["machine"]["busy_cpus_before"] > 0.25:
-        log(f"warning: {report['machine']['busy_cpus_before']} CPUs were busy before the run: figures will be noisy")
+    report = open_report(machine(gen), log)
     with Stack(log=log, gateway_env=args.gateway_env) as stack:
         stack.scenario(STREAM_SCENARIO, [{"chunks": STREAM_CHUNKS}])
         if args.compare_loadgens:
@@ -420,13 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             results = {str(w): run_workers(stack, w, args, gen) for w in args.workers}
             report["workers"] = results
             report["verdict"] = verdict(results)
-    report["machine"]["busy_cpus_after"] = busy_cpus()
-    report["settings"] = {k: v for k, v in vars(args).items() if k != "output"}
-    report["elapsed_s"] = round(time.monotonic() - started, 1)
-    text = msgspec.json.format(msgspec.json.encode(report), indent=2).decode()
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    print(text, flush=True)
+    close_report(report, args, started)
     return 0
 
 

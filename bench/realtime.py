@@ -51,7 +51,7 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from overhead import busy_cpus, summary_ms
+from overhead import close_report, open_report, summary_ms
 from procs import ADMIN_KEY, CHAT_PROBE, CpuMeter, Processes, Server, http_ok, worker_pids, worker_rss_mb
 
 BENCH = Path(__file__).resolve().parent
@@ -338,23 +338,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    report: dict = {"machine": machine()}
-    report["machine"]["busy_cpus_before"] = busy_cpus()
-    if report["machine"]["busy_cpus_before"] > 0.25:
-        log(f"warning: {report['machine']['busy_cpus_before']} CPUs were busy before the run: figures will be noisy")
+    report = open_report(machine(), log)
     try:
         report["results"] = asyncio.run(_bounded(run(args), args.timeout))
     except TimeoutError:
         log(f"the run took longer than --timeout {args.timeout:g}s")
         return 1
-    report["machine"]["busy_cpus_after"] = busy_cpus()
-    report["settings"] = {k: v for k, v in vars(args).items() if k != "output"}
-    report["elapsed_s"] = round(time.monotonic() - started, 1)
     print_table(report)
-    text = msgspec.json.format(msgspec.json.encode(report), indent=2).decode()
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    print(text, flush=True)
+    close_report(report, args, started)
     return 0
 
 
